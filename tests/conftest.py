@@ -1,0 +1,43 @@
+"""Shared fixtures: small real inputs cut from the shared benchmark data, and temp homes."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from xc_core.paths import aol_archive
+
+
+@pytest.fixture(scope="session")
+def aol_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real slice of aol-1000: the first 25 user files of the shared archive, repacked as .tgz."""
+    source = aol_archive()
+    if not source.exists():
+        pytest.fail(f"shared data missing: {source} (see ../shared/data/README.md)")
+    out = tmp_path_factory.mktemp("aol") / "slice.tgz"
+    with tarfile.open(source, "r|gz") as src, tarfile.open(out, "w:gz") as dst:
+        taken = 0
+        for member in src:
+            if not member.isfile():
+                continue
+            data = src.extractfile(member).read()  # type: ignore[union-attr]
+            info = tarfile.TarInfo(member.name)
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+            taken += 1
+            if taken == 25:
+                break
+    return out
+
+
+def write_tgz(path: Path, files: dict[str, bytes]) -> Path:
+    """A gzip tar whose members are ``user_search_logs/<name>`` with the given bytes."""
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"user_search_logs/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path

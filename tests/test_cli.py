@@ -1,0 +1,26 @@
+"""The ``xc`` CLI prints exactly one JSON line per command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_xc_ingest_prints_one_json_summary(aol_slice: Path, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "xc_core.cli", "ingest", "--source", "aol", str(aol_slice),
+                           "--home", str(tmp_path)], capture_output=True, text=True, check=True)
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1
+    summary = json.loads(lines[0])
+    assert {"query_events", "clicks", "read", "accepted", "rejected", "reasons", "seconds"} <= set(summary)
+    assert summary["accepted"] + summary["rejected"] == summary["read"] == summary["query_events"] + summary["clicks"]
+
+
+def test_xc_core_never_imports_dagster() -> None:
+    code = ("import sys, pkgutil, importlib, xc_core\n"
+            "for m in pkgutil.walk_packages(xc_core.__path__, 'xc_core.'): importlib.import_module(m.name)\n"
+            "print('dagster' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

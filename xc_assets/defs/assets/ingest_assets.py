@@ -1,0 +1,94 @@
+"""Ingestion assets: ``raw_events`` (daily partitions) and ``quarantine``; both call xc_core.logs.
+
+No ``from __future__ import annotations`` here: Dagster reads the Config/resource annotations at runtime.
+"""
+
+import warnings
+
+
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from xc_assets.defs.constants import INGEST_GROUP
+from xc_assets.defs.partitions import daily_partitions
+from xc_assets.defs.resources import XcHome
+from xc_core.logs.config import IngestConfig
+from xc_core.logs.ingest import Source, ingest
+from xc_core.paths import aol_archive
+
+# BackfillPolicy is "beta" in Dagster 1.13; single-run backfills are what make a 92-day ingest one read.
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+
+class RawEventsConfig(dg.Config):
+    """Which raw logs to ingest; empty ``paths`` with source ``aol`` means the shared aol-1000 archive."""
+
+    source: Literal["aol", "events"] = Field(default="aol", description="aol block files or canonical event files")
+    paths: list[str] = Field(default_factory=list, description="files to read")
+    max_query_chars: int = Field(default=512, description="longer queries are quarantined")
+    session_gap_minutes: float = Field(default=30.0, description="inactivity that starts a new session")
+
+
+def _markdown_table(frame: pl.DataFrame, limit: int = 10) -> str:
+    if frame.is_empty():
+        return "_none_"
+    head = frame.head(limit).with_columns(pl.all().cast(pl.String).str.replace_all(r"\|", "/").str.slice(0, 80))
+    lines = ["| " + " | ".join(head.columns) + " |", "|" + "---|" * len(head.columns)]
+    lines += ["| " + " | ".join("" if v is None else v for v in row) + " |" for row in head.iter_rows()]
+    return "\n".join(lines)
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    group_name=INGEST_GROUP,
+    kinds={"polars", "parquet", "duckdb"},
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=5),
+    description="Validated canonical events, Parquet partitioned by day, with duckdb views (xc_core.logs).",
+)
+def raw_events(context: dg.AssetExecutionContext, config: RawEventsConfig, xc_home: XcHome) -> dg.MaterializeResult:
+    window = context.partition_time_window
+    paths = [Path(p) for p in config.paths] or ([aol_archive()] if config.source == "aol" else [])
+    cfg = IngestConfig(max_query_chars=config.max_query_chars, session_gap_minutes=config.session_gap_minutes)
+    summary = ingest([Source(config.source, p) for p in paths], xc_home.path, cfg,
+                     window=(window.start, window.end), progress=False)
+    context.log.info(f"ingested {summary.to_dict()}")
+    rejects = xc_home.event_store().read_quarantine().filter(pl.col("disposition") == "rejected")
+    return dg.MaterializeResult(metadata={
+        "rows_read": summary.read,
+        "rows_accepted": summary.accepted,
+        "rows_rejected": summary.rejected,
+        "rows_outside_partitions": summary.outside_window,
+        "events_stored": summary.stored,
+        "events_already_stored": summary.already_stored,
+        "rejects_by_reason": summary.reasons,
+        "flagged_by_reason": summary.flagged,
+        "reject_sample": dg.MetadataValue.md(_markdown_table(
+            rejects.select("source_file", "line_no", "reason", "detail", "raw"))),
+        "store": dg.MetadataValue.path(str(xc_home.event_store().events_dir)),
+        "seconds": summary.seconds,
+    })
+
+
+@dg.asset(
+    deps=[raw_events],
+    group_name=INGEST_GROUP,
+    kinds={"parquet", "duckdb"},
+    description="Every record that did not make it into raw_events, with its raw text, file, line and reason.",
+)
+def quarantine(context: dg.AssetExecutionContext, xc_home: XcHome) -> dg.MaterializeResult:
+    table = xc_home.event_store().read_quarantine()
+    by_reason = table.group_by("reason", "disposition").len().sort("len", descending=True)
+    context.log.info(f"quarantine holds {table.height} rows")
+    return dg.MaterializeResult(metadata={
+        "rows": table.height,
+        "rejected": table.filter(pl.col("disposition") == "rejected").height,
+        "kept_with_flag": table.filter(pl.col("disposition") == "kept").height,
+        "by_reason": dg.MetadataValue.md(_markdown_table(by_reason, 50)),
+        "sample": dg.MetadataValue.md(_markdown_table(table.select("source_file", "line_no", "reason", "raw"))),
+        "path": dg.MetadataValue.path(str(xc_home.event_store().quarantine_path)),
+    })

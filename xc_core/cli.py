@@ -1,0 +1,85 @@
+"""``xc``: one command per pipeline stage, each printing a one-line JSON summary on stdout.
+
+Progress bars and logs go to stderr, so ``xc ... | jq`` always sees exactly one JSON line. Errors
+print a one-line message naming the file and the fix, and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from xc_core.paths import aol_archive, resolve_home
+
+
+def _emit(payload: dict[str, object]) -> None:
+    print(json.dumps(payload, default=str), flush=True)
+
+
+def cmd_ingest(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.logs.config import IngestConfig
+    from xc_core.logs.ingest import Source, ingest
+
+    paths = [Path(p) for p in args.paths] or ([aol_archive()] if args.source == "aol" else [])
+    if not paths:
+        raise SystemExit("xc ingest --source events needs at least one PATH (Parquet, CSV/TSV or JSON Lines)")
+    cfg = IngestConfig(max_query_chars=args.max_query_chars, session_gap_minutes=args.session_gap_minutes)
+    summary = ingest([Source(args.source, p) for p in paths], resolve_home(args.home), cfg,
+                     progress=not args.quiet)
+    return summary.to_dict()
+
+
+def cmd_run(args: argparse.Namespace) -> dict[str, object]:
+    # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
+    runner = importlib.import_module("xc_assets.run")
+    result: dict[str, object] = runner.run_pipeline(dataset=args.dataset, profile=args.profile,
+                                                    home=resolve_home(args.home))
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xc", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="data root for everything xc writes (default: $XC_HOME or ./.xc)")
+    common.add_argument("--quiet", action="store_true", help="no progress bars")
+    common.add_argument("-v", "--verbose", action="store_true", help="log at INFO to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ingest = sub.add_parser("ingest", parents=[common], help="raw logs → event store + quarantine")
+    ingest.add_argument("--source", choices=["aol", "events"], required=True)
+    ingest.add_argument("paths", nargs="*", help="files to ingest (default for aol: the shared aol-1000 archive)")
+    ingest.add_argument("--max-query-chars", type=int, default=512)
+    ingest.add_argument("--session-gap-minutes", type=float, default=30.0)
+    ingest.set_defaults(func=cmd_ingest)
+
+    run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
+    run.add_argument("--dataset", default="aol-1000", choices=["aol-1000"])
+    run.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    func: Callable[[argparse.Namespace], dict[str, object]] = args.func
+    try:
+        _emit(func(args))
+    except Exception as exc:  # noqa: BLE001 - the CLI boundary turns known errors into one clear line
+        from xc_core.logs.errors import IngestError
+
+        if isinstance(exc, IngestError):
+            print(f"xc {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
