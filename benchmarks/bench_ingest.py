@@ -44,6 +44,10 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
 
 
 def _peak_rss_mb() -> float:
+    """This process's own high-water RSS (VmHWM): unlike ru_maxrss it is not inherited across exec."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -17,4 +17,4 @@ class IngestConfig(BaseModel):
     max_query_chars: int = Field(default=512, gt=0, description="longer queries are quarantined")
     known_markets: tuple[str, ...] = Field(default=DEFAULT_MARKETS, description="other markets are quarantined")
     session_gap_minutes: float = Field(default=30.0, gt=0, description="inactivity that starts a new session")
-    batch_rows: int = Field(default=2_000_000, gt=0, description="rows validated per batch (bounds memory)")
+    batch_rows: int = Field(default=1_000_000, gt=0, description="rows validated per batch (bounds memory)")

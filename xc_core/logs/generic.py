@@ -59,12 +59,24 @@ def _coerce_ts(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(ts_raw=pl.col("ts").cast(pl.String), ts=_parse_ts(pl.col("ts")))
 
 
-def _bool(name: str, default: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-    """(parsed value, parse failed) for a boolean column that may arrive as text."""
+def _bool(df: pl.DataFrame, name: str, default: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(parsed value, parse failed) for a boolean column that may arrive typed or as text."""
+    if df.schema[name] == pl.Boolean:
+        return pl.col(name).fill_null(default), pl.lit(False)
     text = pl.col(name).cast(pl.String).str.strip_chars().str.to_lowercase()
     value = pl.when(text.is_in(_TRUE)).then(True).when(text.is_in(_FALSE)).then(False)
     failed = text.is_not_null() & value.is_null()
     return value.fill_null(default), failed
+
+
+def _number(df: pl.DataFrame, name: str, dtype: pl.DataType) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(value, text as read or null, parse failed) for a numeric column typed or as text."""
+    if df.schema[name].is_numeric():
+        return pl.col(name).cast(dtype, strict=False), pl.col(name).cast(pl.String), pl.lit(False)
+    text = pl.col(name).cast(pl.String).str.strip_chars()
+    text = pl.when(text != "").then(text)
+    value = text.cast(dtype, strict=False)
+    return value, text, text.is_not_null() & value.is_null()
 
 
 def coerce(df: pl.DataFrame) -> pl.DataFrame:
@@ -74,26 +86,22 @@ def coerce(df: pl.DataFrame) -> pl.DataFrame:
             df = df.with_columns(pl.lit(None, dtype=INPUT_SCHEMA[name]).alias(name))
     df = _coerce_ts(df)
     strings = [pl.col(c).cast(pl.String) for c in ("user_id", "market", "query_text", "item_id", "item_text",
-                                                     "brand", "location")]
+                                                     "brand", "location") if df.schema[c] != pl.String]
     df = df.with_columns(strings)
-    impressed, impressed_bad = _bool("impressed", pl.col("item_id").is_not_null())
-    clicked, clicked_bad = _bool("clicked", pl.lit(False))
-    bid = pl.col("bid").cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
-    bid_bad = pl.col("bid").is_not_null() & (pl.col("bid").cast(pl.String).str.strip_chars() != "") & bid.is_null()
-    position_raw = pl.col("position").cast(pl.String).str.strip_chars()
-    position_raw = pl.when(position_raw != "").then(position_raw)
-    position = position_raw.cast(pl.Int64, strict=False)
-    df = df.with_columns(
+    impressed, impressed_bad = _bool(df, "impressed", pl.col("item_id").is_not_null())
+    clicked, clicked_bad = _bool(df, "clicked", pl.lit(False))
+    bid, _, bid_bad = _number(df, "bid", pl.Float64())
+    position, position_raw, position_bad = _number(df, "position", pl.Int64())
+    return df.with_columns(
         structural_reason=pl.when(impressed_bad | clicked_bad | bid_bad).then(pl.lit(Reason.MALFORMED_LINE.value)),
         structural_detail=pl.when(impressed_bad).then(pl.lit("impressed is not a boolean"))
         .when(clicked_bad).then(pl.lit("clicked is not a boolean"))
         .when(bid_bad).then(pl.lit("bid is not a number")),
         impressed=impressed, clicked=clicked, bid=bid,
         position_raw=position_raw,
-        position_invalid=position_raw.is_not_null() & (position.is_null() | (position < 1)),
+        position_invalid=position_bad | (position < 1).fill_null(False),
         position=pl.when(position >= 1).then(position).cast(pl.Int32),
     )
-    return df
 
 
 def _records(df: pl.DataFrame, path: Path, first_line: int, raw: list[str] | None) -> pl.DataFrame:

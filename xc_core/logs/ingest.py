@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
@@ -27,7 +26,7 @@ from xc_core.logs.config import IngestConfig
 from xc_core.logs.errors import IngestError
 from xc_core.logs.schema import EVENT_SCHEMA, INPUT_SCHEMA, QUARANTINE_SCHEMA, Reason
 from xc_core.logs.store import EventStore
-from xc_core.logs.validate import apply_rules, canonical, event_ids, mark_duplicates
+from xc_core.logs.validate import apply_rules, canonical, event_ids, mark_duplicates, no_ids_seen
 
 log = logging.getLogger(__name__)
 SourceKind = Literal["aol", "events"]
@@ -84,7 +83,7 @@ def _quarantine_rows(records: pl.DataFrame, mask: pl.Expr, reason: pl.Expr, disp
     )
 
 
-def _with_duplicates(records: pl.DataFrame, valid: pl.Expr, seen: np.ndarray) -> tuple[pl.DataFrame, np.ndarray]:
+def _with_duplicates(records: pl.DataFrame, valid: pl.Expr, seen: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
     """Give valid records an ``event_id`` and turn repeats into ``duplicate_event`` rejects."""
     ok = records.filter(valid)
     if ok.is_empty():
@@ -110,7 +109,7 @@ def _finish(records: pl.DataFrame, emit: pl.Expr, query_events: int, clicks: int
     return _Batch(events, pl.concat([rejected, flagged]), query_events, clicks, records.height)
 
 
-def _aol_batches(path: Path, cfg: IngestConfig, seen: np.ndarray) -> Iterator[tuple[_Batch, np.ndarray]]:
+def _aol_batches(path: Path, cfg: IngestConfig, seen: pl.Series) -> Iterator[tuple[_Batch, pl.Series]]:
     """The whole AOL source as one batch (the full archive is ~1M lines: small enough)."""
     records = aol.parse_aol(aol.read_lines(path), cfg.max_query_chars).with_columns(
         position_invalid=pl.lit(False), position_raw=pl.lit(None, dtype=pl.String),
@@ -140,7 +139,7 @@ def _aol_batches(path: Path, cfg: IngestConfig, seen: np.ndarray) -> Iterator[tu
     yield _finish(records, emit, n_queries, records.height - n_queries), seen
 
 
-def _generic_batches(path: Path, cfg: IngestConfig, seen: np.ndarray) -> Iterator[tuple[_Batch, np.ndarray]]:
+def _generic_batches(path: Path, cfg: IngestConfig, seen: pl.Series) -> Iterator[tuple[_Batch, pl.Series]]:
     for records in generic.iter_generic(path, cfg.batch_rows):
         records = apply_rules(records, cfg)
         records, seen = _with_duplicates(records, pl.col("reason").is_null(), seen)
@@ -171,7 +170,7 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     flagged: Counter[str] = Counter()
     staged: list[Path] = []
     quarantine: list[pl.DataFrame] = []
-    seen = np.empty(0, dtype=np.uint64)
+    seen = no_ids_seen()
     try:
         for source in tqdm(sources, desc="ingest", unit="file", disable=not progress):
             batches = _aol_batches if source.kind == "aol" else _generic_batches
@@ -185,7 +184,7 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
                 if events.height:
                     staged.append(staging / f"batch-{len(staged):05d}.parquet")
                     staged[-1].parent.mkdir(parents=True, exist_ok=True)
-                    events.write_parquet(staged[-1])
+                    events.write_parquet(staged[-1], compression="lz4")  # scratch: speed over size
                 quarantine.append(batch.quarantine)
         summary.accepted = summary.read - summary.rejected - summary.outside_window
         _commit(store, staged, quarantine, summary, cfg)

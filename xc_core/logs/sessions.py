@@ -7,33 +7,35 @@ from datetime import timedelta
 import duckdb
 import polars as pl
 
+_CONTEXT_SCHEMA = {"user_id": pl.String, "ts": pl.Datetime("us", "UTC"), "session_id": pl.String}
+
 
 def assign_sessions(events: pl.DataFrame, gap_minutes: float, context: pl.DataFrame | None = None) -> pl.DataFrame:
     """Return ``events`` with ``session_id`` set.
 
-    ``context`` holds already-sessionised earlier events (``user_id, ts, session_id``) — the store's day
-    before — so a session that crosses midnight keeps the id it got when its first day was written.
-    A session's id is md5(user_id, start time) unless it continues a context session.
+    A session's id is md5(user_id, start time)[:16]. ``context`` holds already-sessionised earlier
+    events (``user_id, ts, session_id`` — the store's day before), so a session that crosses midnight
+    keeps the id it got when its first day was written: in time order a context row comes first in its
+    session, and its id is carried forward onto the new rows.
     """
-    gap = timedelta(minutes=gap_minutes)
-    ctx = (context.select("user_id", "ts", "session_id") if context is not None
-           else pl.DataFrame(schema={"user_id": pl.String, "ts": pl.Datetime("us", "UTC"), "session_id": pl.String}))
+    ctx = context.select(list(_CONTEXT_SCHEMA)) if context is not None else pl.DataFrame(schema=_CONTEXT_SCHEMA)
     work = pl.concat(
-        [ctx.with_columns(is_context=pl.lit(True), row=pl.lit(None, dtype=pl.UInt32)),
-         events.select("user_id", "ts").with_row_index("row").with_columns(
-             is_context=pl.lit(False), session_id=pl.lit(None, dtype=pl.String))],
+        [ctx.with_columns(row=pl.lit(None, dtype=pl.UInt32)),
+         events.select("user_id", "ts").with_row_index("row").with_columns(session_id=pl.lit(None, dtype=pl.String))],
         how="diagonal",
-    ).sort("user_id", "ts", "is_context", "row", descending=[False, False, True, False])
+    ).sort("user_id", "ts", "row", nulls_last=False)
+    gap = timedelta(minutes=gap_minutes)
     work = work.with_columns(
-        starts=((pl.col("ts") - pl.col("ts").shift(1)).over("user_id") > gap).fill_null(True),
-    ).with_columns(group=pl.col("starts").cum_sum())
-    groups = work.group_by("group").agg(
-        user_id=pl.col("user_id").first(), start=pl.col("ts").min(), inherited=pl.col("session_id").drop_nulls().first()
+        starts=(pl.col("user_id") != pl.col("user_id").shift(1)).fill_null(True)
+        | ((pl.col("ts") - pl.col("ts").shift(1)) > gap).fill_null(True),
     )
-    key = groups.select(
-        "group", "inherited",
-        key=pl.concat_str([pl.col("user_id"), pl.col("start").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")], separator="\x1f"),
+    starts = work.filter(pl.col("starts") & pl.col("session_id").is_null()).select(
+        "row", key=pl.concat_str([pl.col("user_id"), pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")],
+                                 separator="\x1f"))
+    hashed = duckdb.sql("SELECT row, substr(md5(key), 1, 16) AS sid FROM starts").pl()
+    work = work.join(hashed, on="row", how="left", maintain_order="left").with_columns(
+        sid=pl.when(pl.col("starts") | pl.col("session_id").is_not_null())
+        .then(pl.coalesce("session_id", "sid")).forward_fill()
     )
-    hashed = duckdb.sql("SELECT \"group\", coalesce(inherited, substr(md5(key), 1, 16)) AS sid FROM key").pl()
-    ids = (work.filter(~pl.col("is_context")).join(hashed, on="group", how="left").sort("row").get_column("sid"))
+    ids = work.filter(pl.col("row").is_not_null()).sort("row").get_column("sid")
     return events.with_columns(session_id=ids)
