@@ -1,0 +1,236 @@
+"""The one XC data-set container every stage consumes (training, indexing, evaluation).
+
+Documents (queries, article titles) and labels (ads, keywords, hosts, articles) have ids and texts.
+Train and test documents are separate index spaces, as in the Extreme Classification Repository
+(``trn_X``/``tst_X``); both share the label space. ``y_train``/``y_test`` are CSR document×label
+matrices. Each *anchor set* (RAMEN's graph metadata) has its own anchor texts and two edge lists:
+train-document→anchor and label→anchor. Test documents never appear in any anchor set.
+
+On disk (``save``/``load``): Parquet tables plus ``.npz`` matrices and a ``meta.json``::
+
+    <dir>/meta.json  documents.parquet  labels.parquet  y_train.npz  y_test.npz  filter_pairs.parquet
+    <dir>/anchors/<name>/anchors.parquet  doc_edges.parquet  label_edges.parquet
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+FORMAT_VERSION = 1
+
+
+def _edges(array: np.ndarray | list[tuple[int, int]] | None) -> np.ndarray:
+    out = np.asarray(array if array is not None else np.empty((0, 2)), dtype=np.int64)
+    return out.reshape(-1, 2)
+
+
+@dataclass
+class AnchorSet:
+    """Graph metadata of one kind (co-session queries, co-clicked items, hyperlinks, categories …).
+
+    ``doc_edges[:, 0]`` indexes *train* documents, ``label_edges[:, 0]`` labels; column 1 indexes
+    ``texts``. ``proxy`` marks edges that are ANN text neighbours rather than native graph edges.
+    """
+
+    name: str
+    texts: list[str]
+    doc_edges: np.ndarray
+    label_edges: np.ndarray
+    doc_proxy: np.ndarray | None = None
+    label_proxy: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.doc_edges = _edges(self.doc_edges)
+        self.label_edges = _edges(self.label_edges)
+        if self.doc_proxy is None:
+            self.doc_proxy = np.zeros(len(self.doc_edges), dtype=bool)
+        if self.label_proxy is None:
+            self.label_proxy = np.zeros(len(self.label_edges), dtype=bool)
+
+    def doc_matrix(self, n_docs: int) -> sp.csr_matrix:
+        return _incidence(self.doc_edges, n_docs, len(self.texts))
+
+    def label_matrix(self, n_labels: int) -> sp.csr_matrix:
+        return _incidence(self.label_edges, n_labels, len(self.texts))
+
+    def coverage(self, n_docs: int, n_labels: int) -> dict[str, float]:
+        """Share of train documents / labels with at least one anchor of this set."""
+        docs = np.unique(self.doc_edges[:, 0]).size / max(n_docs, 1)
+        labels = np.unique(self.label_edges[:, 0]).size / max(n_labels, 1)
+        return {"doc_coverage": round(float(docs), 4), "label_coverage": round(float(labels), 4)}
+
+
+def _incidence(edges: np.ndarray, rows: int, cols: int) -> sp.csr_matrix:
+    data = np.ones(len(edges), dtype=np.float32)
+    matrix = sp.csr_matrix((data, (edges[:, 0], edges[:, 1])), shape=(rows, cols))
+    matrix.sum_duplicates()
+    matrix.data[:] = 1.0
+    return matrix
+
+
+@dataclass
+class XCDataset:
+    """Documents, labels, train/test relevance and anchor sets of one data set."""
+
+    name: str
+    train_texts: list[str]
+    test_texts: list[str]
+    label_texts: list[str]
+    y_train: sp.csr_matrix
+    y_test: sp.csr_matrix
+    train_ids: list[str] | None = None
+    test_ids: list[str] | None = None
+    label_ids: list[str] | None = None
+    anchor_sets: dict[str, AnchorSet] = field(default_factory=dict)
+    #: (test document, label) pairs removed from predictions before scoring (XC repo ``filter_labels``).
+    filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
+    #: per test document: its text was never a train document (cold-start queries)
+    test_novel: np.ndarray | None = None
+    #: per label: never positive in train (novel keywords / hosts)
+    label_novel: np.ndarray | None = None
+    #: per test document, optional frequency decile (0 = head) where the data has query counts
+    test_decile: np.ndarray | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.y_train = sp.csr_matrix(self.y_train, dtype=np.float32)
+        self.y_test = sp.csr_matrix(self.y_test, dtype=np.float32)
+        self.train_ids = self.train_ids or [f"trn{i}" for i in range(len(self.train_texts))]
+        self.test_ids = self.test_ids or [f"tst{i}" for i in range(len(self.test_texts))]
+        self.label_ids = self.label_ids or [f"lbl{i}" for i in range(len(self.label_texts))]
+        self.filter_pairs = _edges(self.filter_pairs)
+        if self.label_novel is None:
+            self.label_novel = np.asarray(self.y_train.sum(axis=0)).ravel() == 0
+        if self.test_novel is None:
+            seen = set(self.train_texts)
+            self.test_novel = np.array([t not in seen for t in self.test_texts], dtype=bool)
+        self.validate()
+
+    # -- invariants ----------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Shapes agree and every edge points inside its spaces; raises ValueError naming the part."""
+        n_train, n_test, n_labels = len(self.train_texts), len(self.test_texts), len(self.label_texts)
+        if self.y_train.shape != (n_train, n_labels):
+            raise ValueError(f"{self.name}: y_train shape {self.y_train.shape} != ({n_train}, {n_labels})")
+        if self.y_test.shape != (n_test, n_labels):
+            raise ValueError(f"{self.name}: y_test shape {self.y_test.shape} != ({n_test}, {n_labels})")
+        for a in self.anchor_sets.values():
+            for edges, rows, side in ((a.doc_edges, n_train, "doc_edges"), (a.label_edges, n_labels, "label_edges")):
+                if len(edges) and (edges.min() < 0 or edges[:, 0].max() >= rows or edges[:, 1].max() >= len(a.texts)):
+                    raise ValueError(f"{self.name}: anchor set '{a.name}' {side} point outside the index spaces")
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.label_texts)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "dataset": self.name,
+            "documents": len(self.train_texts) + len(self.test_texts),
+            "labels": self.n_labels,
+            "train_documents": len(self.train_texts),
+            "test_documents": len(self.test_texts),
+            "train_pairs": int(self.y_train.nnz),
+            "test_pairs": int(self.y_test.nnz),
+            "novel_test_documents": int(np.sum(self.test_novel)),
+            "novel_labels": int(np.sum(self.label_novel)),
+            "anchor_sets": {
+                name: {"anchors": len(a.texts), "doc_edges": len(a.doc_edges), "label_edges": len(a.label_edges),
+                       **a.coverage(len(self.train_texts), self.n_labels)}
+                for name, a in self.anchor_sets.items()
+            },
+        }
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, directory: Path) -> Path:
+        """Write atomically: into a sibling temp folder, then swap it in."""
+        directory = Path(directory)
+        tmp = directory.with_name(f".{directory.name}.tmp-{uuid.uuid4().hex[:8]}")
+        tmp.mkdir(parents=True)
+        try:
+            self._write(tmp)
+            if directory.exists():
+                shutil.rmtree(directory)
+            tmp.rename(directory)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return directory
+
+    def _write(self, out: Path) -> None:
+        docs = pl.concat([
+            pl.DataFrame({"doc_id": self.train_ids, "text": self.train_texts, "split": "train"},
+                         schema={"doc_id": pl.String, "text": pl.String, "split": pl.String}),
+            pl.DataFrame({"doc_id": self.test_ids, "text": self.test_texts, "split": "test"},
+                         schema={"doc_id": pl.String, "text": pl.String, "split": pl.String}),
+        ])
+        novel = np.concatenate([np.zeros(len(self.train_texts), bool), np.asarray(self.test_novel, bool)])
+        decile = (np.concatenate([np.full(len(self.train_texts), -1), self.test_decile])
+                  if self.test_decile is not None else np.full(len(novel), -1))
+        docs.with_columns(novel=pl.Series(novel), decile=pl.Series(decile, dtype=pl.Int16)).write_parquet(
+            out / "documents.parquet")
+        pl.DataFrame({"label_id": self.label_ids, "text": self.label_texts, "novel": self.label_novel},
+                     schema={"label_id": pl.String, "text": pl.String, "novel": pl.Boolean}).write_parquet(
+            out / "labels.parquet")
+        sp.save_npz(out / "y_train.npz", self.y_train)
+        sp.save_npz(out / "y_test.npz", self.y_test)
+        _edge_frame(self.filter_pairs, "doc", "label").write_parquet(out / "filter_pairs.parquet")
+        for name, a in self.anchor_sets.items():
+            folder = out / "anchors" / name
+            folder.mkdir(parents=True)
+            pl.DataFrame({"text": a.texts}, schema={"text": pl.String}).with_row_index("anchor").write_parquet(
+                folder / "anchors.parquet")
+            _edge_frame(a.doc_edges, "doc", "anchor", a.doc_proxy).write_parquet(folder / "doc_edges.parquet")
+            _edge_frame(a.label_edges, "label", "anchor", a.label_proxy).write_parquet(folder / "label_edges.parquet")
+        meta = {**self.meta, "name": self.name, "format_version": FORMAT_VERSION,
+                "anchor_sets": list(self.anchor_sets)}
+        (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> XCDataset:
+        directory = Path(directory)
+        meta_path = directory / "meta.json"
+        if not meta_path.exists():
+            raise FileNotFoundError(f"{directory}: no meta.json — not an xc data set (build it with `xc dataset`)")
+        meta = json.loads(meta_path.read_text())
+        docs = pl.read_parquet(directory / "documents.parquet")
+        train, test = docs.filter(pl.col("split") == "train"), docs.filter(pl.col("split") == "test")
+        labels = pl.read_parquet(directory / "labels.parquet")
+        anchors = {}
+        for name in meta.get("anchor_sets", []):
+            folder = directory / "anchors" / name
+            doc_edges = pl.read_parquet(folder / "doc_edges.parquet")
+            label_edges = pl.read_parquet(folder / "label_edges.parquet")
+            anchors[name] = AnchorSet(
+                name=name, texts=pl.read_parquet(folder / "anchors.parquet").get_column("text").to_list(),
+                doc_edges=doc_edges.select("doc", "anchor").to_numpy(),
+                label_edges=label_edges.select("label", "anchor").to_numpy(),
+                doc_proxy=doc_edges.get_column("proxy").to_numpy(),
+                label_proxy=label_edges.get_column("proxy").to_numpy(),
+            )
+        decile = test.get_column("decile").to_numpy()
+        return cls(
+            name=meta["name"], train_texts=train.get_column("text").to_list(), test_texts=test.get_column("text").to_list(),
+            label_texts=labels.get_column("text").to_list(), y_train=sp.load_npz(directory / "y_train.npz"),
+            y_test=sp.load_npz(directory / "y_test.npz"), train_ids=train.get_column("doc_id").to_list(),
+            test_ids=test.get_column("doc_id").to_list(), label_ids=labels.get_column("label_id").to_list(),
+            anchor_sets=anchors, filter_pairs=pl.read_parquet(directory / "filter_pairs.parquet").to_numpy(),
+            test_novel=test.get_column("novel").to_numpy(), label_novel=labels.get_column("novel").to_numpy(),
+            test_decile=decile if (decile >= 0).any() else None,
+            meta={k: v for k, v in meta.items() if k not in ("name", "format_version", "anchor_sets")},
+        )
+
+
+def _edge_frame(edges: np.ndarray, left: str, right: str, proxy: np.ndarray | None = None) -> pl.DataFrame:
+    frame = pl.DataFrame({left: edges[:, 0], right: edges[:, 1]}, schema={left: pl.Int64, right: pl.Int64})
+    if proxy is not None:
+        frame = frame.with_columns(proxy=pl.Series(np.asarray(proxy, dtype=bool)))
+    return frame
