@@ -33,6 +33,7 @@ class GraphConfig(BaseModel):
     min_sessions: int = Field(default=1, ge=1, description="co-session/co-click: minimum distinct sessions")
     max_session_size: int = Field(default=30, ge=2,
                                   description="sessions with more distinct queries/items are skipped (bots)")
+    markets: list[str] | None = Field(default=None, description="only these markets (None: all)")
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,9 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
     counts: dict[str, int] = {}
     with duckdb.connect() as con:
         con.execute("SET TimeZone = 'UTC'")
-        con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {_events_sql(store)} WHERE ts >= ? AND ts < ?",
-                    [train_start, train_end])
+        markets = "" if cfg.markets is None else f" AND market IN ({', '.join('?' for _ in cfg.markets)})"
+        con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {_events_sql(store)} WHERE ts >= ? AND ts < ?{markets}",
+                    [train_start, train_end, *(cfg.markets or [])])
         for name, sql in queries.items():
             target = out_dir / f"{name}.parquet"
             tmp = out_dir / f".{name}.parquet.tmp"
