@@ -111,7 +111,7 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
             con.execute(f"COPY (SELECT *, ?::TIMESTAMPTZ AS train_start, ?::TIMESTAMPTZ AS train_end FROM ({sql})) "
                         f"TO '{tmp.as_posix()}' (FORMAT parquet)", [train_start, train_end])
             tmp.replace(target)
-            counts[name] = con.execute(f"SELECT count(*) FROM '{target.as_posix()}'").fetchone()[0]  # type: ignore[index]
+            counts[name] = con.sql(f"SELECT count(*) FROM '{target.as_posix()}'").fetchall()[0][0]
     register_views(store.duckdb_path, out_dir)
     return GraphTablesSummary(train_start=train_start.isoformat(), train_end=train_end.isoformat(),
                               seconds=round(time.perf_counter() - started, 3), **counts)
