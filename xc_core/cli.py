@@ -34,6 +34,37 @@ def cmd_ingest(args: argparse.Namespace) -> dict[str, object]:
     return summary.to_dict()
 
 
+def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.datasets.registry import events_config, graphs_dir
+    from xc_core.datasets.events import event_window
+    from xc_core.graphs.tables import build_graph_tables
+    from xc_core.logs.store import EventStore
+
+    home = resolve_home(args.home)
+    store = EventStore(home)
+    cfg = events_config(args.name)
+    first, split, _ = event_window(store, cfg)
+    summary = build_graph_tables(store, graphs_dir(home, args.name), first, split,
+                                 cfg.graph.model_copy(update={"markets": cfg.markets}))
+    return {"dataset": args.name, **summary.to_dict()}
+
+
+def cmd_dataset(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.datasets.stage import materialize_dataset
+
+    return materialize_dataset(args.name, resolve_home(args.home), seed=args.seed)[1]
+
+
+def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.datasets.stage import load_or_build
+    from xc_core.graphs.stage import materialize_anchor_sets
+    from xc_core.profiles import get_profile
+
+    home = resolve_home(args.home)
+    dataset = load_or_build(args.name, home)
+    return materialize_anchor_sets(dataset, home, get_profile(args.profile), progress=not args.quiet).summary
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
     runner = importlib.import_module("xc_assets.run")
@@ -56,6 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--max-query-chars", type=int, default=512)
     ingest.add_argument("--session-gap-minutes", type=float, default=30.0)
     ingest.set_defaults(func=cmd_ingest)
+
+    graphs = sub.add_parser("graphs", parents=[common], help="event store → click/co-session/co-click tables")
+    graphs.add_argument("--name", default="synthetic", choices=["synthetic", "aol-1000"])
+    graphs.set_defaults(func=cmd_graphs)
+
+    dataset = sub.add_parser("dataset", parents=[common], help="build and save an XC data set with anchor sets")
+    dataset.add_argument("--name", default="synthetic", help="synthetic | aol-1000 | wikispeedia | PATH (XC repo)")
+    dataset.add_argument("--seed", type=int, default=0)
+    dataset.set_defaults(func=cmd_dataset)
+
+    anchors = sub.add_parser("anchors", parents=[common], help="ANN proxies → RWR expansion → pruning, coverage")
+    anchors.add_argument("--name", default="synthetic")
+    anchors.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    anchors.set_defaults(func=cmd_anchors)
 
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
     run.add_argument("--dataset", default="aol-1000", choices=["aol-1000"])

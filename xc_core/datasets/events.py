@@ -128,6 +128,14 @@ def _deciles(con: duckdb.DuckDBPyConnection, source: str, params: list[object]) 
     return dict(zip(freq.get_column("q").to_list(), decile.to_list(), strict=True))
 
 
+def event_window(store: EventStore, cfg: EventsDatasetConfig) -> tuple[datetime, datetime, datetime]:
+    """(first event, split, end) of the data set's events: train is [first, split), test [split, end)."""
+    source, params = _events_sql(store, cfg.markets)
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        return _window(con, source, params, cfg)
+
+
 def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDatasetConfig) -> XCDataset:
     """Build the XC data set and (re)build its train-window graph tables under ``graphs_dir``."""
     source, params = _events_sql(store, cfg.markets)
@@ -136,6 +144,8 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         first, split, end = _window(con, source, params, cfg)
         train, test = _pairs(con, source, params, first, split), _pairs(con, source, params, split, end)
         deciles = _deciles(con, source, params)
+        seen = set(_frame(con, f"SELECT DISTINCT query_text AS q FROM {source} WHERE ts < ?", [*params, split])
+                   .get_column("q").to_list())
     graph_cfg = cfg.graph.model_copy(update={"markets": cfg.markets})
     build_graph_tables(store, graphs_dir, first, split, graph_cfg)
     labels_frame = (pl.concat([train, test]).group_by("item").agg(pl.col("item_text").drop_nulls().first())
@@ -163,10 +173,12 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         name=cfg.name, train_texts=train_docs, test_texts=test_docs, label_texts=label_texts,
         y_train=_matrix(train, d_ix, l_ix), y_test=_matrix(test, t_ix, l_ix),
         train_ids=[f"q:{q}" for q in train_docs], test_ids=[f"q:{q}" for q in test_docs], label_ids=label_ids,
-        anchor_sets=anchors, test_decile=np.array([deciles.get(q, 9) for q in test_docs], dtype=np.int64),
+        anchor_sets=anchors, test_novel=np.array([q not in seen for q in test_docs], dtype=bool),
+        test_decile=np.array([deciles.get(q, 9) for q in test_docs], dtype=np.int64),
         meta={"protocol": cfg.protocol, "psp_A": cfg.psp_A, "psp_B": cfg.psp_B, "markets": cfg.markets,
               "train_start": first.isoformat(), "split": split.isoformat(), "test_end": end.isoformat(),
-              "graphs_dir": str(graphs_dir)},
+              "graphs_dir": str(graphs_dir),
+              "anchor_spaces": {"cosession_queries": "documents", "coclick_items": "labels"}},
     )
     log.info("built %s", dataset.summary())
     return dataset

@@ -82,8 +82,10 @@ def _keyword(vocab: Vocabulary, intent: dict, market: str, taken: set[str],
         place = places[int(u[5] * len(places))] if intent["local"] and u[4] < 0.45 else None
         words = [w for w in (brand, base, place) if w]
         if u[6] < 0.35:
-            word = vocab.ad_words[int(u[7] * len(vocab.ad_words))]
-            words = [word, *words] if u[8] < 0.5 else [*words, word]
+            if u[8] < 0.4:
+                words = [vocab.ad_prefixes[int(u[7] * len(vocab.ad_prefixes))], *words]
+            else:
+                words = [*words, vocab.ad_suffixes[int(u[7] * len(vocab.ad_suffixes))]]
         text = " ".join(words)
         if text in taken:
             continue

@@ -55,7 +55,8 @@ class Vocabulary:
     prefixes: tuple[str, ...]
     suffixes: tuple[str, ...]
     local_suffixes: tuple[str, ...]
-    ad_words: tuple[str, ...]
+    ad_prefixes: tuple[str, ...]
+    ad_suffixes: tuple[str, ...]
     confusers: tuple[tuple[str, str], ...]
     locations: dict[str, tuple[str, ...]]
     _by_name: dict[str, Product] = field(default_factory=dict, repr=False, compare=False)
@@ -94,7 +95,8 @@ def _parse(raw: dict) -> Vocabulary:
         products=tuple(products), categories=tuple(c["name"] for c in raw["categories"]), brands=brands,
         modifiers={k: tuple(v) for k, v in raw["modifiers"].items()},
         prefixes=tuple(ref["prefix"]), suffixes=tuple(ref["suffix"]), local_suffixes=tuple(ref["local_suffix"]),
-        ad_words=tuple(raw["ad_words"]), confusers=tuple((a, b) for a, b in raw["confusers"]),
+        ad_prefixes=tuple(raw["ad_words"]["prefix"]), ad_suffixes=tuple(raw["ad_words"]["suffix"]),
+        confusers=tuple((a, b) for a, b in raw["confusers"]),
         locations={m: tuple(v) for m, v in raw["markets"].items()},
     )
 

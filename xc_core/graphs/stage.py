@@ -1,0 +1,82 @@
+"""The anchor-set stage as the CLI and Dagster both run it: proxies → RWR → pruning, saved with coverage."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from xc_core.datasets.container import XCDataset
+from xc_core.datasets.registry import _slug, default_thresholds
+from xc_core.graphs.anchors import AnchorConfig, build_anchor_stage
+from xc_core.profiles import Profile, encoder_config
+from xc_core.quality.coverage import CoverageThreshold, check_coverage
+
+
+def anchors_dir(home: Path, name: str) -> Path:
+    return home / "anchor_sets" / _slug(name)
+
+
+@dataclass
+class AnchorStageResult:
+    dataset: XCDataset  # the data set with its anchor sets replaced by the expanded ones
+    coverage: pl.DataFrame
+    thresholds: list[CoverageThreshold]
+    summary: dict[str, Any]
+    path: Path
+
+
+def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
+                            thresholds: list[CoverageThreshold] | None = None, progress: bool = False,
+                            use_encoder: bool = True) -> AnchorStageResult:
+    """Expand and prune ``dataset``'s anchor sets with the profile's encoder; save under
+    ``<home>/anchor_sets/<name>`` (an XC data set folder plus ``coverage.parquet``, ``similar_text.parquet``
+    and ``thresholds.json``)."""
+    started = time.perf_counter()
+    embed = None
+    if use_encoder:
+        from xc_core.encoders import TextEncoder
+
+        encoder = TextEncoder(encoder_config(profile, home))
+
+        def embed(texts: list[str]) -> Any:
+            return encoder.encode(texts, progress=progress)
+
+    cfg = AnchorConfig(rwr=profile.rwr.model_copy(update={"seed": profile.seed}))
+    stage = build_anchor_stage(dataset, cfg, embed=embed, progress=progress)
+    expanded = XCDataset(
+        dataset.name, dataset.train_texts, dataset.test_texts, dataset.label_texts, dataset.y_train, dataset.y_test,
+        train_ids=dataset.train_ids, test_ids=dataset.test_ids, label_ids=dataset.label_ids,
+        anchor_sets=stage.anchor_sets, filter_pairs=dataset.filter_pairs, test_novel=dataset.test_novel,
+        label_novel=dataset.label_novel, test_decile=dataset.test_decile,
+        meta={**dataset.meta, "anchor_profile": profile.name, "rwr": cfg.rwr.model_dump()},
+    )
+    path = expanded.save(anchors_dir(home, dataset.name))
+    thresholds = thresholds if thresholds is not None else default_thresholds(dataset)
+    stage.coverage.write_parquet(path / "coverage.parquet")
+    if stage.similar_text.height:
+        stage.similar_text.write_parquet(path / "similar_text.parquet")
+    (path / "thresholds.json").write_text(json.dumps([t.model_dump() for t in thresholds], indent=2) + "\n")
+    outcomes = check_coverage(stage.coverage, thresholds)
+    summary = {
+        "dataset": dataset.name, "profile": profile.name, "path": str(path),
+        "coverage": _coverage_summary(stage.coverage),
+        "prune_counts": {k: v.as_dict() for k, v in stage.prune_counts.items()},
+        "proxy_edges": stage.similar_text.height,
+        "reachable_train_labels": stage.reachable_train_labels,
+        "coverage_checks_passed": all(o.passed for o in outcomes),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    return AnchorStageResult(expanded, stage.coverage, thresholds, summary, path)
+
+
+def _coverage_summary(table: pl.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
+    """{anchor set: {node type: {stage: share with ≥ 1 anchor}}}."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for row in table.iter_rows(named=True):
+        out.setdefault(row["anchor_set"], {}).setdefault(row["node_type"], {})[row["stage"]] = row["share_ge1"]
+    return out
