@@ -16,6 +16,7 @@ from xc_core.datasets.wikispeedia import (
     WikispeediaFormatError,
     build_wikispeedia,
     category_text,
+    decode_title,
     navigation_pairs,
     read_paths,
     read_tsv,
@@ -130,6 +131,11 @@ def test_a_row_with_missing_fields_names_file_line_and_expected_columns(tmp_path
         read_tsv(path, ("source", "target"))
 
 
+def test_titles_are_url_decoded_with_underscores_as_spaces() -> None:
+    assert decode_title("%C3%89douard_Manet") == "Édouard Manet"
+    assert decode_title("Stock_car_%28rail%29") == "Stock car (rail)"
+
+
 def test_category_text_is_the_last_two_parts_below_the_root_with_spaces() -> None:
     assert category_text("subject.Science.Biology.Animals") == "Biology Animals"
     assert category_text("subject.People.Historical_figures") == "People Historical figures"
@@ -196,15 +202,19 @@ def test_no_test_document_is_a_node_of_any_anchor_set(built: XCDataset) -> None:
 def test_real_anchor_edges_are_the_files_edges_between_train_articles(built: XCDataset) -> None:
     links = read_tsv(real_dir() / "links.tsv", ("source", "target"))
     allowed = {(s, t) for s, t in links.select("source", "target").iter_rows()}
-    title_to_id = dict(zip(built.train_texts + built.label_texts, built.train_ids + built.label_ids, strict=True))
-    anchor_ids = [title_to_id.get(t) for t in built.anchor_sets["links"].texts]
+    names = read_tsv(real_dir() / "articles.tsv", ("article",)).get_column("article").to_list()
+    title_to_id = {decode_title(a): a for a in names}
+    anchor_ids = [title_to_id[t] for t in built.anchor_sets["links"].texts]
     doc_edges = {(built.train_ids[d], anchor_ids[a]) for d, a in built.anchor_sets["links"].doc_edges}
+    label_edges = {(built.label_ids[j], anchor_ids[a]) for j, a in built.anchor_sets["links"].label_edges}
     assert doc_edges and doc_edges <= allowed
+    assert label_edges and label_edges <= allowed
+    assert not {t for _, t in doc_edges | label_edges} & set(built.test_ids)
 
 
 def test_real_category_anchor_texts_follow_the_rule(built: XCDataset) -> None:
     texts = set(built.anchor_sets["categories"].texts)
-    assert {"Biology Animals", "Countries", "People Historical figures"} <= texts
+    assert {"Biology Mammals", "Countries", "People Historical figures"} <= texts
     assert not any("_" in t or "subject" in t for t in texts)
 
 

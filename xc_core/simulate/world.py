@@ -131,7 +131,7 @@ class World:
         """The control policy's index (built on first use: ground-truth users never pay for it)."""
         cfg = self.config
         return Bm25Server(self.keywords["text"].to_list(), self.kw_market, self.kw_bid, self.queries["text"].to_list(),
-                          self.q_market, len(cfg.markets), cfg.bm25_k1, cfg.bm25_b)
+                          self.q_market, len(cfg.markets), cfg.bm25_k1, cfg.bm25_b, cfg.bm25_min_match)
 
     # ------------------------------------------------------------------ lookups
     def query_index(self, query: str, market: str | None = None) -> int:

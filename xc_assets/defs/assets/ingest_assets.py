@@ -33,7 +33,7 @@ class RawEventsConfig(dg.Config):
     session_gap_minutes: float = Field(default=30.0, description="inactivity that starts a new session")
 
 
-def _markdown_table(frame: pl.DataFrame, limit: int = 10) -> str:
+def markdown_table(frame: pl.DataFrame, limit: int = 10) -> str:
     if frame.is_empty():
         return "_none_"
     head = frame.head(limit).with_columns(pl.all().cast(pl.String).str.replace_all(r"\|", "/").str.slice(0, 80))
@@ -67,7 +67,7 @@ def raw_events(context: dg.AssetExecutionContext, config: RawEventsConfig, xc_ho
         "events_already_stored": summary.already_stored,
         "rejects_by_reason": summary.reasons,
         "flagged_by_reason": summary.flagged,
-        "reject_sample": dg.MetadataValue.md(_markdown_table(
+        "reject_sample": dg.MetadataValue.md(markdown_table(
             rejects.select("source_file", "line_no", "reason", "detail", "raw"))),
         "store": dg.MetadataValue.path(str(xc_home.event_store().events_dir)),
         "seconds": summary.seconds,
@@ -88,7 +88,7 @@ def quarantine(context: dg.AssetExecutionContext, xc_home: XcHome) -> dg.Materia
         "rows": table.height,
         "rejected": table.filter(pl.col("disposition") == "rejected").height,
         "kept_with_flag": table.filter(pl.col("disposition") == "kept").height,
-        "by_reason": dg.MetadataValue.md(_markdown_table(by_reason, 50)),
-        "sample": dg.MetadataValue.md(_markdown_table(table.select("source_file", "line_no", "reason", "raw"))),
+        "by_reason": dg.MetadataValue.md(markdown_table(by_reason, 50)),
+        "sample": dg.MetadataValue.md(markdown_table(table.select("source_file", "line_no", "reason", "raw"))),
         "path": dg.MetadataValue.path(str(xc_home.event_store().quarantine_path)),
     })
