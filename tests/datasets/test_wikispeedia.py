@@ -63,7 +63,8 @@ def write_tiny(folder: Path, paths: list[str]) -> Path:
     folder.mkdir()
     (folder / "articles.tsv").write_text(HEADER + "".join(f"{a}\n" for a in "ABCDEF"))
     (folder / "links.tsv").write_text(HEADER + "A\tB\nA\tC\nB\tC\nC\tA\nD\tE\nE\tF\nF\tA\n")
-    (folder / "categories.tsv").write_text(HEADER + "".join(f"{a}\tsubject.Science.Biology.Animals\n" for a in "ABCDEF"))
+    categories = "".join(f"{a}\tsubject.Science.Biology.Animals\n" for a in "ABCDEF")
+    (folder / "categories.tsv").write_text(HEADER + categories)
     rows = "".join(f"ip\t1\t2\t{p}\tZ\ttimeout\n" for p in paths)
     (folder / "paths_unfinished.tsv").write_text(HEADER + rows)
     return folder

@@ -86,7 +86,7 @@ def read_label_matrix(path: Path, n_rows: int | None = None, n_cols: int | None 
     rows, cols = _header(path, lines[0] if lines else "")
     _expect(path, 1, "rows", rows, n_rows)
     _expect(path, 1, "columns", cols, n_cols)
-    if False:
+    if len(lines) - 1 != rows:
         raise XCRepoFormatError(path, 1, f"header says {rows} rows but {len(lines) - 1} lines follow it",
                                 "fix the header's first number or the missing/extra lines")
     tokens = _tokens(lines[1:])
@@ -184,7 +184,7 @@ def _write_int_rows(path: Path, rows: np.ndarray) -> None:
 
 # -- anchor sets (this module's extension) -----------------------------------------------------
 def read_anchor_sets(folder: Path, n_train: int, n_labels: int) -> dict[str, AnchorSet]:
-    """The ``anchors/<name>/`` folders, in ``anchors/names.txt`` order (else name order); none without ``anchors/``."""
+    """The ``anchors/<name>/`` folders in ``anchors/names.txt`` order (else name order); {} without ``anchors/``."""
     root = folder / "anchors"
     if not root.is_dir():
         return {}
@@ -228,8 +228,12 @@ def _label_text_file(folder: Path) -> Path:
 
 
 def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAULT_PSP_A,  # noqa: N803
-                 psp_B: float = DEFAULT_PSP_B) -> XCDataset:  # noqa: N803 - the papers' names
-    """An XC-repository folder as an ``XCDataset``; PSP constants default to the repository's 0.55 / 1.5."""
+                 psp_B: float = DEFAULT_PSP_B) -> XCDataset:  # noqa: N803 (A, B: the propensity model's names)
+    """An XC-repository folder as an ``XCDataset`` named ``name`` (default: the folder's name).
+
+    The format has no metadata, so the inverse-propensity constants come from the caller; the
+    defaults 0.55 / 1.5 are the repository's general ones (Jain et al. 2016), Wikipedia sets use 0.5 / 0.4.
+    """
     folder = Path(folder)
     train_ids, train_texts = read_texts(folder / "trn_X.txt")
     test_ids, test_texts = read_texts(folder / "tst_X.txt")

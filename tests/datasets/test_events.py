@@ -1,0 +1,77 @@
+"""XC data sets from event logs: temporal split, novel flags, and no test leakage into the graphs."""
+
+from __future__ import annotations
+
+import tarfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from xc_core.datasets.events import aol_1000_config, build_events_dataset
+from xc_core.datasets.registry import leaked_test_nodes
+from xc_core.logs.ingest import Source, ingest
+from xc_core.logs.store import EventStore
+
+SPLIT = datetime(2006, 5, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def built(aol_slice: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    home = tmp_path_factory.mktemp("home")
+    ingest([Source("aol", aol_slice)], home, progress=False)
+    store = EventStore(home)
+    return store, build_events_dataset(store, home / "graphs", aol_1000_config())
+
+
+def _raw_blocks(archive: Path) -> list[tuple[str, datetime, list[str]]]:
+    """(query, time, hosts) per block, read independently of xc."""
+    out = []
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in (m for m in tar.getmembers() if m.isfile()):
+            text = tar.extractfile(member).read().decode("utf-8", errors="replace")  # type: ignore[union-attr]
+            for block in text.split("\n\n"):
+                lines = [x for x in block.split("\n") if x.strip()]
+                if lines:
+                    query, ts = lines[0].split("\t")
+                    hosts = [u.split("://")[1].split("/")[0].split(":")[0].lower().removeprefix("www.") for u in lines[1:]]
+                    out.append((query, datetime.fromisoformat(ts).replace(tzinfo=UTC), hosts))
+    return out
+
+
+def test_test_documents_and_their_labels_follow_the_aol_protocol(built, aol_slice: Path) -> None:  # type: ignore[no-untyped-def]
+    _, data = built
+    blocks = _raw_blocks(aol_slice)
+    expected: dict[str, set[str]] = {}
+    for query, ts, hosts in blocks:
+        if ts >= SPLIT and hosts and len(query) <= 512:
+            expected.setdefault(query, set()).update(hosts)
+    assert set(data.test_texts) == set(expected)
+    for row, text in enumerate(data.test_texts):
+        labels = {data.label_ids[j] for j in data.y_test[row].indices}
+        assert labels == expected[text]
+    train_queries = {q for q, ts, _ in blocks if ts < SPLIT}
+    assert data.test_novel.tolist() == [t not in train_queries for t in data.test_texts]
+
+
+def test_no_test_period_node_enters_any_graph_or_anchor_set(built) -> None:  # type: ignore[no-untyped-def]
+    store, data = built
+    assert leaked_test_nodes(data) == 0
+    novel = {t for t, n in zip(data.test_texts, data.test_novel, strict=True) if n}
+    assert novel, "the slice must contain novel test queries for this test to mean anything"
+    cos = pl.read_parquet(Path(data.meta["graphs_dir"]) / "cosession_queries.parquet")
+    assert not novel & set(cos.get_column("q1").to_list())
+    for anchors in data.anchor_sets.values():
+        assert anchors.doc_edges[:, 0].max(initial=-1) < len(data.train_texts)
+    novel_labels = np.flatnonzero(data.label_novel)
+    assert len(novel_labels) and not np.isin(novel_labels, data.anchor_sets["coclick_items"].label_edges[:, 0]).any()
+
+
+def test_label_universe_is_every_clicked_host_and_train_matrix_matches(built, aol_slice: Path) -> None:  # type: ignore[no-untyped-def]
+    _, data = built
+    hosts = {h for q, _, hs in _raw_blocks(aol_slice) if len(q) <= 512 for h in hs}
+    assert set(data.label_ids) == hosts
+    assert data.y_train.shape == (len(data.train_texts), len(hosts))
+    assert (np.asarray(data.y_train.sum(axis=1)).ravel() >= 1).all()
