@@ -87,10 +87,12 @@ def random_walk_with_restart(adjacency: sp.csr_matrix, starts: np.ndarray, candi
 
 
 def personalized_pagerank(adjacency: sp.csr_matrix, starts: np.ndarray, candidates: np.ndarray, restart: float = 0.8,
-                          top_k: int = 10, iterations: int = 50, tol: float = 1e-10) -> TopK:
+                          top_k: int = 10, iterations: int = 50, tol: float = 1e-10,
+                          drop_below: float = 0.0) -> TopK:
     """Exact reference: the stationary distribution of the RWR chain by power iteration, top-k candidates.
 
     π = restart·e_s + (1 − restart)·π·P, with a dead end's mass returned to the start (as the walker does).
+    ``drop_below`` > 0 truncates tiny probabilities each iteration so large graphs stay sparse.
     """
     adjacency = sp.csr_matrix(adjacency, dtype=np.float64)
     degree = np.asarray(adjacency.sum(axis=1)).ravel()
@@ -105,11 +107,42 @@ def personalized_pagerank(adjacency: sp.csr_matrix, starts: np.ndarray, candidat
         nxt = restart * seed + (1 - restart) * (pi @ transition + sp.diags(stuck) @ seed)
         delta = abs(nxt - pi).sum()
         pi = sp.csr_matrix(nxt)
+        if drop_below > 0:
+            pi.data[pi.data < drop_below] = 0.0
+            pi.eliminate_zeros()
         if delta < tol:
             break
     pi = pi.tocoo()
     keep = candidates[pi.col] & (pi.col != np.asarray(starts)[pi.row])
     return _top_k(pi.row[keep].astype(np.int64), pi.col[keep].astype(np.int64), pi.data[keep], top_k)
+
+
+def python_walker(adjacency: sp.csr_matrix, starts: np.ndarray, candidates: np.ndarray,
+                  cfg: RWRConfig | None = None) -> TopK:
+    """The straightforward per-node walker (one Python loop per start and hop): the benchmark baseline."""
+    import random
+    from collections import Counter
+
+    cfg = cfg or RWRConfig()
+    rand = random.Random(cfg.seed)
+    indptr, indices = adjacency.indptr.tolist(), adjacency.indices.tolist()
+    rows, cols, scores = [], [], []
+    for i, start in enumerate(starts.tolist()):
+        visits: Counter[int] = Counter()
+        pos = start
+        for _ in range(cfg.walk_length):
+            lo, hi = indptr[pos], indptr[pos + 1]
+            if rand.random() < cfg.restart or hi == lo:
+                pos = start
+                continue
+            pos = indices[lo + int(rand.random() * (hi - lo))]
+            if candidates[pos] and pos != start:
+                visits[pos] += 1
+        for node, count in visits.items():
+            rows.append(i)
+            cols.append(node)
+            scores.append(count)
+    return _top_k(np.array(rows, np.int64), np.array(cols, np.int64), np.array(scores, np.float64), cfg.top_k)
 
 
 def top_k_overlap(a: TopK, b: TopK) -> float:

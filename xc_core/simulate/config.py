@@ -124,7 +124,7 @@ _PRESETS: dict[str, dict[str, object]] = {
     "demo": dict(days=28, novel_days=7, intents=400, keywords=8_000, queries=40_000, users=8_000,
                  query_events_per_day=3_600),
     # Benchmarks: >= 10M event rows over the whole AOL window, generated in daily batches.
-    "large": dict(days=92, novel_days=7, intents=600, keywords=40_000, queries=150_000, users=150_000,
+    "large": dict(days=92, novel_days=7, intents=600, keywords=150_000, queries=200_000, users=150_000,
                   query_events_per_day=31_000),
 }
 
