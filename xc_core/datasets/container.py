@@ -123,10 +123,19 @@ class XCDataset:
             raise ValueError(f"{self.name}: y_train shape {self.y_train.shape} != ({n_train}, {n_labels})")
         if self.y_test.shape != (n_test, n_labels):
             raise ValueError(f"{self.name}: y_test shape {self.y_test.shape} != ({n_test}, {n_labels})")
+        if len(self.filter_pairs) and (self.filter_pairs.min() < 0 or self.filter_pairs[:, 0].max() >= n_test
+                                       or self.filter_pairs[:, 1].max() >= n_labels):
+            raise ValueError(f"{self.name}: filter_pairs point outside (test documents, labels)")
+        for flags, n, what in ((self.test_novel, n_test, "test_novel"), (self.label_novel, n_labels, "label_novel"),
+                               (self.test_decile, n_test, "test_decile")):
+            if flags is not None and len(flags) != n:
+                raise ValueError(f"{self.name}: {what} has {len(flags)} entries, expected {n}")
         for a in self.anchor_sets.values():
             for edges, rows, side in ((a.doc_edges, n_train, "doc_edges"), (a.label_edges, n_labels, "label_edges")):
                 if len(edges) and (edges.min() < 0 or edges[:, 0].max() >= rows or edges[:, 1].max() >= len(a.texts)):
                     raise ValueError(f"{self.name}: anchor set '{a.name}' {side} point outside the index spaces")
+            if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):  # type: ignore[arg-type]
+                raise ValueError(f"{self.name}: anchor set '{a.name}' proxy flags do not match its edges")
 
     @property
     def n_labels(self) -> int:
@@ -192,7 +201,7 @@ class XCDataset:
             _edge_frame(a.label_edges, "label", "anchor", a.label_proxy).write_parquet(folder / "label_edges.parquet")
         meta = {**self.meta, "name": self.name, "format_version": FORMAT_VERSION,
                 "anchor_sets": list(self.anchor_sets)}
-        (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        (out / "meta.json").write_text(json.dumps(meta, indent=2, default=_json_default) + "\n")
 
     @classmethod
     def load(cls, directory: Path) -> XCDataset:
@@ -227,6 +236,11 @@ class XCDataset:
             test_decile=decile if (decile >= 0).any() else None,
             meta={k: v for k, v in meta.items() if k not in ("name", "format_version", "anchor_sets")},
         )
+
+
+def _json_default(value: object) -> object:
+    """numpy scalars as numbers (not strings); anything else as its string form."""
+    return value.item() if isinstance(value, np.generic) else str(value)
 
 
 def _edge_frame(edges: np.ndarray, left: str, right: str, proxy: np.ndarray | None = None) -> pl.DataFrame:

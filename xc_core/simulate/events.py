@@ -10,6 +10,7 @@ lists) and the clicks (position-based model). One Parquet file per day, columns 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -321,19 +322,32 @@ def _as_world(world_or_config: World | SimConfig | str) -> World:
 
 
 def write_days(world: World, out_dir: str | Path, days: list[int] | None = None) -> tuple[list[Path], EventStats]:
-    """Write the given days (default: all) and return the files and the totals."""
+    """Write the given days (default: all) and return the files and the totals.
+
+    A day's file is written on a background thread while the next day is generated (Parquet encoding
+    releases the GIL); at most two days are in memory at once.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    cfg = world.config
+    todo = list(days) if days is not None else list(range(cfg.days))
+    bad = [d for d in todo if not 0 <= d < cfg.days]
+    if bad:
+        raise ValueError(f"days {bad} outside the simulated period (0..{cfg.days - 1})")
     sampler = Sampler(world)
     stats = EventStats()
     paths: list[Path] = []
-    for day in days if days is not None else range(world.config.days):
-        if not 0 <= day < world.config.days:
-            raise ValueError(f"day {day} outside the simulated period (0..{world.config.days - 1})")
-        frame, day_stats = simulate_day(sampler, day)
-        paths.append(write_table(frame, day_file(out, world.config, day)))
-        stats.add(day_stats, world.config.train_days)
-        log.debug("day %s: %d rows, %d clicks", world.config.day_date(day), day_stats.rows, day_stats.clicks)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="xc-sim-writer") as pool:
+        pending: Future[Path] | None = None
+        for day in todo:
+            frame, day_stats = simulate_day(sampler, day)
+            if pending is not None:
+                paths.append(pending.result())
+            pending = pool.submit(write_table, frame, day_file(out, cfg, day))
+            stats.add(day_stats, cfg.train_days)
+            log.debug("day %s: %d rows, %d clicks", cfg.day_date(day), day_stats.rows, day_stats.clicks)
+        if pending is not None:
+            paths.append(pending.result())
     return paths, stats
 
 

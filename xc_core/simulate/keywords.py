@@ -7,6 +7,7 @@ About ``novel_share`` of keywords start in the last ``novel_days`` (zero- and on
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from statistics import NormalDist
 
@@ -42,8 +43,12 @@ def build_keywords(vocab: Vocabulary, intents: pl.DataFrame, popularity: np.ndar
     for m, market in enumerate(cfg.market_names):
         taken: set[str] = set()
         for i, intent in enumerate(intent_rows):
+            if counts[m, i] == 0:
+                continue
+            aliases = intent["aliases"] + [r["text"] for r in intent["regional_aliases"] if r["market"] == market]
+            draws = iter(rng.random((int(counts[m, i]) * _RETRIES, 10)).tolist())
             for _ in range(int(counts[m, i])):
-                row = _keyword(vocab, intent, market, taken, rng)
+                row = _keyword(vocab, intent, market, aliases, taken, draws)
                 if row is not None:
                     rows.append(row)
     frame = pl.DataFrame(rows, schema={k: v for k, v in KEYWORD_SCHEMA.items() if k not in ("keyword_id", "start_date")})
@@ -70,15 +75,14 @@ def start_offsets(n: int, cfg: SimConfig, rng: np.random.Generator) -> np.ndarra
     return offsets
 
 
-def _keyword(vocab: Vocabulary, intent: dict, market: str, taken: set[str],
-             rng: np.random.Generator) -> dict[str, object] | None:
+def _keyword(vocab: Vocabulary, intent: dict, market: str, aliases: list[str], taken: set[str],
+             draws: Iterator[list[float]]) -> dict[str, object] | None:
     """One advertiser keyword; retried a few times when its text already exists in the market."""
+    brands, places = vocab.brands[intent["category"]], vocab.locations[market]
     for _ in range(_RETRIES):
-        u = rng.random(10)
-        kind, base = _base(intent, market, u)
-        brand = vocab.brands[intent["category"]][int(u[3] * len(vocab.brands[intent["category"]]))] \
-            if u[2] < 0.3 else None
-        places = vocab.locations[market]
+        u = next(draws)
+        kind, base = _base(intent, aliases, u)
+        brand = brands[int(u[3] * len(brands))] if u[2] < 0.3 else None
         place = places[int(u[5] * len(places))] if intent["local"] and u[4] < 0.45 else None
         words = [w for w in (brand, base, place) if w]
         if u[6] < 0.35:
@@ -96,10 +100,9 @@ def _keyword(vocab: Vocabulary, intent: dict, market: str, taken: set[str],
     return None
 
 
-def _base(intent: dict, market: str, u: np.ndarray) -> tuple[str, str]:
+def _base(intent: dict, aliases: list[str], u: list[float]) -> tuple[str, str]:
     """The keyword's core words: the intent's canonical phrase mostly, sometimes an alias."""
     canonical: list[str] = intent["canonical_terms"]
-    aliases = intent["aliases"] + [r["text"] for r in intent["regional_aliases"] if r["market"] == market]
     if u[0] < 0.62 or (u[0] >= 0.75 and not aliases):
         return "canonical", canonical[0] if u[1] < 0.8 else canonical[-1]
     if u[0] < 0.75:

@@ -75,10 +75,12 @@ def build_queries(vocab: Vocabulary, intents: pl.DataFrame, popularity: np.ndarr
     cells = popularity ** 0.35
     n_var = np.maximum(2, np.rint(cfg.queries * cells / cells.sum()).astype(int))
     intent_rows = intents.to_dicts()
+    total_share = sum(x.traffic_share for x in cfg.markets)
     for m, market in enumerate(cfg.markets):
-        share = market.traffic_share / sum(x.traffic_share for x in cfg.markets)
+        share = market.traffic_share / total_share
         for i, intent in enumerate(intent_rows):
-            variants = _variants(vocab, intent, market, int(n_var[m, i]), owner, i, rng)
+            book = _Phrasebook.of(vocab, intent, market)
+            variants = _variants(book, int(n_var[m, i]), owner, i, rng)
             weights = _variant_weights(variants, cfg.variant_zipf, rng) * popularity[m, i]
             records += [{"market": market.name, "text": v.text, "intent_id": intent["intent_id"], "kind": v.kind,
                          "brand": v.brand, "location": v.location, "refinement": v.refinement,
@@ -86,6 +88,44 @@ def build_queries(vocab: Vocabulary, intents: pl.DataFrame, popularity: np.ndarr
     frame = pl.DataFrame(records, schema={k: v for k, v in QUERY_SCHEMA.items()
                                           if k not in ("query_id", "decile", "segment")})
     return _with_deciles(frame)
+
+
+@dataclass(frozen=True)
+class _Phrasebook:
+    """The words one market may use for one intent, prepared once for many draws."""
+
+    intent_id: str
+    market: MarketConfig
+    canonical: tuple[str, ...]
+    aliases: tuple[str, ...]
+    regional: tuple[str, ...]
+    partial: tuple[str, ...]
+    banned: frozenset[str]  # canonical words: an alias query may not contain any
+    brands: tuple[str, ...]
+    places: tuple[str, ...]  # empty for intents that are not local
+    refinements: tuple[str, ...]
+    local_refinements: tuple[str, ...]
+    prefixes: frozenset[str]
+
+    @classmethod
+    def of(cls, vocab: Vocabulary, intent: dict, market: MarketConfig) -> _Phrasebook:
+        canonical = tuple(intent["canonical_terms"])
+        refinements = (*vocab.prefixes, *vocab.suffixes)
+        return cls(
+            intent_id=intent["intent_id"], market=market, canonical=canonical, aliases=tuple(intent["aliases"]),
+            regional=tuple(r["text"] for r in intent["regional_aliases"] if r["market"] == market.name),
+            partial=tuple(intent["partial_aliases"]), banned=frozenset(w for c in canonical for w in tokens(c)),
+            brands=vocab.brands[intent["category"]],
+            places=vocab.locations[market.name] if intent["local"] else (),
+            refinements=refinements,
+            local_refinements=(*refinements, *vocab.local_suffixes) if intent["local"] else refinements,
+            prefixes=frozenset(vocab.prefixes))
+
+    def allowed(self, words: str | None, kind: str) -> str | None:
+        """Extra words are dropped from an alias query when they repeat a canonical word."""
+        if words is None or kind != "alias" or not set(tokens(words)) & self.banned:
+            return words
+        return None
 
 
 def _with_deciles(frame: pl.DataFrame) -> pl.DataFrame:
@@ -113,53 +153,53 @@ def _variant_weights(variants: list[_Variant], zipf: float, rng: np.random.Gener
     return w / w.sum()
 
 
-def _variants(vocab: Vocabulary, intent: dict, market: MarketConfig, n: int, owner: dict[str, int],
-              intent_idx: int, rng: np.random.Generator) -> list[_Variant]:
-    """Up to ``n`` distinct phrasings; the canonical phrase always comes first."""
-    first = intent["canonical_terms"][0]
+def _variants(book: _Phrasebook, n: int, owner: dict[str, int], intent_idx: int,
+              rng: np.random.Generator) -> list[_Variant]:
+    """Up to ``n`` distinct phrasings; the canonical phrase always comes first.
+
+    Gives up after ``2n + 8`` rejected draws: small intents run out of distinct phrasings.
+    """
+    first = book.canonical[0]
     out: list[_Variant] = []
     seen: set[str] = set()
     if owner.setdefault(first, intent_idx) == intent_idx:
         out.append(_Variant(first, "canonical", None, None, None))
         seen.add(first)
-    draws = rng.random((4 * n + 8, 12))
-    for u in draws:
-        if len(out) >= n:
+    rejected, budget = 0, 2 * n + 8
+    for u in rng.random((4 * n + 8, 12)).tolist():
+        if len(out) >= n or rejected > budget:
             break
-        v = _variant(vocab, intent, market, u)
+        v = _variant(book, u)
         if v is None or v.text in seen or owner.setdefault(v.text, intent_idx) != intent_idx:
+            rejected += 1
             continue
         seen.add(v.text)
         out.append(v)
     if not out:  # every phrasing taken by another intent: keep a unique, explicit one
-        out.append(_Variant(f"{first} {intent['intent_id'].lower()}", "canonical", None, None, None))
+        out.append(_Variant(f"{first} {book.intent_id.lower()}", "canonical", None, None, None))
     return out
 
 
-def _pick(options: list[str] | tuple[str, ...], u: float) -> str:
+def _pick(options: tuple[str, ...], u: float) -> str:
     return options[min(len(options) - 1, int(u * len(options)))]
 
 
-def _variant(vocab: Vocabulary, intent: dict, market: MarketConfig, u: np.ndarray) -> _Variant | None:
+def _variant(book: _Phrasebook, u: list[float]) -> _Variant | None:
     """One phrasing from 12 uniforms: base words, then optional brand, place, refinement, typo."""
-    canonical: list[str] = intent["canonical_terms"]
-    regional = [r["text"] for r in intent["regional_aliases"] if r["market"] == market.name]
-    aliases = regional if regional and u[1] < 0.6 else intent["aliases"]
+    market = book.market
+    aliases = book.regional if book.regional and u[1] < 0.6 else book.aliases
     if u[0] < market.alias_rate and aliases:
         kind, base = "alias", _pick(aliases, u[1] * 7 % 1)
-    elif u[0] < market.alias_rate + market.partial_alias_rate and intent["partial_aliases"]:
-        kind, base = "partial_alias", _pick(intent["partial_aliases"], u[1])
+    elif u[0] < market.alias_rate + market.partial_alias_rate and book.partial:
+        kind, base = "partial_alias", _pick(book.partial, u[1])
     else:
-        kind, base = "canonical", canonical[0] if u[1] < 0.75 or len(canonical) == 1 else canonical[1]
-    banned = {w for c in canonical for w in tokens(c)} if kind == "alias" else set()
-    brand = _pick(vocab.brands[intent["category"]], u[3]) if u[2] < market.brand_rate else None
-    place = _pick(vocab.locations[market.name], u[5]) if intent["local"] and u[4] < market.location_rate else None
+        kind, base = "canonical", book.canonical[0] if u[1] < 0.75 or len(book.canonical) == 1 else book.canonical[1]
+    brand = _pick(book.brands, u[3]) if u[2] < market.brand_rate else None
+    place = _pick(book.places, u[5]) if book.places and u[4] < market.location_rate else None
     refinement = None
     if u[6] < market.refine_rate:
-        local = vocab.local_suffixes if intent["local"] and place is None else ()
-        refinement = _pick((*vocab.prefixes, *vocab.suffixes, *local), u[7])
-    brand, place, refinement = (x if x is None or not set(tokens(x)) & banned else None
-                                for x in (brand, place, refinement))
+        refinement = _pick(book.local_refinements if place is None else book.refinements, u[7])
+    brand, place, refinement = (book.allowed(x, kind) for x in (brand, place, refinement))
     if kind == "canonical" and u[8] < market.typo_rate:
         base = _typo(base, u[9], u[10])
         if base is None:
@@ -169,7 +209,7 @@ def _variant(vocab: Vocabulary, intent: dict, market: MarketConfig, u: np.ndarra
     if brand:
         words.insert(0, brand)
     if refinement:
-        words = [refinement, *words] if refinement in vocab.prefixes else [*words, refinement]
+        words = [refinement, *words] if refinement in book.prefixes else [*words, refinement]
     if place:
         words = [*words, place] if u[11] < 0.6 else [place, *words]
     return _Variant(" ".join(words), kind, brand, place, refinement)
