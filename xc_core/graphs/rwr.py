@@ -87,34 +87,46 @@ def random_walk_with_restart(adjacency: sp.csr_matrix, starts: np.ndarray, candi
 
 
 def personalized_pagerank(adjacency: sp.csr_matrix, starts: np.ndarray, candidates: np.ndarray, restart: float = 0.8,
-                          top_k: int = 10, iterations: int = 50, tol: float = 1e-10,
-                          drop_below: float = 0.0) -> TopK:
+                          top_k: int = 10, iterations: int = 40, tol: float = 1e-12, batch: int = 64) -> TopK:
     """Exact reference: the stationary distribution of the RWR chain by power iteration, top-k candidates.
 
     π = restart·e_s + (1 − restart)·π·P, with a dead end's mass returned to the start (as the walker does).
-    ``drop_below`` > 0 truncates tiny probabilities each iteration so large graphs stay sparse.
+    Starts are solved ``batch`` at a time as dense columns, so memory is n × batch floats.
     """
     adjacency = sp.csr_matrix(adjacency, dtype=np.float64)
     degree = np.asarray(adjacency.sum(axis=1)).ravel()
-    transition = sp.diags(np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)) @ adjacency
+    inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
+    transition_t = (sp.diags(inverse) @ adjacency).T.tocsr()  # column-stochastic: x ← Pᵀ x
     dead = degree == 0
     n = adjacency.shape[0]
-    seed = sp.csr_matrix((np.ones(len(starts)), (np.arange(len(starts)), starts)), shape=(len(starts), n))
-    pi = seed.copy()
-    for _ in range(iterations):
-        stuck = (np.asarray(pi[:, np.flatnonzero(dead)].sum(axis=1)).ravel() if dead.any()
-                 else np.zeros(len(starts)))
-        nxt = restart * seed + (1 - restart) * (pi @ transition + sp.diags(stuck) @ seed)
-        delta = abs(nxt - pi).sum()
-        pi = sp.csr_matrix(nxt)
-        if drop_below > 0:
-            pi.data[pi.data < drop_below] = 0.0
-            pi.eliminate_zeros()
-        if delta < tol:
-            break
-    pi = pi.tocoo()
-    keep = candidates[pi.col] & (pi.col != np.asarray(starts)[pi.row])
-    return _top_k(pi.row[keep].astype(np.int64), pi.col[keep].astype(np.int64), pi.data[keep], top_k)
+    rows, cols, scores = [], [], []
+    for offset in range(0, len(starts), batch):
+        chunk = np.asarray(starts[offset: offset + batch], dtype=np.int64)
+        seed = np.zeros((n, len(chunk)))
+        seed[chunk, np.arange(len(chunk))] = 1.0
+        pi = seed.copy()
+        for _ in range(iterations):
+            stuck = pi[dead].sum(axis=0) if dead.any() else np.zeros(len(chunk))
+            nxt = restart * seed + (1 - restart) * (transition_t @ pi + seed * stuck)
+            delta = np.abs(nxt - pi).sum()
+            pi = nxt
+            if delta < tol:
+                break
+        pi[~candidates] = 0.0
+        pi[chunk, np.arange(len(chunk))] = 0.0
+        k = min(top_k, n)
+        best = np.argpartition(-pi, k - 1, axis=0)[:k]
+        for j in range(len(chunk)):
+            nodes = best[:, j]
+            values = pi[nodes, j]
+            keep = values > 0
+            rows.append(np.full(int(keep.sum()), offset + j))
+            cols.append(nodes[keep])
+            scores.append(values[keep])
+    if not rows:
+        return TopK(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+    return _top_k(np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
+                  np.concatenate(scores), top_k)
 
 
 def python_walker(adjacency: sp.csr_matrix, starts: np.ndarray, candidates: np.ndarray,

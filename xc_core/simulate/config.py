@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Scale = Literal["tiny", "demo", "large"]
@@ -72,6 +73,8 @@ class SimConfig(BaseModel):
     session_continue: float = Field(default=0.45, ge=0, lt=1, description="P(one more query in the session)")
     max_session_queries: int = Field(default=8, ge=1)
     unrelated_rate: float = Field(default=0.08, ge=0, le=1, description="P(a later session query is off-intent)")
+    reformulation_flattening: float = Field(default=0.6, gt=0, le=1, description="reformulations draw phrasings "
+                                            "with weight^this: rarer phrasings than first queries")
     candidate_width: int = Field(default=16, ge=1, description="stored BM25 candidates per query")
     bm25_k1: float = Field(default=1.2, gt=0)
     bm25_b: float = Field(default=0.75, ge=0, le=1)
@@ -109,6 +112,14 @@ class SimConfig(BaseModel):
         return self.days - self.novel_days
 
     @property
+    def mean_session_length(self) -> float:
+        """E[queries per session]: geometric continuation, capped at max_session_queries."""
+        k = np.arange(1, self.max_session_queries + 1)
+        p = (1 - self.session_continue) * self.session_continue ** (k - 1)
+        p[-1] += self.session_continue ** self.max_session_queries
+        return float((k * p).sum())
+
+    @property
     def market_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.markets)
 
@@ -118,13 +129,13 @@ class SimConfig(BaseModel):
 
 _PRESETS: dict[str, dict[str, object]] = {
     # A few seconds end to end: the test fixture.
-    "tiny": dict(days=7, novel_days=2, intents=50, keywords=500, queries=2_000, users=400,
-                 query_events_per_day=800),
+    "tiny": dict(days=7, novel_days=2, intents=50, keywords=500, queries=2_000, users=500,
+                 query_events_per_day=1_100),
     # The default run: methods differ measurably, a whole pipeline stays within minutes on 2 cores.
     "demo": dict(days=28, novel_days=7, intents=400, keywords=8_000, queries=40_000, users=8_000,
                  query_events_per_day=3_600),
     # Benchmarks: >= 10M event rows over the whole AOL window, generated in daily batches.
-    "large": dict(days=92, novel_days=7, intents=600, keywords=150_000, queries=200_000, users=150_000,
+    "large": dict(days=92, novel_days=7, intents=600, keywords=150_000, queries=120_000, users=150_000,
                   query_events_per_day=31_000),
 }
 

@@ -45,6 +45,7 @@ class DayStats:
     """What one day produced (the summary and calibration need no re-read of the files)."""
 
     day: int
+    sessions: int
     rows: int
     query_events: int
     impressions: int
@@ -59,6 +60,7 @@ class DayStats:
 class EventStats:
     """Totals over the days written; ``train_keyword_clicks`` counts only the training period."""
 
+    sessions: int = 0
     rows: int = 0
     query_events: int = 0
     impressions: int = 0
@@ -71,6 +73,7 @@ class EventStats:
     days: list[int] = field(default_factory=list)
 
     def add(self, s: DayStats, train_days: int) -> None:
+        self.sessions += s.sessions
         self.rows += s.rows
         self.query_events += s.query_events
         self.impressions += s.impressions
@@ -99,7 +102,7 @@ class Sampler:
         self._market_cum, self._market_order = _group_cdf(world.q_market.astype(np.int64), weight)
         group = world.q_market.astype(np.int64) * self.n_intents + world.q_intent
         # Reformulations favour less common phrasings than first queries do (flatter weights).
-        self._group_cum, self._group_order = _group_cdf(group, weight ** 0.6)
+        self._group_cum, self._group_order = _group_cdf(group, weight ** cfg.reformulation_flattening)
         shares = np.array([m.traffic_share for m in cfg.markets])
         self.market_p = shares / shares.sum()
         self._users()
@@ -183,8 +186,7 @@ def _sessions(rng: np.random.Generator, sampler: Sampler, day: int) -> _Sessions
     """Sessions of the day, placed so one user's sessions are >= SESSION_GAP_S apart and inside margins."""
     cfg = sampler.world.config
     weekday = cfg.day_date(day).weekday()
-    mean_len = _mean_length(cfg.session_continue, cfg.max_session_queries)
-    n = int(rng.poisson(cfg.query_events_per_day * _WEEKDAY[weekday] / mean_len))
+    n = int(rng.poisson(cfg.query_events_per_day * _WEEKDAY[weekday] / cfg.mean_session_length))
     market = rng.choice(len(sampler.market_p), size=n, p=sampler.market_p)
     user = sampler.users(rng.random(n), market)
     length = np.minimum(rng.geometric(1.0 - cfg.session_continue, n), cfg.max_session_queries)
@@ -198,13 +200,6 @@ def _sessions(rng: np.random.Generator, sampler: Sampler, day: int) -> _Sessions
     start = _place(user, desired, duration)
     keep = start + duration <= DAY_S - MARGIN_S
     return _Sessions(market[keep], user[keep], start[keep], length[keep], gaps[np.repeat(keep, length)])
-
-
-def _mean_length(cont: float, cap: int) -> float:
-    k = np.arange(1, cap + 1)
-    p = (1 - cont) * cont ** (k - 1)
-    p[-1] += cont ** cap
-    return float((k * p).sum())
 
 
 def _place(user: np.ndarray, desired: np.ndarray, duration: np.ndarray) -> np.ndarray:
@@ -247,7 +242,9 @@ def simulate_day(sampler: Sampler, day: int) -> tuple[pl.DataFrame, DayStats]:
     order = np.lexsort((user, ts))
     ts, user, market, query = ts[order], user[order], market[order], query[order]
     shown = sampler.served(query, day)
-    return _rows(rng, sampler, day, ts, user, market, query, shown)
+    frame, stats = _rows(rng, sampler, day, ts, user, market, query, shown)
+    stats.sessions = len(s.length)
+    return frame, stats
 
 
 def _session_queries(rng: np.random.Generator, sampler: Sampler, market: np.ndarray, session: np.ndarray,
@@ -286,7 +283,7 @@ def _rows(rng: np.random.Generator, sampler: Sampler, day: int, ts: np.ndarray, 
                    clicked)
     n_kw = len(world.keywords)
     stats = DayStats(
-        day=day, rows=len(event), query_events=len(query), impressions=len(imp), clicks=int(clicked.sum()),
+        day=day, sessions=0, rows=len(event), query_events=len(query), impressions=len(imp), clicks=int(clicked.sum()),
         keyword_clicks=np.bincount(keyword[clicked], minlength=n_kw),
         keyword_impressions=np.bincount(keyword[imp], minlength=n_kw),
         position_impressions=np.bincount(position[imp], minlength=k + 1),

@@ -24,8 +24,8 @@ QUERY_SCHEMA: dict[str, pl.DataType] = {
     "brand": pl.String(),
     "location": pl.String(),
     "refinement": pl.String(),
-    "weight": pl.Float64(),  # P(query | market)
-    "traffic": pl.Float64(),  # P(query) over all markets
+    "weight": pl.Float64(),  # P(query | market) for a session's first query
+    "traffic": pl.Float64(),  # expected share of all query events (first queries and reformulations)
     "decile": pl.Int8(),  # 1 = head ... 10 = tail; each decile holds a tenth of the traffic
     "segment": pl.String(),  # head (deciles 1-3) | torso (4-7) | tail (8-10)
 }
@@ -75,19 +75,33 @@ def build_queries(vocab: Vocabulary, intents: pl.DataFrame, popularity: np.ndarr
     cells = popularity ** 0.35
     n_var = np.maximum(2, np.rint(cfg.queries * cells / cells.sum()).astype(int))
     intent_rows = intents.to_dicts()
-    total_share = sum(x.traffic_share for x in cfg.markets)
     for m, market in enumerate(cfg.markets):
-        share = market.traffic_share / total_share
         for i, intent in enumerate(intent_rows):
             book = _Phrasebook.of(vocab, intent, market)
             variants = _variants(book, int(n_var[m, i]), owner, i, rng)
             weights = _variant_weights(variants, cfg.variant_zipf, rng) * popularity[m, i]
             records += [{"market": market.name, "text": v.text, "intent_id": intent["intent_id"], "kind": v.kind,
                          "brand": v.brand, "location": v.location, "refinement": v.refinement,
-                         "weight": float(w), "traffic": float(w * share)} for v, w in zip(variants, weights)]
+                         "weight": float(w)} for v, w in zip(variants, weights)]
     frame = pl.DataFrame(records, schema={k: v for k, v in QUERY_SCHEMA.items()
-                                          if k not in ("query_id", "decile", "segment")})
-    return _with_deciles(frame)
+                                          if k not in ("query_id", "traffic", "decile", "segment")})
+    return _with_deciles(_with_traffic(frame, cfg))
+
+
+def _with_traffic(frame: pl.DataFrame, cfg: SimConfig) -> pl.DataFrame:
+    """Expected share of query events, as the session model draws them.
+
+    A query event is a session's first query (share f = 1 / mean session length) or a later one;
+    a later one is off-intent (drawn like a first query) with probability u, else a reformulation of
+    the session intent drawn with flattened weights. So per market
+    traffic = f w + (1 - f) (u w + (1 - u) P(intent) rw), rw = w^g / sum of w^g over the intent's phrasings.
+    """
+    f, u, g = 1.0 / cfg.mean_session_length, cfg.unrelated_rate, cfg.reformulation_flattening
+    shares = {m.name: m.traffic_share / sum(x.traffic_share for x in cfg.markets) for m in cfg.markets}
+    group = ["market", "intent_id"]
+    rw = pl.col("weight") ** g / (pl.col("weight") ** g).sum().over(group)
+    per_market = (f + (1 - f) * u) * pl.col("weight") + (1 - f) * (1 - u) * pl.col("weight").sum().over(group) * rw
+    return frame.with_columns(traffic=per_market * pl.col("market").replace_strict(shares, return_dtype=pl.Float64))
 
 
 @dataclass(frozen=True)

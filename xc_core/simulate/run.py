@@ -31,6 +31,7 @@ class SimulationSummary:
     queries: int  # distinct (market, query text) rows of the world
     events: int
     query_events: int
+    sessions: int
     impressions: int
     clicks: int
     ctr: float  # clicks / impressions
@@ -54,7 +55,7 @@ def summarize(world: World, stats: EventStats, seconds: float, files: list[Path]
     train_clicks = stats.train_keyword_clicks if stats.train_keyword_clicks is not None else np.zeros(1)
     return SimulationSummary(
         scale=cfg.scale, seed=cfg.seed, intents=len(world.intents), keywords=len(world.keywords),
-        queries=len(world.queries), events=stats.rows, query_events=stats.query_events,
+        queries=len(world.queries), events=stats.rows, query_events=stats.query_events, sessions=stats.sessions,
         impressions=stats.impressions, clicks=stats.clicks,
         ctr=round(stats.clicks / stats.impressions, 6) if stats.impressions else 0.0,
         tail_keyword_share=round(float(np.mean(train_clicks < TAIL_CLICKS)), 6),

@@ -67,6 +67,10 @@ class Bm25Server:
         idf = self._idf[market]
         return self._queries[query_idx] @ idf[:-1] + self._unknown[query_idx] * idf[-1]
 
+    def market_keywords(self, market: int) -> np.ndarray:
+        """Global keyword rows of a market, in the column order of :meth:`scores` (higher bid first)."""
+        return self._members[market]
+
     def scores(self, query_idx: np.ndarray, market: int) -> sp.csr_matrix:
         """BM25 scores (rows: the given queries, columns: the market's keywords by bid rank)."""
         return (self._queries[query_idx] @ self._weights[market]).tocsr()
