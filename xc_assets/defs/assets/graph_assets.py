@@ -11,7 +11,7 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from xc_assets.defs.assets.ingest_assets import markdown_table
+from xc_assets.defs.assets.ingest_assets import markdown_table, png_markdown
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.registry import EVENT_DATASETS, events_config, graphs_dir
@@ -156,7 +156,7 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
             "prune_counts": dg.MetadataValue.json(result.summary["prune_counts"]),
             "proxy_edges": result.summary["proxy_edges"],
             "reachable_train_labels": result.summary["reachable_train_labels"],
-            "degree_histogram": dg.MetadataValue.path(str(_degree_plot(result))),
+            "degree_histogram": dg.MetadataValue.md(png_markdown(_degree_plot(result))),
             "path": dg.MetadataValue.path(str(result.path)),
         })
 

@@ -42,6 +42,13 @@ def markdown_table(frame: pl.DataFrame, limit: int = 10) -> str:
     return "\n".join(lines)
 
 
+def png_markdown(path: Path) -> str:
+    """A PNG embedded in markdown metadata, so the plot shows in the Dagster UI itself."""
+    import base64
+
+    return f"![{path.name}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()})"
+
+
 @dg.asset(
     partitions_def=daily_partitions,
     backfill_policy=dg.BackfillPolicy.single_run(),
