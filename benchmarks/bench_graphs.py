@@ -35,9 +35,15 @@ def node_anchor_graph(n_nodes: int, n_edges: int, seed: int = 0) -> tuple[sp.csr
     """Half the nodes are starts (documents/labels), half anchors with Zipf-like popularity."""
     rng = np.random.default_rng(seed)
     n_starts = n_nodes // 2
-    starts = rng.integers(0, n_starts, n_edges)
-    anchors = n_starts + np.minimum(rng.zipf(1.6, n_edges) - 1, n_nodes - n_starts - 1)
-    upper = sp.csr_matrix((np.ones(n_edges, np.float32), (starts, anchors)), shape=(n_nodes, n_nodes))
+    n_anchors = n_nodes - n_starts
+    draw = int(n_edges * 1.15)  # oversample, then keep n_edges distinct pairs
+    starts = rng.integers(0, n_starts, draw)
+    popularity = 1.0 / np.arange(1, n_anchors + 1) ** 0.6  # long-tailed anchor degrees, few duplicate pairs
+    anchors = n_starts + rng.choice(n_anchors, size=draw, p=popularity / popularity.sum())
+    pairs = np.unique(starts * n_nodes + anchors)[:n_edges]
+    rng.shuffle(pairs)
+    starts, anchors = pairs // n_nodes, pairs % n_nodes
+    upper = sp.csr_matrix((np.ones(len(pairs), np.float32), (starts, anchors)), shape=(n_nodes, n_nodes))
     graph = (upper + upper.T).tocsr()
     graph.data[:] = 1.0
     return graph, np.arange(n_starts), np.arange(n_nodes) >= n_starts

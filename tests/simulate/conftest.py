@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
 
@@ -24,7 +22,3 @@ def tiny_world(tiny_run: SimulationSummary) -> World:
 @pytest.fixture(scope="session")
 def tiny_events(tiny_run: SimulationSummary) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(p) for p in tiny_run.files])
-
-
-def day_files(run: SimulationSummary) -> list[Path]:
-    return sorted(run.files)

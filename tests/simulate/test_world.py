@@ -137,7 +137,8 @@ def test_deciles_split_query_traffic_into_tenths_from_head_to_tail(tiny_world: W
 
 def test_keywords_have_all_fields_and_unique_text_per_market(tiny_world: World) -> None:
     kw = tiny_world.keywords
-    assert kw.select("keyword_id", "text", "intent_id", "market", "bid", "start_date").null_count().sum_horizontal()[0] == 0
+    required = kw.select("keyword_id", "text", "intent_id", "market", "bid", "start_date")
+    assert required.null_count().sum_horizontal()[0] == 0
     assert kw["keyword_id"].n_unique() == kw.height and kw.select("market", "text").is_unique().all()
     assert kw["bid"].min() > 0
     assert 0 < kw["brand"].null_count() < kw.height and 0 < kw["location"].null_count() < kw.height

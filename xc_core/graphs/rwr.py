@@ -46,12 +46,29 @@ class TopK:
 
 
 def _top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, k: int) -> TopK:
+    """Best k (row, col) per row by score, ties broken by smaller col."""
     order = np.lexsort((cols, -scores, rows))
-    rows, cols, scores = rows[order], cols[order], scores[order]
+    return _first_k(rows[order], cols[order], scores[order], k)
+
+
+def _first_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, k: int) -> TopK:
     first = np.r_[True, rows[1:] != rows[:-1]]
     group_start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
     keep = (np.arange(len(rows)) - group_start) < k
     return TopK(rows[keep], cols[keep], scores[keep])
+
+
+def _top_k_counts(keys: np.ndarray, n: int, k: int) -> TopK:
+    """Top-k visited nodes per walker from visit keys (walker * n + node): one sort for counting and one
+    stable int64 sort for ranking, instead of a three-key lexsort."""
+    keys.sort()
+    boundary = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    uniq = keys[boundary]
+    counts = np.diff(np.r_[boundary, len(keys)])
+    rows, cols = uniq // n, uniq % n
+    rank_key = rows * (int(counts.max()) + 1) + (counts.max() - counts)  # (row, -count); cols stay ascending
+    order = np.argsort(rank_key, kind="stable")
+    return _first_k(rows[order], cols[order], counts[order].astype(np.float64), k)
 
 
 def random_walk_with_restart(adjacency: sp.csr_matrix, starts: np.ndarray, candidates: np.ndarray,
@@ -68,18 +85,26 @@ def random_walk_with_restart(adjacency: sp.csr_matrix, starts: np.ndarray, candi
     chunks = range(0, len(starts), cfg.chunk_size)
     for offset in tqdm(chunks, desc="rwr", unit="chunk", disable=not progress):
         home = np.asarray(starts[offset: offset + cfg.chunk_size], dtype=np.int64)
-        local = np.arange(len(home), dtype=np.int64)
         pos = home.copy()
         keys: list[np.ndarray] = []
         for _ in range(cfg.walk_length):
-            deg = degree[pos]
-            move = (rng.random(len(pos)) >= cfg.restart) & (deg > 0)
-            step = indptr[pos] + (rng.random(len(pos)) * deg).astype(np.int64)
-            pos = np.where(move, indices[np.minimum(step, len(indices) - 1)], home)
-            hit = move & candidates[pos] & (pos != home)
-            keys.append(local[hit] * n + pos[hit])
-        uniq, counts = np.unique(np.concatenate(keys), return_counts=True)
-        top = _top_k(uniq // n, uniq % n, counts.astype(np.float64), cfg.top_k)
+            # One uniform per walker and hop: u < restart restarts; otherwise (u - restart) / (1 - restart)
+            # is again uniform and picks the neighbour. Only the ~(1 - restart) movers are gathered.
+            u = rng.random(len(home), dtype=np.float32)
+            movers = np.flatnonzero(u >= cfg.restart)
+            current = pos[movers]
+            deg = degree[current]
+            live = deg > 0
+            movers, current, deg = movers[live], current[live], deg[live]
+            pick = ((u[movers] - cfg.restart) / (1 - cfg.restart) * deg).astype(np.int64)
+            nxt = indices[indptr[current] + np.minimum(pick, deg - 1)]
+            pos = home.copy()
+            pos[movers] = nxt
+            hit = candidates[nxt] & (nxt != home[movers])
+            keys.append(movers[hit] * n + nxt[hit])
+        visits = np.concatenate(keys)
+        top = _top_k_counts(visits, n, cfg.top_k) if len(visits) else TopK(*(np.empty(0, np.int64),) * 2,
+                                                                           np.empty(0))
         results.append(TopK(top.start + offset, top.node, top.score))
     if not results:
         return TopK(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))

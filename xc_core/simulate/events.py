@@ -218,8 +218,9 @@ def _place(user: np.ndarray, desired: np.ndarray, duration: np.ndarray) -> np.nd
     cs = np.cumsum(step)
     first = np.flatnonzero(new)[gid]
     c = cs - step - (cs[first] - step[first])
-    big = 1e9
-    best = np.maximum.accumulate(t - c + gid * big) - gid * big
+    v = t - c
+    big = float(v.max() - v.min()) + 1.0  # lifts each user's values above every earlier user's
+    best = np.maximum.accumulate(v + gid * big) - gid * big
     start = np.empty_like(desired)
     start[order] = c + best
     return start
@@ -242,9 +243,7 @@ def simulate_day(sampler: Sampler, day: int) -> tuple[pl.DataFrame, DayStats]:
     order = np.lexsort((user, ts))
     ts, user, market, query = ts[order], user[order], market[order], query[order]
     shown = sampler.served(query, day)
-    frame, stats = _rows(rng, sampler, day, ts, user, market, query, shown)
-    stats.sessions = len(s.length)
-    return frame, stats
+    return _rows(rng, sampler, day, len(s.length), ts, user, market, query, shown)
 
 
 def _session_queries(rng: np.random.Generator, sampler: Sampler, market: np.ndarray, session: np.ndarray,
@@ -261,7 +260,7 @@ def _session_queries(rng: np.random.Generator, sampler: Sampler, market: np.ndar
     return query
 
 
-def _rows(rng: np.random.Generator, sampler: Sampler, day: int, ts: np.ndarray, user: np.ndarray,
+def _rows(rng: np.random.Generator, sampler: Sampler, day: int, sessions: int, ts: np.ndarray, user: np.ndarray,
           market: np.ndarray, query: np.ndarray, shown: np.ndarray) -> tuple[pl.DataFrame, DayStats]:
     """Expand query events to one row per shown ad (or one empty row) and draw the clicks."""
     world, k = sampler.world, shown.shape[1]
@@ -283,7 +282,8 @@ def _rows(rng: np.random.Generator, sampler: Sampler, day: int, ts: np.ndarray, 
                    clicked)
     n_kw = len(world.keywords)
     stats = DayStats(
-        day=day, sessions=0, rows=len(event), query_events=len(query), impressions=len(imp), clicks=int(clicked.sum()),
+        day=day, sessions=sessions, rows=len(event), query_events=len(query), impressions=len(imp),
+        clicks=int(clicked.sum()),
         keyword_clicks=np.bincount(keyword[clicked], minlength=n_kw),
         keyword_impressions=np.bincount(keyword[imp], minlength=n_kw),
         position_impressions=np.bincount(position[imp], minlength=k + 1),

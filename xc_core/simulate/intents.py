@@ -41,7 +41,8 @@ def build_intents(vocab: Vocabulary, n_intents: int, rng: np.random.Generator) -
     """Pick ``n_intents`` (product, modifier) pairs and describe each; ids follow vocabulary order."""
     specs = _choose(vocab, n_intents, rng)
     order = {p.name: i for i, p in enumerate(vocab.products)}
-    specs.sort(key=lambda s: (order[s.product.name], -1 if s.modifier is None else s.product.modifiers.index(s.modifier)))
+    specs.sort(key=lambda s: (order[s.product.name],
+                              -1 if s.modifier is None else s.product.modifiers.index(s.modifier)))
     rows = [_describe(vocab, s, f"I{i:04d}") for i, s in enumerate(specs)]
     frame = pl.DataFrame(rows, schema={k: v for k, v in INTENT_SCHEMA.items() if k != "confusers"})
     return frame.with_columns(confusers=pl.Series(_confusers(specs, frame["intent_id"].to_list()),

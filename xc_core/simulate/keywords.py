@@ -51,7 +51,8 @@ def build_keywords(vocab: Vocabulary, intents: pl.DataFrame, popularity: np.ndar
                 row = _keyword(vocab, intent, market, aliases, taken, draws)
                 if row is not None:
                     rows.append(row)
-    frame = pl.DataFrame(rows, schema={k: v for k, v in KEYWORD_SCHEMA.items() if k not in ("keyword_id", "start_date")})
+    generated = {k: v for k, v in KEYWORD_SCHEMA.items() if k not in ("keyword_id", "start_date")}
+    frame = pl.DataFrame(rows, schema=generated)
     ids = [f"K{i:07d}" for i in range(len(frame))]
     start_days = start_offsets(len(frame), cfg, rng)
     dates = [cfg.start.date() + timedelta(days=int(d)) for d in start_days]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xc_core.paths import resolve_home
 from xc_core.simulate.config import SimConfig, scale_config
 from xc_core.simulate.events import EventStats, write_days
 from xc_core.simulate.world import World
@@ -64,14 +65,15 @@ def summarize(world: World, stats: EventStats, seconds: float, files: list[Path]
     )
 
 
-def simulate(scale: str | SimConfig = "demo", seed: int = 0, out_dir: str | Path = "simulation") -> SimulationSummary:
+def simulate(scale: str | SimConfig = "demo", seed: int = 0, out_dir: str | Path | None = None) -> SimulationSummary:
     """Build the world of ``scale`` (or a full SimConfig), save it to out_dir/world, write out_dir/events.
 
-    Also writes out_dir/summary.json (without timings, so it is as reproducible as the data).
+    ``out_dir`` defaults to ``<xc home>/simulate/<scale>-seed<seed>``. Also writes out_dir/summary.json
+    (without timings or paths, so it is as reproducible as the data).
     """
     started = time.perf_counter()
     cfg = scale if isinstance(scale, SimConfig) else scale_config(scale, seed=seed)
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else resolve_home() / "simulate" / f"{cfg.scale}-seed{cfg.seed}"
     world = World.build(cfg)
     world_dir = world.save(out / "world")
     files, stats = write_days(world, out / "events")
