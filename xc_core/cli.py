@@ -34,6 +34,12 @@ def cmd_ingest(args: argparse.Namespace) -> dict[str, object]:
     return summary.to_dict()
 
 
+def cmd_simulate(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.simulate.pipeline import simulate_into_store
+
+    return simulate_into_store(args.scale, args.seed, resolve_home(args.home), progress=not args.quiet)
+
+
 def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.datasets.registry import events_config, graphs_dir
     from xc_core.datasets.events import event_window
@@ -42,7 +48,7 @@ def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
 
     home = resolve_home(args.home)
     store = EventStore(home)
-    cfg = events_config(args.name)
+    cfg = events_config(args.name, home)
     first, split, _ = event_window(store, cfg)
     summary = build_graph_tables(store, graphs_dir(home, args.name), first, split,
                                  cfg.graph.model_copy(update={"markets": cfg.markets}))
@@ -87,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--max-query-chars", type=int, default=512)
     ingest.add_argument("--session-gap-minutes", type=float, default=30.0)
     ingest.set_defaults(func=cmd_ingest)
+
+    simulate = sub.add_parser("simulate", parents=[common], help="simulated world → day files → event store")
+    simulate.add_argument("--scale", default="demo", choices=["tiny", "demo", "large"])
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.set_defaults(func=cmd_simulate)
 
     graphs = sub.add_parser("graphs", parents=[common], help="event store → click/co-session/co-click tables")
     graphs.add_argument("--name", default="synthetic", choices=["synthetic", "aol-1000"])

@@ -33,16 +33,23 @@ def _slug(name: str) -> str:
     return Path(name).name if ("/" in name or Path(name).is_dir()) else name
 
 
-def events_config(name: str) -> EventsDatasetConfig:
+def events_config(name: str, home: Path | None = None) -> EventsDatasetConfig:
+    """The event-log protocol of ``name``; ``synthetic`` tests on the simulated world's novel-keyword
+    window (its last ``novel_days`` days), read from the home's current simulation when there is one."""
     if name == "aol-1000":
         return aol_1000_config()
     if name == "synthetic":
-        return EventsDatasetConfig(name="synthetic", markets=SIMULATOR_MARKETS, test_days=7, protocol="synthetic")
+        from xc_core.simulate.pipeline import current_simulation
+
+        current = current_simulation(home) if home is not None else None
+        test_days = int(current["novel_days"]) if current else 7
+        return EventsDatasetConfig(name="synthetic", markets=SIMULATOR_MARKETS, test_days=test_days,
+                                   protocol="synthetic")
     raise ValueError(f"'{name}' is not an event-log data set ({', '.join(EVENT_DATASETS)})")
 
 
 def _ensure_events(store: EventStore, name: str) -> None:
-    markets = events_config(name).markets or []
+    markets = events_config(name, store.home).markets or []
     present = (store.scan().select(pl.col("market").is_in(markets).any()).collect().item()
                if store.days() else False)
     if present:
@@ -61,7 +68,7 @@ def build_dataset(name: str, home: Path, seed: int = 0) -> XCDataset:
     if name in EVENT_DATASETS:
         store = EventStore(home)
         _ensure_events(store, name)
-        return build_events_dataset(store, graphs_dir(home, name), events_config(name))
+        return build_events_dataset(store, graphs_dir(home, name), events_config(name, home))
     if name == "wikispeedia":
         from xc_core.datasets.wikispeedia import build_wikispeedia
 

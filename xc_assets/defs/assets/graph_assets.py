@@ -50,7 +50,7 @@ def _graph_tables(dataset: str) -> dg.AssetsDefinition:
         from xc_core.datasets.events import event_window
         from xc_core.graphs.tables import build_graph_tables
 
-        cfg = events_config(dataset)
+        cfg = events_config(dataset, xc_home.path)
         store = xc_home.event_store()
         first, split, _ = event_window(store, cfg)
         out = graphs_dir(xc_home.path, dataset)
@@ -78,7 +78,7 @@ def _graph_table_check(dataset: str) -> dg.AssetChecksDefinition:
         from xc_core.datasets.events import event_window
         from xc_core.quality.gx_suites import graph_table_suites
 
-        cfg = events_config(dataset)
+        cfg = events_config(dataset, xc_home.path)
         store = xc_home.event_store()
         _, split, _ = event_window(store, cfg)
         train_queries = set(store.scan().filter(pl.col("ts") < split).select("query_text").unique().collect()
