@@ -1,16 +1,28 @@
-"""``xc run``: materialize the asset graph in-process, on the Dagster instance of ``$DAGSTER_HOME``."""
+"""``xc run``: materialize one data set's asset graph in-process, on the instance of ``$DAGSTER_HOME``.
+
+    synthetic:   world → simulated_events → raw_events → quarantine → synthetic/* (graphs … anchor_sets)
+    aol-1000:    raw_events (aol) → quarantine → aol_1000/*
+    wikispeedia: wikispeedia/*
+"""
 
 from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
+from xc_assets.defs.assets import graph_assets, ingest_assets, simulate_assets
+from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.partitions import daily_partitions
-from xc_assets.definitions import defs
 from xc_assets.defs.resources import XcHome
+
+SIM_SCALE = {"tiny": "tiny", "demo": "demo", "full": "large"}
+SUMMARY_KEYS = ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "documents", "labels",
+                "train_documents", "test_documents", "leaked_test_nodes", "proxy_edges", "reachable_train_labels")
 
 
 def _instance(home: Path) -> dg.DagsterInstance:
@@ -21,26 +33,54 @@ def _instance(home: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.local_temp(tempdir=str(home / "dagster"))
 
 
-def run_pipeline(dataset: str, profile: str, home: Path) -> dict[str, object]:
-    """Materialize every asset for the whole partition range in one run; return a summary."""
-    started = time.perf_counter()
+def _selection(dataset: str) -> tuple[list[Any], list[Any]]:
+    p = prefix(dataset)
+    lineage = [a for a in (*graph_assets.graph_table_assets, *graph_assets.dataset_assets, *graph_assets.anchor_assets)
+               if any(k.path[0] == p for k in a.keys)]
+    checks = [c for c in graph_assets.graph_checks if any(k.asset_key.path[0] == p for k in c.check_keys)]
+    ingestion = {"synthetic": [simulate_assets.world, simulate_assets.simulated_events, ingest_assets.raw_events,
+                               ingest_assets.quarantine],
+                 "aol-1000": [ingest_assets.raw_events, ingest_assets.quarantine]}.get(dataset, [])
+    return [*ingestion, *lineage], checks
+
+
+def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
     keys = daily_partitions.get_partition_keys()
-    assets = list(defs.assets or [])
+    if dataset == "aol-1000":
+        return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+    if dataset == "synthetic":
+        from xc_core.simulate import scale_config
+
+        cfg = scale_config(SIM_SCALE[profile])
+        last = (cfg.start + timedelta(days=cfg.days - 1)).date().isoformat()
+        return {"dagster/asset_partition_range_start": cfg.start.date().isoformat(),
+                "dagster/asset_partition_range_end": last}
+    return {}
+
+
+def run_pipeline(dataset: str, profile: str, home: Path) -> dict[str, object]:
+    """Materialize the data set's assets (and their checks) in one run; return a summary."""
+    started = time.perf_counter()
+    assets, checks = _selection(dataset)
+    ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}}}
+    if dataset == "synthetic":
+        ops["world"] = {"config": {"scale": SIM_SCALE[profile]}}
+        ops["raw_events"] = {"config": {"source": "simulated"}}
+    if dataset == "aol-1000":
+        ops["raw_events"] = {"config": {"source": "aol"}}
     result = dg.materialize(
-        assets,
-        instance=_instance(home),
-        resources={"xc_home": XcHome(home=str(home))},
-        tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1],
-              "xc/dataset": dataset, "xc/profile": profile},
+        [*assets, *checks], instance=_instance(home), resources={"xc_home": XcHome(home=str(home))},
+        run_config={"ops": ops}, raise_on_error=False,
+        tags={**_partition_tags(dataset, profile), "xc/dataset": dataset, "xc/profile": profile},
     )
     summary: dict[str, object] = {"dataset": dataset, "profile": profile, "run_id": result.run_id,
                                   "success": result.success}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
-        name = materialization.asset_key.to_user_string()
-        meta = {k: v.value for k, v in materialization.metadata.items()
-                if k in ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "rows")}
-        summary[name] = meta
+        meta = {k: v.value for k, v in materialization.metadata.items() if k in SUMMARY_KEYS}
+        if meta:
+            summary[materialization.asset_key.to_user_string()] = meta
+    summary["checks"] = {e.asset_check_key.to_user_string(): e.passed for e in result.get_asset_check_evaluations()}
     summary["home"] = str(home)
     summary["seconds"] = round(time.perf_counter() - started, 2)
     return summary

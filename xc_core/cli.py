@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     anchors.set_defaults(func=cmd_anchors)
 
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
-    run.add_argument("--dataset", default="aol-1000", choices=["aol-1000"])
+    run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
     run.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
     run.set_defaults(func=cmd_run)
     return parser

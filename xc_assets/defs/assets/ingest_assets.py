@@ -4,6 +4,7 @@ No ``from __future__ import annotations`` here: Dagster reads the Config/resourc
 """
 
 import warnings
+from datetime import datetime
 
 
 from pathlib import Path
@@ -25,9 +26,11 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
 
 class RawEventsConfig(dg.Config):
-    """Which raw logs to ingest; empty ``paths`` with source ``aol`` means the shared aol-1000 archive."""
+    """Which raw logs to ingest. ``simulated`` (the default) reads the simulated_events day files of the
+    partition window; ``aol`` with empty ``paths`` reads the shared aol-1000 archive."""
 
-    source: Literal["aol", "events"] = Field(default="aol", description="aol block files or canonical event files")
+    source: Literal["simulated", "aol", "events"] = Field(
+        default="simulated", description="simulated day files, aol block files, or canonical event files")
     paths: list[str] = Field(default_factory=list, description="files to read")
     max_query_chars: int = Field(default=512, description="longer queries are quarantined")
     session_gap_minutes: float = Field(default=30.0, description="inactivity that starts a new session")
@@ -49,7 +52,19 @@ def png_markdown(path: Path) -> str:
     return f"![{path.name}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()})"
 
 
+def _default_paths(source: str, xc_home: XcHome, start: datetime, end: datetime) -> list[Path]:
+    if source == "aol":
+        return [aol_archive()]
+    if source == "simulated":
+        from xc_core.simulate.pipeline import days_in_window, load_current_world, simulated_day_files
+
+        sim = load_current_world(xc_home.path)
+        return simulated_day_files(sim, xc_home.path, days_in_window(sim.config, start, end))
+    raise dg.Failure("source 'events' needs config paths: canonical Parquet/CSV/TSV/JSON Lines files")
+
+
 @dg.asset(
+    deps=["simulated_events"],
     partitions_def=daily_partitions,
     backfill_policy=dg.BackfillPolicy.single_run(),
     group_name=INGEST_GROUP,
@@ -59,9 +74,10 @@ def png_markdown(path: Path) -> str:
 )
 def raw_events(context: dg.AssetExecutionContext, config: RawEventsConfig, xc_home: XcHome) -> dg.MaterializeResult:
     window = context.partition_time_window
-    paths = [Path(p) for p in config.paths] or ([aol_archive()] if config.source == "aol" else [])
+    paths = [Path(p) for p in config.paths] or _default_paths(config.source, xc_home, window.start, window.end)
+    kind = "aol" if config.source == "aol" else "events"
     cfg = IngestConfig(max_query_chars=config.max_query_chars, session_gap_minutes=config.session_gap_minutes)
-    summary = ingest([Source(config.source, p) for p in paths], xc_home.path, cfg,
+    summary = ingest([Source(kind, p) for p in paths], xc_home.path, cfg,
                      window=(window.start, window.end), progress=False)
     context.log.info(f"ingested {summary.to_dict()}")
     rejects = xc_home.event_store().read_quarantine().filter(pl.col("disposition") == "rejected")
