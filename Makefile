@@ -1,5 +1,6 @@
 # xc — two commands: `make run` and `make test`. Everything else is a convenience.
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -23,12 +24,20 @@ install: $(STAMP)
 $(XC_DAGSTER_STATE):
 	mkdir -p $(XC_DAGSTER_STATE)
 
+DATASET ?= synthetic
+PROFILE ?= demo
+
 run: $(STAMP) $(XC_DAGSTER_STATE)
-	$(BIN)/xc run --home $(XC_HOME) --quiet | tee $(XC_HOME).last-run.json
+	@mkdir -p $(XC_HOME)
+	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors (Dagster log: $(XC_HOME)/last-run.log)"
+	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --home $(XC_HOME) --quiet 2> $(XC_HOME)/last-run.log \
+		| tee $(XC_HOME)/last-run.json || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
 	@echo
-	@echo "Event store:   $(XC_HOME)/events  (duckdb views: $(XC_HOME)/xc.duckdb)"
-	@echo "Quarantine:    $(XC_HOME)/quarantine/quarantine.parquet"
-	@echo "Dagster UI:    make ui   → http://127.0.0.1:3000 (this run is in its Runs tab)"
+	@echo "Results under $(XC_HOME):"
+	@echo "  event store      $(XC_HOME)/events   (duckdb views: $(XC_HOME)/xc.duckdb; quarantine: $(XC_HOME)/quarantine)"
+	@echo "  simulated world  $(XC_HOME)/simulate  (calibration plots in */calibration/)"
+	@echo "  XC data set      $(XC_HOME)/datasets/$(DATASET)   anchor sets + coverage: $(XC_HOME)/anchor_sets/$(DATASET)"
+	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

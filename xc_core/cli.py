@@ -126,7 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     func: Callable[[argparse.Namespace], dict[str, object]] = args.func
     try:
-        _emit(func(args))
+        payload = func(args)
+        _emit(payload)
+        if payload.get("success") is False:  # e.g. a failed Dagster run or a blocking check
+            return 1
     except Exception as exc:  # noqa: BLE001 - the CLI boundary turns known errors into one clear line
         from xc_core.logs.errors import IngestError
 
