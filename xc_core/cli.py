@@ -71,6 +71,20 @@ def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
     return materialize_anchor_sets(dataset, home, get_profile(args.profile), progress=not args.quiet).summary
 
 
+def cmd_train(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.datasets.container import XCDataset
+    from xc_core.graphs.stage import anchors_dir
+    from xc_core.training.stage import train_method
+
+    home = resolve_home(args.home)
+    folder = anchors_dir(home, args.dataset)
+    if not (folder / "meta.json").exists():
+        raise SystemExit(f"xc train: no anchor sets at {folder} — run `xc anchors --name {args.dataset} "
+                         f"--profile {args.profile} --home {home}` first")
+    return train_method(XCDataset.load(folder), args.method, args.profile, home, resume=args.resume,
+                        progress=not args.quiet)
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
     runner = importlib.import_module("xc_assets.run")
@@ -112,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     anchors.add_argument("--name", default="synthetic")
     anchors.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
     anchors.set_defaults(func=cmd_anchors)
+
+    train = sub.add_parser("train", parents=[common], help="train an encoder (one MLflow run)")
+    train.add_argument("--dataset", default="synthetic")
+    train.add_argument("--method", default="ramen", help="ramen | dual_encoder | pretrained | auggt | ramen_no_*")
+    train.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    train.set_defaults(func=cmd_train)
 
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
     run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from xc_core.encoders.text import EncoderConfig
 from xc_core.graphs.rwr import RWRConfig
+from xc_core.training.config import TrainConfig
 
 ProfileName = Literal["tiny", "demo", "full"]
 
@@ -18,17 +19,29 @@ class Profile(BaseModel):
     name: ProfileName
     encoder: EncoderConfig
     rwr: RWRConfig
+    train: TrainConfig = Field(default_factory=TrainConfig)
     tiny_model: bool = Field(default=False, description="use a random tiny BERT built under <home>/models")
     seed: int = 0
 
 
 def get_profile(name: str) -> Profile:
     profiles: dict[str, Profile] = {
+        # seconds: a random tiny BERT, a few hundred documents
         "tiny": Profile(name="tiny", encoder=EncoderConfig(max_length=16, batch_size=512),
-                        rwr=RWRConfig(walk_length=100), tiny_model=True),
+                        rwr=RWRConfig(walk_length=100), tiny_model=True,
+                        train=TrainConfig(epochs=2, batch_size=16, lr=1e-3, cluster_size=4, max_train_docs=400,
+                                          val_max=40, log_every_steps=2, prune_warmup_epochs=1, prune_every=1,
+                                          bandit_period=5)),
+        # CPU minutes: MiniLM cut to 3 layers (TextGNN's initialisation), short sequences, few epochs;
+        # a seeded subsample keeps one aol-1000 training within ~15 minutes on 2 cores.
         "demo": Profile(name="demo", encoder=EncoderConfig(max_length=32, n_layers=3, batch_size=256),
-                        rwr=RWRConfig()),
-        "full": Profile(name="full", encoder=EncoderConfig(max_length=32, batch_size=1024), rwr=RWRConfig()),
+                        rwr=RWRConfig(),
+                        train=TrainConfig(epochs=4, batch_size=64, lr=5e-5, cluster_size=8, max_train_docs=12_000,
+                                          val_max=1000, prune_warmup_epochs=2, prune_every=1)),
+        # GPU: the papers' settings (RAMEN: lr 2e-4, batch 1024, warm-up 10 epochs, re-prune every 5).
+        "full": Profile(name="full", encoder=EncoderConfig(max_length=32, batch_size=1024), rwr=RWRConfig(),
+                        train=TrainConfig(epochs=100, batch_size=1024, lr=2e-4, cluster_size=64,
+                                          prune_warmup_epochs=10, prune_every=5, val_max=5000)),
     }
     if name not in profiles:
         raise ValueError(f"unknown profile '{name}': choose one of {', '.join(profiles)}")

@@ -75,6 +75,8 @@ class TextEncoder:
         self.device = _device()
         self.model.to(self.device)
         self._cache: dict[str, tuple[list[int], int]] = {}
+        #: what forward() calls: the model itself, or its DistributedDataParallel wrapper during DDP training
+        self.runner: Any = self.model
 
     @property
     def dim(self) -> int:
@@ -104,7 +106,7 @@ class TextEncoder:
 
         batch = self.tokenize(texts)
         with torch.autocast(device_type=self.device.type, enabled=self.device.type == "cuda"):
-            hidden = self.model(**batch).last_hidden_state
+            hidden = self.runner(**batch).last_hidden_state
         return mean_pool(hidden.float(), batch["attention_mask"])
 
     def encode(self, texts: list[str], progress: bool = False, desc: str = "encode") -> np.ndarray:

@@ -1,0 +1,45 @@
+"""A method is a name plus how it configures the one trainer: no method-specific branch in the trainer.
+
+A method module builds a :class:`Method` and calls :func:`register`; ``xc_core.methods`` imports every
+module, so ``get_method(name)`` sees all of them. Adding a method is adding a module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from xc_core.datasets.container import XCDataset
+from xc_core.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    description: str
+    train: bool = True  # False: the encoder as shipped (the zero-shot floor)
+    overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields this method sets
+    transform: Callable[[XCDataset, TrainConfig], XCDataset] | None = None  # e.g. AugGT's label propagation
+
+    def configure(self, base: TrainConfig) -> TrainConfig:
+        return base.model_copy(update=self.overrides)
+
+    def prepare(self, dataset: XCDataset, cfg: TrainConfig) -> XCDataset:
+        return self.transform(dataset, cfg) if self.transform else dataset
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register(method: Method) -> Method:
+    if method.name in METHODS:
+        raise ValueError(f"method '{method.name}' registered twice")
+    METHODS[method.name] = method
+    return method
+
+
+def get_method(name: str) -> Method:
+    if name not in METHODS:
+        raise ValueError(f"unknown method '{name}': choose one of {', '.join(sorted(METHODS))}")
+    return METHODS[name]

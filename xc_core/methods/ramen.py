@@ -1,0 +1,7 @@
+"""``ramen``: dual encoder + graph regularizers on every anchor set, both sides, with pruning and the
+bandit-tuned λs (Mittal et al., "Graph Regularized Encoder Training for Extreme Classification")."""
+
+from xc_core.methods.base import Method, register
+
+RAMEN = register(Method("ramen", "graph-regularized dual encoder (RAMEN)",
+                        overrides={"regularize": True, "prune": True, "bandit": True}))

@@ -1,0 +1,43 @@
+"""The trained encoder as an MLflow pyfunc model: text in, unit embeddings out, tokenizer included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import numpy as np
+
+PIP_REQUIREMENTS = ["torch==2.13.0", "transformers==5.23.0", "tokenizers==0.23.3", "numpy==2.4.6",
+                    "pandas==2.3.3", "pydantic==2.14.3", "mlflow==3.17.2"]
+
+
+class EncoderPyfunc(mlflow.pyfunc.PythonModel):
+    """``predict(DataFrame[text] | list[str]) -> ndarray (n, dim)``; loads the saved HF encoder folder."""
+
+    def load_context(self, context: Any) -> None:
+        import json
+
+        from xc_core.encoders.text import EncoderConfig, TextEncoder
+
+        settings = json.loads(Path(context.artifacts["settings"]).read_text())
+        self.encoder = TextEncoder(EncoderConfig(model_path=context.artifacts["encoder"], **settings))
+
+    def predict(self, context: Any, model_input: Any, params: dict[str, Any] | None = None) -> np.ndarray:
+        texts = model_input["text"].astype(str).tolist() if hasattr(model_input, "columns") else list(model_input)
+        return self.encoder.encode(texts)
+
+
+def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path) -> Any:
+    """Log the encoder folder as the run's ``encoder`` pyfunc model (explicit requirements: fast)."""
+    import json
+
+    import pandas as pd
+
+    settings = work_dir / "encoder_settings.json"
+    settings.write_text(json.dumps({"max_length": max_length}))
+    return mlflow.pyfunc.log_model(
+        name="encoder", python_model=EncoderPyfunc(),
+        artifacts={"encoder": str(encoder_dir), "settings": str(settings)},
+        pip_requirements=PIP_REQUIREMENTS, input_example=pd.DataFrame({"text": ["running shoes", "bank of america"]}),
+    )

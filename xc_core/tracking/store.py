@@ -1,0 +1,60 @@
+"""Where MLflow runs go: ``MLFLOW_TRACKING_URI`` if set, else a sqlite store ``<home>/mlflow/mlflow.db``
+with artifacts in ``<home>/mlflow/artifacts`` (``make`` points it at the repository's ``mlflow/``).
+An http tracking server that is configured but down is an error, never a silent fallback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from xc_core.paths import REPO_ROOT
+
+
+def tracking_uri(home: Path) -> str:
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        if uri.startswith("http"):
+            _require_server(uri)
+        return uri
+    store = home / "mlflow"
+    store.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{store / 'mlflow.db'}"
+
+
+def _require_server(uri: str) -> None:
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5)  # noqa: S310 - configured by the user
+    except OSError as exc:
+        raise ConnectionError(f"MLflow tracking server {uri} is not reachable ({exc}); start it (make mlflow-ui) "
+                              "or unset MLFLOW_TRACKING_URI to use the local sqlite store") from exc
+
+
+def artifact_root(uri: str, home: Path) -> str | None:
+    """Explicit artifact folder for sqlite stores (the default would be ./mlruns of the current directory)."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).parent.joinpath("artifacts").as_uri()
+    return None
+
+
+def ensure_experiment(name: str, home: Path) -> str:
+    """The experiment id of ``name``, created with an explicit artifact location when missing."""
+    import mlflow
+
+    uri = tracking_uri(home)
+    mlflow.set_tracking_uri(uri)
+    found = mlflow.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    root = artifact_root(uri, home)
+    return mlflow.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
+
+
+def git_commit() -> str:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                              check=True, timeout=5)
+        return done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -1,0 +1,97 @@
+"""Mini-batches for dual-encoder training with graph regularizers (RAMEN §3).
+
+A batch is a set of train documents. For each document: one random positive label, and one random anchor
+from each document-side anchor set; for each chosen label: one random anchor from each label-side anchor
+set. Negatives are in-batch (other rows' labels / anchors) and a row never uses as a negative something that
+is one of its own positives (``positive_mask``) or one of its own anchors (``neighbour_mask``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from xc_core.datasets.container import AnchorSet
+
+
+@dataclass
+class AnchorSide:
+    """One anchor set seen from one side (documents or labels) of a batch."""
+
+    texts: list[str]
+    valid: np.ndarray  # (B,) row has an anchor
+    neighbour_mask: np.ndarray  # (B, B): anchor of row j is also an anchor of row i
+
+
+@dataclass
+class Batch:
+    doc_ids: np.ndarray
+    label_ids: np.ndarray
+    doc_texts: list[str]
+    label_texts: list[str]
+    positive_mask: np.ndarray  # (B, B): label of row j is a true positive of document i
+    doc_anchors: dict[str, AnchorSide] = field(default_factory=dict)
+    label_anchors: dict[str, AnchorSide] = field(default_factory=dict)
+
+
+def _pick(matrix: sp.csr_matrix, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniformly random column of each row (-1 when the row is empty), vectorised."""
+    starts, ends = matrix.indptr[rows], matrix.indptr[rows + 1]
+    counts = ends - starts
+    offset = (rng.random(len(rows)) * np.maximum(counts, 1)).astype(np.int64)
+    picked = matrix.indices[np.minimum(starts + offset, max(matrix.nnz - 1, 0))] if matrix.nnz else np.zeros(len(rows), int)
+    return np.where(counts > 0, picked, -1)
+
+
+def _membership(matrix: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """(len(rows), len(cols)) bool: matrix[rows[i], cols[j]] != 0 (cols of -1 are never members)."""
+    sub = matrix[rows][:, np.maximum(cols, 0)].toarray() != 0
+    sub[:, cols < 0] = False
+    return sub
+
+
+def _side(incidence: sp.csr_matrix, rows: np.ndarray, texts: list[str], rng: np.random.Generator) -> AnchorSide:
+    anchors = _pick(incidence, rows, rng)
+    valid = anchors >= 0
+    neighbour = _membership(incidence, rows, anchors)
+    np.fill_diagonal(neighbour, False)
+    return AnchorSide([texts[a] if a >= 0 else "" for a in anchors], valid, neighbour)
+
+
+@dataclass
+class BatchBuilder:
+    """Samples batches from CSR views of the data set (built once, sampled many times)."""
+
+    doc_texts: list[str]
+    label_texts: list[str]
+    y: sp.csr_matrix  # train documents × labels
+    doc_side: dict[str, tuple[sp.csr_matrix, list[str]]]  # set → (docs × anchors, anchor texts)
+    label_side: dict[str, tuple[sp.csr_matrix, list[str]]]
+
+    @classmethod
+    def from_anchor_sets(cls, doc_texts: list[str], label_texts: list[str], y: sp.csr_matrix,
+                         anchor_sets: dict[str, AnchorSet], doc_sets: list[str], label_sets: list[str]) -> BatchBuilder:
+        n_docs, n_labels = len(doc_texts), len(label_texts)
+        return cls(
+            doc_texts, label_texts, sp.csr_matrix(y),
+            {s: (anchor_sets[s].doc_matrix(n_docs), anchor_sets[s].texts) for s in doc_sets
+             if len(anchor_sets[s].doc_edges)},
+            {s: (anchor_sets[s].label_matrix(n_labels), anchor_sets[s].texts) for s in label_sets
+             if len(anchor_sets[s].label_edges)},
+        )
+
+    def build(self, doc_ids: np.ndarray, rng: np.random.Generator) -> Batch:
+        labels = _pick(self.y, doc_ids, rng)
+        if (labels < 0).any():
+            raise ValueError("every training document needs at least one positive label")
+        positive = _membership(self.y, doc_ids, labels)
+        np.fill_diagonal(positive, True)
+        return Batch(
+            doc_ids=doc_ids, label_ids=labels,
+            doc_texts=[self.doc_texts[i] for i in doc_ids], label_texts=[self.label_texts[j] for j in labels],
+            positive_mask=positive,
+            doc_anchors={s: _side(m, doc_ids, t, rng) for s, (m, t) in self.doc_side.items()},
+            label_anchors={s: _side(m, labels, t, rng) for s, (m, t) in self.label_side.items()},
+        )

@@ -1,0 +1,42 @@
+"""Training hyper-parameters: one typed object; methods and profiles only change its fields."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class TrainConfig(BaseModel):
+    epochs: int = Field(default=5, ge=1)
+    batch_size: int = Field(default=64, ge=2)
+    lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate (RAMEN full: 2e-4 at batch 1024)")
+    weight_decay: float = 0.01
+    warmup_fraction: float = Field(default=0.1, ge=0, lt=1, description="linear LR warm-up share of all steps")
+    margin: float = Field(default=0.3, description="triplet margin γ (RAMEN: 0.3)")
+    hard_negatives: int = Field(default=3, ge=1, description="hardest in-batch negatives per row")
+    batching: Literal["clusters", "random"] = "clusters"
+    cluster_size: int = Field(default=8, ge=1, description="initial NGAME cluster size (documents)")
+    cluster_refresh_every: int = Field(default=5, ge=1, description="epochs between re-clustering (RAMEN: 5)")
+    cluster_grow_every: int = Field(default=25, ge=1, description="epochs between doubling the size (RAMEN: 25)")
+    regularize: bool = Field(default=True, description="add the graph regularizers R_x^t, R_z^t")
+    doc_sets: list[str] | None = Field(default=None, description="document-side anchor sets (None: all)")
+    label_sets: list[str] | None = Field(default=None, description="label-side anchor sets (None: all)")
+    prune: bool = Field(default=True, description="prune anchors by encoder cosine during training")
+    prune_warmup_epochs: int = Field(default=2, ge=0, description="epochs on unpruned anchors (RAMEN: 10)")
+    prune_every: int = Field(default=2, ge=1, description="epochs between re-pruning (RAMEN: 5)")
+    prune_threshold: float = 0.0
+    bandit: bool = Field(default=True, description="tune the λs online (RAMEN §3); False: fixed λ")
+    bandit_period: int = Field(default=30, ge=1)
+    bandit_lr: float = 0.01
+    bandit_variance: float = 0.01
+    lambda_task: float = 1.0
+    lambda_reg: float = 0.1
+    augment_labels: bool = Field(default=False, description="AugGT: add labels propagated through anchors")
+    val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    val_max: int = Field(default=2000, ge=10)
+    val_k: int = Field(default=10, ge=1)
+    max_train_docs: int | None = Field(default=None, description="seeded subsample of train documents")
+    checkpoint_every_steps: int = Field(default=0, ge=0, description="also checkpoint every N steps (0: epochs)")
+    log_every_steps: int = Field(default=10, ge=1)
+    seed: int = 0

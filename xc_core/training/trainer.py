@@ -1,0 +1,343 @@
+"""One trainer for every method: dual encoder + optional graph regularizers, bandit-tuned λs, NGAME
+cluster batching, RAMEN pruning schedule, exact-resume checkpoints, DDP when launched by torchrun.
+
+Objective (RAMEN eq. 3): λ_l·L + Σ_t (λ_x^t R_x^t + λ_z^t R_z^t). Methods differ only in ``TrainConfig``
+(which regularizers, pruning, bandit) and in an optional data-set transform: the trainer knows no method.
+
+Exact resume: every random choice of step s of epoch e is seeded from (seed, e, s) — batch sampling,
+dropout — and cluster assignments, pruned anchors, optimizer, scheduler and bandit state are in the
+checkpoint, so a run killed at any point and resumed ends with the same parameters as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+from xc_core.datasets.container import AnchorSet, XCDataset
+from xc_core.encoders.text import EncoderConfig, TextEncoder
+from xc_core.graphs.pruning import prune_anchor_set
+from xc_core.training.batches import Batch, BatchBuilder
+from xc_core.training.checkpoint import load_checkpoint, save_checkpoint
+from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
+from xc_core.training.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+class MetricSink(Protocol):
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+
+class _NullSink:
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        log.debug("step %d %s", step, metrics)
+
+
+@dataclass
+class TrainResult:
+    epochs: int
+    steps: int
+    final_task_loss: float
+    val_recall: float
+    examples_per_s: float
+    seconds: float
+    encoder_dir: Path
+    history: list[dict[str, float]] = field(default_factory=list)
+    prune_log: list[dict[str, Any]] = field(default_factory=list)
+    lambda_trajectory: list[dict[str, Any]] = field(default_factory=list)
+
+
+def dist_info() -> tuple[int, int]:
+    """(rank, world size); initialises the process group when launched by torchrun."""
+    import torch
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+
+
+def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded (train, validation) split of the train documents; validation is held out of training."""
+    rng = np.random.default_rng([cfg.seed, 17])
+    order = rng.permutation(n)
+    n_val = int(min(cfg.val_max, max(10, round(n * cfg.val_fraction))))
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def recall_at_k(doc_emb: np.ndarray, label_emb: np.ndarray, y: sp.csr_matrix, k: int) -> float:
+    """Mean over documents of |top-k ∩ positives| / |positives| (exact search; rows without positives → 0)."""
+    import torch
+
+    hits = []
+    labels = torch.from_numpy(label_emb)
+    for start in range(0, len(doc_emb), 1024):
+        scores = torch.from_numpy(doc_emb[start: start + 1024]) @ labels.T
+        top = torch.topk(scores, min(k, labels.shape[0]), dim=1).indices.numpy()
+        rows = y[start: start + 1024]
+        for i, row in enumerate(top):
+            positives = rows.indices[rows.indptr[i]: rows.indptr[i + 1]]
+            hits.append(np.isin(row, positives).sum() / len(positives) if len(positives) else 0.0)
+    return float(np.mean(hits)) if hits else 0.0
+
+
+class Trainer:
+    def __init__(self, dataset: XCDataset, encoder_cfg: EncoderConfig, cfg: TrainConfig, out_dir: Path,
+                 sink: MetricSink | None = None, progress: bool = False) -> None:
+        self.data, self.cfg, self.out = dataset, cfg, Path(out_dir)
+        self.sink, self.progress = sink or _NullSink(), progress
+        self.rank, self.world = dist_info()
+        self.encoder = TextEncoder(encoder_cfg)
+        self.train_idx, self.val_idx = split_validation(len(dataset.train_texts), cfg)
+        if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
+            keep = np.random.default_rng([cfg.seed, 23]).choice(len(self.train_idx), cfg.max_train_docs, replace=False)
+            self.train_idx = np.sort(self.train_idx[keep])
+        self.full_anchors = dataset.anchor_sets if cfg.regularize else {}
+        self.doc_sets = [s for s in (cfg.doc_sets if cfg.doc_sets is not None else self.full_anchors)
+                         if s in self.full_anchors and len(self.full_anchors[s].doc_edges)]
+        self.label_sets = [s for s in (cfg.label_sets if cfg.label_sets is not None else self.full_anchors)
+                           if s in self.full_anchors and len(self.full_anchors[s].label_edges)]
+        self.anchors: dict[str, AnchorSet] = dict(self.full_anchors)
+        self.terms = ["task", *(f"doc/{s}" for s in self.doc_sets), *(f"label/{s}" for s in self.label_sets)]
+        self._build_losses()
+        self.builder = self._builder()
+
+    # -- construction ------------------------------------------------------------------------
+    def _build_losses(self) -> None:
+        from xc_core.training.bandit import LambdaBandit
+        from xc_core.training.losses import GraphRegularizer, TripletLoss
+
+        self.task_loss = TripletLoss(margin=self.cfg.margin, hard_negatives=self.cfg.hard_negatives)
+        self.regularizer = GraphRegularizer(margin=self.cfg.margin, hard_negatives=self.cfg.hard_negatives)
+        initial = {t: (self.cfg.lambda_task if t == "task" else self.cfg.lambda_reg) for t in self.terms}
+        self.bandit = LambdaBandit(self.terms, initial, variance=self.cfg.bandit_variance, lr=self.cfg.bandit_lr,
+                                   period=self.cfg.bandit_period, seed=self.cfg.seed, fixed=not self.cfg.bandit)
+
+    def _builder(self) -> BatchBuilder:
+        return BatchBuilder.from_anchor_sets(self.data.train_texts, self.data.label_texts, self.data.y_train,
+                                             self.anchors, self.doc_sets, self.label_sets)
+
+    def _optimizer(self, total_steps: int) -> tuple[Any, Any]:
+        import torch
+
+        params = [p for p in self.encoder.model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        warmup = max(1, int(total_steps * self.cfg.warmup_fraction))
+
+        def schedule(step: int) -> float:
+            return min(1.0, (step + 1) / warmup) * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, schedule(s)))
+
+    # -- one step ----------------------------------------------------------------------------
+    def _shard(self, batch: Batch) -> Batch:
+        """This rank's rows of a global batch (DDP averages the gradients)."""
+        if self.world == 1:
+            return batch
+        rows = np.arange(self.rank, len(batch.doc_ids), self.world)
+        pick = np.ix_(rows, rows)
+
+        def side(s):  # type: ignore[no-untyped-def]
+            return type(s)([s.texts[i] for i in rows], s.valid[rows], s.neighbour_mask[pick])
+
+        return Batch(batch.doc_ids[rows], batch.label_ids[rows], [batch.doc_texts[i] for i in rows],
+                     [batch.label_texts[i] for i in rows], batch.positive_mask[pick],
+                     {k: side(v) for k, v in batch.doc_anchors.items()},
+                     {k: side(v) for k, v in batch.label_anchors.items()})
+
+    def losses(self, batch: Batch) -> dict[str, Any]:
+        """Every term of the objective for one batch, from one encoder pass over all its texts."""
+        import torch
+
+        texts = [*batch.doc_texts, *batch.label_texts]
+        sides = [*(("doc", s, batch.doc_anchors[s]) for s in self.doc_sets if s in batch.doc_anchors),
+                 *(("label", s, batch.label_anchors[s]) for s in self.label_sets if s in batch.label_anchors)]
+        for _, _, side in sides:
+            texts += side.texts
+        emb = self.encoder.forward(texts)
+        b = len(batch.doc_texts)
+        docs, labels = emb[:b], emb[b: 2 * b]
+        out = {"task": self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))}
+        for i, (kind, name, side) in enumerate(sides):
+            anchors = emb[(2 + i) * b: (3 + i) * b]
+            nodes = docs if kind == "doc" else labels
+            out[f"{kind}/{name}"] = self.regularizer(nodes, anchors, torch.from_numpy(side.valid),
+                                                     torch.from_numpy(side.neighbour_mask))
+        return out
+
+    # -- validation --------------------------------------------------------------------------
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.encode(texts, progress=False)
+
+    def validation_recall(self) -> float:
+        docs = self.encode([self.data.train_texts[i] for i in self.val_idx])
+        labels = self.encode(self.data.label_texts)
+        return recall_at_k(docs, labels, self.data.y_train[self.val_idx], self.cfg.val_k)
+
+    def validation_task_loss(self) -> float:
+        """The bandit's reward: the task loss L on a fixed held-out validation mini-batch (see bandit.py)."""
+        import torch
+
+        ids = self.val_idx[: self.cfg.batch_size]
+        batch = self.builder.build(ids, np.random.default_rng([self.cfg.seed, 99]))
+        self.encoder.model.eval()
+        with torch.no_grad():
+            docs = self.encoder.forward(batch.doc_texts)
+            labels = self.encoder.forward(batch.label_texts)
+            value = float(self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask)))
+        self.encoder.model.train()
+        return value
+
+    # -- pruning and clusters ----------------------------------------------------------------
+    def _prune(self, epoch: int) -> dict[str, Any]:
+        doc_emb = self.encode(self.data.train_texts)
+        label_emb = self.encode(self.data.label_texts)
+        record: dict[str, Any] = {"epoch": epoch}
+        for name, full in self.full_anchors.items():
+            self.anchors[name], counts = prune_anchor_set(full, doc_emb, label_emb, self.encode(full.texts),
+                                                          self.cfg.prune_threshold)
+            record[name] = counts.as_dict()
+        self.builder = self._builder()
+        return record
+
+    def _prune_due(self, epochs_done: int) -> bool:
+        c = self.cfg
+        return (c.prune and bool(self.full_anchors) and epochs_done >= c.prune_warmup_epochs
+                and (epochs_done - c.prune_warmup_epochs) % c.prune_every == 0)
+
+    def _cluster(self, epoch: int) -> np.ndarray:
+        emb = self.encode([self.data.train_texts[i] for i in self.train_idx])
+        size = cluster_size_at(epoch, self.cfg.cluster_size, self.cfg.cluster_grow_every, self.cfg.batch_size)
+        return balanced_kmeans(emb, size, seed=self.cfg.seed + epoch)
+
+    def _epoch_batches(self, epoch: int, assign: np.ndarray | None) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.cfg.seed, epoch, 7])
+        if self.cfg.batching == "clusters" and assign is not None:
+            return cluster_batches(assign, self.cfg.batch_size, rng)
+        return random_batches(len(self.train_idx), self.cfg.batch_size, rng)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.out / "checkpoint"
+
+    def _save(self, epoch: int, step: int, global_step: int, assign: np.ndarray | None, optimizer: Any,
+              scheduler: Any, history: list[dict[str, float]], prune_log: list[dict[str, Any]]) -> None:
+        if self.rank != 0:
+            return
+        arrays = {"assign": assign if assign is not None else np.zeros(0, np.int64)}
+        for name, a in self.anchors.items():
+            arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"] = a.doc_edges, a.label_edges
+        state = {"epoch": epoch, "step": step, "global_step": global_step, "history": history, "prune_log": prune_log}
+        torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                       "bandit": self.bandit.state_dict()}
+        save_checkpoint(self.checkpoint_dir, self.encoder.model, self.encoder.tokenizer, state, arrays, torch_state)
+
+    def _restore(self, optimizer: Any, scheduler: Any) -> tuple[dict[str, Any], np.ndarray | None]:
+        from safetensors.torch import load_file
+
+        state, arrays, torch_state = load_checkpoint(self.checkpoint_dir)
+        weights = load_file(str(self.checkpoint_dir / "encoder" / "model.safetensors"))
+        self.encoder.model.load_state_dict(weights, strict=False)
+        optimizer.load_state_dict(torch_state["optimizer"])
+        scheduler.load_state_dict(torch_state["scheduler"])
+        self.bandit.load_state_dict(torch_state["bandit"])
+        for name, full in self.full_anchors.items():
+            self.anchors[name] = AnchorSet(name, full.texts, arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"])
+        self.builder = self._builder()
+        assign = arrays["assign"] if arrays["assign"].size else None
+        return state, assign
+
+    # -- the loop ----------------------------------------------------------------------------
+    def fit(self, resume: bool = False) -> TrainResult:
+        import torch
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        steps_per_epoch = int(np.ceil(len(self.train_idx) / cfg.batch_size))
+        optimizer, scheduler = self._optimizer(steps_per_epoch * cfg.epochs)
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.encoder.runner = DistributedDataParallel(self.encoder.model)
+        start_epoch = start_step = global_step = 0
+        assign: np.ndarray | None = None
+        history: list[dict[str, float]] = []
+        prune_log: list[dict[str, Any]] = []
+        if resume and (self.checkpoint_dir / "state.json").exists():
+            state, assign = self._restore(optimizer, scheduler)
+            start_epoch, start_step, global_step = state["epoch"], state["step"], state["global_step"]
+            history, prune_log = state["history"], state["prune_log"]
+            log.info("resumed at epoch %d step %d", start_epoch, start_step)
+        started, examples, task_value = time.perf_counter(), 0, float("nan")
+        for epoch in range(start_epoch, cfg.epochs):
+            if cfg.batching == "clusters" and (assign is None or (epoch % cfg.cluster_refresh_every == 0
+                                                                  and start_step == 0)):
+                assign = self._cluster(epoch)
+            batches = self._epoch_batches(epoch, assign)
+            self.encoder.model.train()
+            bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="batch",
+                       disable=not self.progress or self.rank != 0, initial=start_step)
+            for step, rows in enumerate(batches):
+                if step < start_step:
+                    continue
+                torch.manual_seed(cfg.seed * 1_000_003 + epoch * 10_007 + step)
+                batch = self._shard(self.builder.build(self.train_idx[rows], np.random.default_rng([cfg.seed, epoch, step])))
+                terms = self.losses(batch)
+                weights = self.bandit.weights()
+                total = sum(weights[t] * v for t, v in terms.items())
+                total.backward()
+                torch.nn.utils.clip_grad_norm_(self.encoder.model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                global_step += 1
+                examples += len(batch.doc_texts) * self.world
+                task_value = float(terms["task"])
+                if self.bandit.due(global_step):
+                    self.bandit.update(self.validation_task_loss())
+                if global_step % cfg.log_every_steps == 0 and self.rank == 0:
+                    metrics = {f"loss/{t}": float(v) for t, v in terms.items()}
+                    metrics.update({f"lambda/{t}": w for t, w in weights.items()})
+                    metrics["loss/total"] = float(total)
+                    metrics["examples_per_s"] = examples / max(time.perf_counter() - started, 1e-9)
+                    self.sink.log_metrics(metrics, global_step)
+                bar.set_postfix(task=f"{task_value:.4f}")
+                bar.update(1)
+                if cfg.checkpoint_every_steps and global_step % cfg.checkpoint_every_steps == 0:
+                    self._save(epoch, step + 1, global_step, assign, optimizer, scheduler, history, prune_log)
+            bar.close()
+            start_step = 0
+            recall = self.validation_recall()
+            record = {"epoch": epoch + 1, "task_loss": task_value, f"val_recall@{cfg.val_k}": recall}
+            history.append(record)
+            if self.rank == 0:
+                self.sink.log_metrics({f"val/recall@{cfg.val_k}": recall}, global_step)
+            log.info("epoch %d: %s", epoch + 1, record)
+            if self._prune_due(epoch + 1):
+                prune_log.append(self._prune(epoch + 1))
+                if self.rank == 0:
+                    self.sink.log_metrics({f"prune/{s}/{k}": v for s, c in prune_log[-1].items() if s != "epoch"
+                                           for k, v in c.items()}, global_step)
+            self._save(epoch + 1, 0, global_step, assign, optimizer, scheduler, history, prune_log)
+        seconds = time.perf_counter() - started
+        encoder_dir = self.out / "encoder"
+        if self.rank == 0:
+            self.encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
+            self.encoder.tokenizer.save_pretrained(encoder_dir)
+        final = history[-1] if history else {}
+        return TrainResult(
+            epochs=cfg.epochs, steps=global_step, final_task_loss=float(final.get("task_loss", task_value)),
+            val_recall=float(final.get(f"val_recall@{cfg.val_k}", float("nan"))),
+            examples_per_s=examples / max(seconds, 1e-9), seconds=seconds, encoder_dir=encoder_dir,
+            history=history, prune_log=prune_log, lambda_trajectory=list(self.bandit.trajectory),
+        )
