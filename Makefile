@@ -10,7 +10,10 @@ export XC_DAGSTER_STATE := $(CURDIR)/.dagster_home
 XC_HOME ?= $(CURDIR)/.xc
 export XC_HOME
 
-.PHONY: install run test ui bench clean
+MLFLOW_STORE := $(CURDIR)/mlflow
+MLFLOW_URI := sqlite:///$(MLFLOW_STORE)/mlflow.db
+
+.PHONY: install run test ui mlflow-ui bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +30,7 @@ $(XC_DAGSTER_STATE):
 DATASET ?= synthetic
 PROFILE ?= demo
 
+run: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
 run: $(STAMP) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
 	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors (Dagster log: $(XC_HOME)/last-run.log)"
@@ -38,10 +42,16 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 	@echo "  simulated world  $(XC_HOME)/simulate  (calibration plots in */calibration/)"
 	@echo "  XC data set      $(XC_HOME)/datasets/$(DATASET)   anchor sets + coverage: $(XC_HOME)/anchor_sets/$(DATASET)"
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
+	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: mlflow/mlflow.db)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+mlflow-ui: $(STAMP)
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --backend-store-uri $(MLFLOW_URI) \
+		--default-artifact-root $(MLFLOW_STORE)/artifacts --host 127.0.0.1 --port 5000 --workers 1
+
+ui: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
 ui: $(STAMP) $(XC_DAGSTER_STATE)
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
@@ -49,4 +59,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ingest.py
 
 clean:
-	rm -rf $(XC_DAGSTER_STATE) $(XC_HOME)
+	rm -rf $(XC_DAGSTER_STATE) $(XC_HOME) $(MLFLOW_STORE)/mlflow.db $(MLFLOW_STORE)/artifacts

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from xc_core.paths import aol_archive
+
+# Tests write MLflow runs into their temporary homes, never into a store the shell points at.
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")

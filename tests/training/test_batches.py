@@ -1,0 +1,46 @@
+"""Batching invariants: every row has its positive, and no true positive or own anchor is a negative."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xc_core.datasets.container import XCDataset
+from xc_core.training.batches import BatchBuilder
+from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at
+
+
+def test_rows_carry_a_true_positive_and_masks_cover_every_false_negative(tiny_data: XCDataset) -> None:
+    sets = list(tiny_data.anchor_sets)
+    builder = BatchBuilder.from_anchor_sets(tiny_data.train_texts, tiny_data.label_texts, tiny_data.y_train,
+                                            tiny_data.anchor_sets, sets, sets)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        ids = rng.choice(len(tiny_data.train_texts), 32, replace=False)
+        batch = builder.build(ids, rng)
+        y = tiny_data.y_train
+        assert all(y[d, l] for d, l in zip(batch.doc_ids, batch.label_ids, strict=True))
+        truth = y[batch.doc_ids][:, batch.label_ids].toarray() > 0
+        assert np.array_equal(batch.positive_mask, truth | np.eye(len(ids), dtype=bool))
+        for name, side in batch.doc_anchors.items():
+            incidence = tiny_data.anchor_sets[name].doc_matrix(len(tiny_data.train_texts))
+            texts = tiny_data.anchor_sets[name].texts
+            for i, d in enumerate(batch.doc_ids):
+                own = {texts[a] for a in incidence[d].indices}
+                if side.valid[i]:
+                    assert side.texts[i] in own
+                for j in np.flatnonzero(side.valid):
+                    if j != i and side.texts[j] in own:
+                        assert side.neighbour_mask[i, j]  # an own anchor is never pushed away
+
+
+def test_balanced_kmeans_clusters_have_equal_sizes_and_batches_keep_clusters_whole() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(103, 8))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    assign = balanced_kmeans(x, cluster_size=10, seed=0)
+    sizes = np.bincount(assign)
+    assert sizes.max() <= 10 and sizes.sum() == 103 and len(sizes) == 11
+    batches = cluster_batches(assign, batch_size=20, rng=rng)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(103))
+    assert cluster_size_at(0, 8, 25, 64) == 8 and cluster_size_at(25, 8, 25, 64) == 16
+    assert cluster_size_at(200, 8, 25, 64) == 64

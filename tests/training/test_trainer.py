@@ -1,0 +1,100 @@
+"""End-to-end training on the tiny profile: learning happens, resume after SIGKILL is exact, DDP ranks stay
+in sync, and the MLflow run holds everything the registry will need."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xc_core.datasets.container import XCDataset
+
+
+def _launch(home: Path, anchors: Path, out: Path, digest: Path, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "xc_core.training.launch", "--anchors", str(anchors), "--method", "ramen",
+           "--profile", "tiny", "--home", str(home), "--no-mlflow", "--out", str(out), "--digest-dir", str(digest),
+           *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_tiny_ramen_lowers_the_task_loss_and_raises_validation_recall(tiny_data: XCDataset, tiny_home: Path,
+                                                                      tmp_path: Path) -> None:
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    cfg = profile.train.model_copy(update={"epochs": 4})
+    trainer = Trainer(tiny_data, encoder_config(profile, tiny_home), cfg, tmp_path / "m")
+    before_loss, before_recall = trainer.validation_task_loss(), trainer.validation_recall()
+    result = trainer.fit()
+    assert trainer.validation_task_loss() < before_loss
+    assert result.val_recall > before_recall
+    assert result.prune_log and set(result.prune_log[0]) >= {"epoch", *tiny_data.anchor_sets}
+    assert len(result.lambda_trajectory) >= 1 and (result.encoder_dir / "model.safetensors").exists()
+
+
+def test_resume_after_sigkill_ends_with_the_same_parameters(tiny_home: Path, tmp_path: Path) -> None:
+    from xc_core.graphs.stage import anchors_dir
+
+    anchors = anchors_dir(tiny_home, "synthetic")
+    straight = _launch(tiny_home, anchors, tmp_path / "a", tmp_path / "da")
+    assert straight.wait(timeout=300) == 0, straight.stderr.read() if straight.stderr else ""
+    victim = _launch(tiny_home, anchors, tmp_path / "b", tmp_path / "db", "--checkpoint-every", "3")
+    state = tmp_path / "b" / "checkpoint" / "state.json"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (state.exists() and '"global_step": 6' in state.read_text()):
+        time.sleep(0.02)
+    assert victim.poll() is None, "training finished before it could be killed: make the run longer"
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    assert not (tmp_path / "db" / "rank0.txt").exists()
+    resumed = _launch(tiny_home, anchors, tmp_path / "b", tmp_path / "db", "--checkpoint-every", "3", "--resume")
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read() if resumed.stderr else ""
+    assert (tmp_path / "db" / "rank0.txt").read_text() == (tmp_path / "da" / "rank0.txt").read_text()
+
+
+def test_two_gloo_ranks_train_in_sync(tiny_home: Path, tmp_path: Path) -> None:
+    from xc_core.graphs.stage import anchors_dir
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+           "-m", "xc_core.training.launch", "--anchors", str(anchors_dir(tiny_home, "synthetic")),
+           "--method", "ramen", "--profile", "tiny", "--home", str(tiny_home), "--no-mlflow",
+           "--out", str(tmp_path / "ddp"), "--digest-dir", str(tmp_path / "digest")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    digests = [(tmp_path / "digest" / f"rank{r}.txt").read_text() for r in (0, 1)]
+    assert digests[0] == digests[1]
+    single = _launch(tiny_home, anchors_dir(tiny_home, "synthetic"), tmp_path / "one", tmp_path / "d1")
+    assert single.wait(timeout=300) == 0
+    assert (tmp_path / "d1" / "rank0.txt").read_text() != digests[0]  # the ranks really split the batches
+
+
+@pytest.mark.parametrize("method", ["ramen", "pretrained"])
+def test_mlflow_run_holds_params_metrics_curves_and_a_loadable_pyfunc(tiny_data: XCDataset, tiny_home: Path,
+                                                                     method: str) -> None:
+    import mlflow
+
+    from xc_core.training.stage import train_method
+
+    summary = train_method(tiny_data, method, "tiny", tiny_home)
+    client = mlflow.MlflowClient(summary["tracking_uri"])
+    run = client.get_run(summary["mlflow_run_id"])
+    assert run.data.tags["method"] == method and run.data.tags["dataset"] == "synthetic"
+    assert run.data.params["train.margin"] == "0.3"
+    assert "final_val_recall_at_10" in run.data.metrics
+    if method == "ramen":
+        assert "loss/task" in run.data.metrics and "lambda/task" in run.data.metrics
+        assert "val/recall_at_10" in run.data.metrics and "examples_per_s" in run.data.metrics
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"training_curves.png", "lambda_trajectory.json", "prune_log.json"} <= artifacts
+    model = mlflow.pyfunc.load_model(summary["model_uri"])
+    import pandas as pd
+
+    vectors = model.predict(pd.DataFrame({"text": ["red running shoes", "bank"]}))
+    assert vectors.shape[0] == 2 and abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-4

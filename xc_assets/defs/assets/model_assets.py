@@ -1,0 +1,68 @@
+"""Encoders per data set, one partition per method, trained by xc_core.training and tracked in MLflow.
+
+``<dataset>/encoder`` depends on ``<dataset>/anchor_sets``, whose blocking ``coverage_gate`` check keeps
+training from running on a graph that is too thin.
+"""
+
+import dagster as dg
+from pydantic import Field
+
+from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.resources import XcHome
+
+METHOD_NAMES = ["pretrained", "dual_encoder", "ramen", "auggt", "ramen_no_pruning", "ramen_no_doc_graph",
+                "ramen_no_label_graph", "ramen_no_bandit"]
+method_partitions = dg.StaticPartitionsDefinition(METHOD_NAMES)
+
+
+class EncoderConfig(dg.Config):
+    profile: str = Field(default="demo", description="tiny | demo | full")
+    epochs: int = Field(default=0, ge=0, description="override the profile's epochs (0: keep)")
+    lr: float = Field(default=0.0, ge=0, description="override the profile's learning rate (0: keep)")
+    batch_size: int = Field(default=0, ge=0, description="override the profile's batch size (0: keep)")
+    resume: bool = Field(default=False, description="continue from the last checkpoint")
+
+
+def _encoder(dataset: str) -> dg.AssetsDefinition:
+    p = prefix(dataset)
+
+    @dg.asset(key=[p, "encoder"], deps=[[p, "anchor_sets"]], partitions_def=method_partitions, group_name=p,
+              kinds={"pytorch", "mlflow"}, retry_policy=dg.RetryPolicy(max_retries=1),
+              description="Dual encoder trained by the partition's method (RAMEN, baselines, ablations); one MLflow "
+                          "run each, logged as a pyfunc model")
+    def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_core.datasets.container import XCDataset
+        from xc_core.datasets.registry import dataset_dir
+        from xc_core.graphs.stage import anchors_dir
+        from xc_core.training.stage import train_method
+
+        name = dataset if dataset != "xc-repo" else _latest_repo(xc_home)
+        data = XCDataset.load(anchors_dir(xc_home.path, name) if (anchors_dir(xc_home.path, name) / "meta.json").exists()
+                              else dataset_dir(xc_home.path, name))
+        overrides = {k: v for k, v in (("epochs", config.epochs), ("lr", config.lr),
+                                       ("batch_size", config.batch_size)) if v}
+
+        def report(metrics: dict[str, float], step: int) -> None:
+            shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("loss/task", "val/", "lambda/task"))}
+            context.log.info(f"step {step}: {shown}")
+
+        summary = train_method(data, context.partition_key, config.profile, xc_home.path, resume=config.resume,
+                               overrides=overrides, on_metrics=report)
+        return dg.MaterializeResult(metadata={
+            "mlflow_run_id": summary["mlflow_run_id"], "tracking_uri": summary["tracking_uri"],
+            "model_uri": summary["model_uri"], "epochs": summary["epochs"],
+            "final_task_loss": float(summary["final_task_loss"]),
+            "val_recall@10": float(summary["val_recall@10"]), "examples_per_s": summary["examples_per_s"],
+            "encoder_dir": dg.MetadataValue.path(summary["encoder_dir"]),
+        })
+
+    return encoder
+
+
+def _latest_repo(xc_home: XcHome) -> str:
+    from xc_assets.defs.assets.graph_assets import _dataset_name
+
+    return _dataset_name(xc_home.path, "xc-repo")
+
+
+encoder_assets = [_encoder(d) for d in DATASETS]
