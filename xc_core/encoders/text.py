@@ -72,6 +72,10 @@ class TextEncoder:
         self.model = AutoModel.from_pretrained(path, local_files_only=True)
         if self.cfg.n_layers is not None:
             truncate_layers(self.model, self.cfg.n_layers)
+        pooler = getattr(self.model, "pooler", None)
+        if pooler is not None:  # mean pooling never uses BERT's [CLS] pooler: freeze it (DDP needs every
+            for param in pooler.parameters():  # trainable parameter to receive a gradient)
+                param.requires_grad_(False)
         self.device = _device()
         self.model.to(self.device)
         self._cache: dict[str, tuple[list[int], int]] = {}
