@@ -302,13 +302,13 @@ class Trainer:
                 optimizer.zero_grad(set_to_none=True)
                 global_step += 1
                 examples += len(batch.doc_texts) * self.world
-                task_value = float(terms["task"])
+                task_value = float(terms["task"].detach())
                 if self.bandit.due(global_step):
                     self.bandit.update(self.validation_task_loss())
                 if global_step % cfg.log_every_steps == 0 and self.rank == 0:
-                    metrics = {f"loss/{t}": float(v) for t, v in terms.items()}
+                    metrics = {f"loss/{t}": float(v.detach()) for t, v in terms.items()}
                     metrics.update({f"lambda/{t}": w for t, w in weights.items()})
-                    metrics["loss/total"] = float(total)
+                    metrics["loss/total"] = float(total.detach())
                     metrics["examples_per_s"] = examples / max(time.perf_counter() - started, 1e-9)
                     self.sink.log_metrics(metrics, global_step)
                 bar.set_postfix(task=f"{task_value:.4f}")
