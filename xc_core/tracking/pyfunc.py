@@ -23,7 +23,8 @@ class EncoderPyfunc(mlflow.pyfunc.PythonModel):
         settings = json.loads(Path(context.artifacts["settings"]).read_text())
         self.encoder = TextEncoder(EncoderConfig(model_path=context.artifacts["encoder"], **settings))
 
-    def predict(self, context: Any, model_input: Any, params: dict[str, Any] | None = None) -> np.ndarray:
+    # No type hints here on purpose: MLflow would read them as a (wrong) schema; the input example sets it.
+    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
         texts = model_input["text"].astype(str).tolist() if hasattr(model_input, "columns") else list(model_input)
         return self.encoder.encode(texts)
 

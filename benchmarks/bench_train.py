@@ -1,0 +1,81 @@
+"""Training benchmark (issue 5), demo profile, same data, same run:
+
+- examples/s of ``dual_encoder`` vs ``ramen`` (goal: RAMEN's cost ≤ 1.5× the text-only baseline; the
+  paper reports 1× vs 0.9×);
+- query-encoding latency of the two trained encoders (goal ratio ≤ 1.05: RAMEN adds nothing at inference);
+- peak RSS.
+
+    .venv/bin/python benchmarks/bench_train.py [--docs 2000] [--home /tmp/xc-bench-train]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "bench_train.json"
+
+
+def peak_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--docs", type=int, default=2000, help="training documents per method (1 epoch)")
+    parser.add_argument("--home", default="/tmp/xc-bench-train")
+    args = parser.parse_args()
+
+    from xc_core.datasets.container import XCDataset
+    from xc_core.datasets.stage import materialize_dataset
+    from xc_core.encoders.text import EncoderConfig, TextEncoder
+    from xc_core.graphs.stage import anchors_dir, materialize_anchor_sets
+    from xc_core.methods import get_method
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.simulate.pipeline import current_simulation, simulate_into_store
+    from xc_core.training.trainer import Trainer
+
+    home = Path(args.home)
+    profile = get_profile("demo")
+    if current_simulation(home) is None:
+        simulate_into_store("demo", 0, home)
+    if not (anchors_dir(home, "synthetic") / "meta.json").exists():
+        dataset, _ = materialize_dataset("synthetic", home)
+        materialize_anchor_sets(dataset, home, profile)
+    data = XCDataset.load(anchors_dir(home, "synthetic"))
+    results: dict[str, object] = {"docs": args.docs, "profile": "demo"}
+    encoders = {}
+    for name in ("dual_encoder", "ramen"):
+        method = get_method(name)
+        cfg = method.configure(profile.train.model_copy(update={"epochs": 1, "max_train_docs": args.docs,
+                                                                "prune_warmup_epochs": 5}))
+        trainer = Trainer(data, encoder_config(profile, home), cfg, home / "bench" / name)
+        result = trainer.fit()
+        results[f"{name}_examples_per_s"] = round(result.examples_per_s, 2)
+        encoders[name] = result.encoder_dir
+    results["ramen_cost_vs_dual_encoder"] = round(
+        results["dual_encoder_examples_per_s"] / results["ramen_examples_per_s"], 3)  # type: ignore[operator]
+    queries = data.test_texts[:2000]
+    for name, folder in encoders.items():
+        encoder = TextEncoder(EncoderConfig(model_path=str(folder), max_length=profile.encoder.max_length))
+        encoder.encode(queries[:64])  # warm-up
+        started = time.perf_counter()
+        encoder.encode(queries)
+        results[f"{name}_query_ms"] = round(1000 * (time.perf_counter() - started) / len(queries), 4)
+    results["latency_ratio_ramen_vs_dual_encoder"] = round(
+        results["ramen_query_ms"] / results["dual_encoder_query_ms"], 3)  # type: ignore[operator]
+    results["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    results["goals"] = {"ramen_cost<=1.5x": results["ramen_cost_vs_dual_encoder"] <= 1.5,
+                        "latency_ratio<=1.05": results["latency_ratio_ramen_vs_dual_encoder"] <= 1.05}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
