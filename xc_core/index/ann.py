@@ -1,0 +1,149 @@
+"""A label index: faiss inner-product search over L2-normalised vectors, with a manifest.
+
+``search(queries, k)`` always returns *similarities* (inner product = cosine, higher is better) and the
+caller's label ids, whatever the index type. ``add(vectors, ids)`` grows the index (IRENE streams novel
+keywords in). ``save``/``load`` write the faiss index plus a manifest (model URI, data set, kind,
+dimension, count, sha256 of the index file); ``load`` refuses an index whose file does not match its
+manifest, or whose model URI / data set differ from what the caller expects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+MANIFEST_VERSION = 1
+
+
+class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin with another meaning
+    """A stale, corrupt or mismatched index: the message says which and how to rebuild it."""
+
+
+class IndexConfig(BaseModel):
+    kind: Literal["flat", "hnsw", "ivf"] = "hnsw"
+    hnsw_m: int = Field(default=32, ge=4, description="HNSW graph degree M")
+    ef_construction: int = Field(default=200, ge=8)
+    ef_search: int = Field(default=128, ge=8)
+    ivf_lists: int = Field(default=1024, ge=1, description="IVF cells (large label sets)")
+    ivf_probe: int = Field(default=32, ge=1)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class LabelIndex:
+    index: Any  # faiss.IndexIDMap2 over the configured index
+    cfg: IndexConfig
+    dim: int
+    model_uri: str = ""
+    dataset: str = ""
+
+    @classmethod
+    def build(cls, vectors: np.ndarray, ids: np.ndarray | None = None, cfg: IndexConfig | None = None,
+              model_uri: str = "", dataset: str = "") -> LabelIndex:
+        import faiss
+
+        cfg = cfg or IndexConfig()
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        dim = vectors.shape[1]
+        if cfg.kind == "flat":
+            inner = faiss.IndexFlatIP(dim)
+        elif cfg.kind == "hnsw":
+            inner = faiss.IndexHNSWFlat(dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            inner.hnsw.efConstruction = cfg.ef_construction
+            inner.hnsw.efSearch = cfg.ef_search
+        else:
+            quantizer = faiss.IndexFlatIP(dim)
+            lists = max(1, min(cfg.ivf_lists, len(vectors) // 39))
+            inner = faiss.IndexIVFFlat(quantizer, dim, lists, faiss.METRIC_INNER_PRODUCT)
+            inner.train(vectors)
+            inner.nprobe = min(cfg.ivf_probe, lists)
+        index = cls(faiss.IndexIDMap2(inner), cfg, dim, model_uri, dataset)
+        index.add(vectors, np.arange(len(vectors)) if ids is None else ids)
+        return index
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape[1] != self.dim:
+            raise IndexError_(f"vectors have dimension {vectors.shape[1]}, the index {self.dim}")
+        self.index.add_with_ids(vectors, np.asarray(ids, dtype=np.int64))
+
+    @property
+    def count(self) -> int:
+        return int(self.index.ntotal)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(similarities, label ids), best first; missing results are id -1 with similarity -inf."""
+        scores, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k, max(self.count, 1)))
+        scores = np.where(ids < 0, -np.inf, scores)
+        return scores, ids
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, folder: Path) -> Path:
+        import faiss
+
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".index.faiss.tmp-{os.getpid()}"
+        faiss.write_index(self.index, str(tmp))
+        os.replace(tmp, folder / "index.faiss")
+        manifest = {"version": MANIFEST_VERSION, "kind": self.cfg.kind, "config": self.cfg.model_dump(),
+                    "dimension": self.dim, "count": self.count, "model_uri": self.model_uri, "dataset": self.dataset,
+                    "sha256": _sha256(folder / "index.faiss"), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                         time.gmtime())}
+        (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        return folder
+
+    @classmethod
+    def load(cls, folder: Path, expect_model_uri: str | None = None, expect_dataset: str | None = None) -> LabelIndex:
+        import faiss
+
+        manifest_path, index_path = folder / "manifest.json", folder / "index.faiss"
+        rebuild = f"rebuild it with `xc index --dataset ... --method ...` (folder {folder})"
+        if not manifest_path.exists() or not index_path.exists():
+            raise IndexError_(f"{folder}: index or manifest missing; {rebuild}")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise IndexError_(f"{manifest_path}: corrupt manifest ({exc}); {rebuild}") from exc
+        if manifest.get("sha256") != _sha256(index_path):
+            raise IndexError_(f"{index_path}: checksum does not match its manifest (corrupt or replaced); {rebuild}")
+        if expect_model_uri is not None and manifest.get("model_uri") != expect_model_uri:
+            raise IndexError_(f"{folder}: stale index built for model {manifest.get('model_uri')!r}, "
+                              f"not {expect_model_uri!r}; {rebuild}")
+        if expect_dataset is not None and manifest.get("dataset") != expect_dataset:
+            raise IndexError_(f"{folder}: index of data set {manifest.get('dataset')!r}, not {expect_dataset!r}")
+        index = faiss.read_index(str(index_path))
+        if index.ntotal != manifest["count"] or index.d != manifest["dimension"]:
+            raise IndexError_(f"{folder}: index holds {index.ntotal}×{index.d}, manifest says "
+                              f"{manifest['count']}×{manifest['dimension']}; {rebuild}")
+        cfg = IndexConfig(**manifest["config"])
+        inner = faiss.downcast_index(index.index) if hasattr(index, "index") else index
+        if cfg.kind == "hnsw":
+            inner.hnsw.efSearch = cfg.ef_search
+        elif cfg.kind == "ivf":
+            inner.nprobe = cfg.ivf_probe
+        return cls(index, cfg, manifest["dimension"], manifest["model_uri"], manifest["dataset"])
+
+
+def recall_against_exact(approx: LabelIndex, vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray,
+                         k: int = 10) -> float:
+    """Share of the exact top-k (flat search over the same vectors) that the approximate index returns."""
+    exact = LabelIndex.build(vectors, ids, IndexConfig(kind="flat"))
+    _, truth = exact.search(queries, k)
+    _, found = approx.search(queries, k)
+    hits = [len(set(t[t >= 0]) & set(f[f >= 0])) / max(1, (t >= 0).sum()) for t, f in zip(truth, found, strict=True)]
+    return float(np.mean(hits)) if hits else 1.0
