@@ -85,6 +85,47 @@ def cmd_train(args: argparse.Namespace) -> dict[str, object]:
                         progress=not args.quiet)
 
 
+def _anchored(home: Path, name: str) -> object:
+    from xc_core.datasets.container import XCDataset
+    from xc_core.datasets.registry import dataset_dir
+    from xc_core.graphs.stage import anchors_dir
+
+    folder = anchors_dir(home, name)
+    return XCDataset.load(folder if (folder / "meta.json").exists() else dataset_dir(home, name))
+
+
+def cmd_index(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.evaluation.predict import encoder_for, predict
+    from xc_core.evaluation.stage import _trained, index_dir
+
+    home = resolve_home(args.home)
+    dataset = _anchored(home, args.dataset)
+    trained = _trained(home, args.dataset, args.method, args.profile)
+    encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
+    preds = predict(dataset, encoder, index_dir(home, args.dataset, args.method, args.profile),  # type: ignore[arg-type]
+                    trained["model_uri"], progress=not args.quiet)
+    return {"dataset": args.dataset, "method": args.method, "index_dir": str(preds.index_dir),
+            "labels": preds.scores.shape[1], "hnsw_recall@10": preds.index_recall_at_10,
+            "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query}
+
+
+def cmd_eval(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.evaluation.stage import evaluate_method
+
+    home = resolve_home(args.home)
+    summary = evaluate_method(_anchored(home, args.dataset), args.method, args.profile, home,  # type: ignore[arg-type]
+                              progress=not args.quiet)
+    summary.pop("subsets", None)
+    return summary
+
+
+def cmd_report(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.evaluation.stage import build_report
+
+    home = resolve_home(args.home)
+    return build_report(_anchored(home, args.dataset), args.profile, home)  # type: ignore[arg-type]
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
     runner = importlib.import_module("xc_assets.run")
@@ -133,6 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.set_defaults(func=cmd_train)
+
+    for name, func, text in (("index", cmd_index, "build and measure the method's HNSW label index"),
+                             ("eval", cmd_eval, "offline evaluation of one trained method on the test split")):
+        command = sub.add_parser(name, parents=[common], help=text)
+        command.add_argument("--dataset", default="synthetic")
+        command.add_argument("--method", default="ramen")
+        command.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+        command.set_defaults(func=func)
+
+    report = sub.add_parser("report", parents=[common], help="HTML report over every evaluated method")
+    report.add_argument("--dataset", default="synthetic")
+    report.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    report.set_defaults(func=cmd_report)
 
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
     run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])

@@ -1,69 +1,151 @@
-"""Loss values on hand-computed examples: margin, hardest negatives, masking of true positives/anchors."""
+"""RAMEN losses on hand-computed batches: margin, hardest negative, masking, invalid rows, gradients."""
 
 from __future__ import annotations
 
+import doctest
 import math
 
+import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xc_core.training.losses import GraphRegularizer, TripletLoss, hard_triplet_margin
+from xc_core.training.losses import graph_regularizer as graph_regularizer_module
+from xc_core.training.losses import triplet as triplet_module
+
+# Documents are the axes e_0, e_1, e_2, so cos(x_i, z_j) is coordinate i of z_j and the score matrix is the
+# transpose of LABELS:
+#            z_0  z_1  z_2
+#   x_0  [   0.6  0.8  0.0 ]   positive 0.6; hardest negative z_1 (0.8): 0.3 − 0.6 + 0.8 = 0.5; z_2: 0
+#   x_1  [   0.0  0.6  0.6 ]   positive 0.6; hardest negative z_2 (0.6): 0.3 − 0.6 + 0.6 = 0.3; z_0: 0
+#   x_2  [   0.8  0.0  0.8 ]   positive 0.8; hardest negative z_0 (0.8): 0.3 − 0.8 + 0.8 = 0.3; z_1: 0
+DOCS = torch.eye(3, dtype=torch.float64)
+LABELS = torch.tensor([[0.6, 0.0, 0.8], [0.8, 0.6, 0.0], [0.0, 0.6, 0.8]], dtype=torch.float64)
+ONLY_SELF = torch.eye(3, dtype=torch.bool)
 
 
-def _unit(*angles_deg: float) -> torch.Tensor:
-    rad = torch.tensor(angles_deg, dtype=torch.float64) * math.pi / 180
-    return torch.stack([torch.cos(rad), torch.sin(rad)], dim=1)
+def _close(value: torch.Tensor, expected: float) -> bool:
+    return math.isclose(float(value), expected, abs_tol=1e-12)
 
 
-def test_triplet_uses_the_hardest_negative_with_margin() -> None:
-    docs = _unit(0, 90, 180)
-    labels = _unit(10, 100, 260)  # cos(doc_i, label_i) = cos 10°, cos 10°, cos 80°
-    scores = docs @ labels.T
-    mask = torch.eye(3, dtype=torch.bool)
-    loss = TripletLoss(margin=0.3, hard_negatives=1)(docs, labels, mask)
-    expected = []
-    for i in range(3):
-        hardest = max(scores[i, j] for j in range(3) if j != i)
-        expected.append(max(0.0, 0.3 - float(scores[i, i]) + float(hardest)))
-    assert math.isclose(float(loss), sum(expected) / 3, rel_tol=1e-9)
+def test_example_batch_is_unit_vectors_with_the_scores_in_the_comment() -> None:
+    assert torch.allclose(LABELS.norm(dim=1), torch.ones(3, dtype=torch.float64))
+    assert torch.equal(DOCS @ LABELS.T, LABELS.T)
 
 
-def test_all_negatives_average_every_hinge_term() -> None:
-    docs, labels = _unit(0, 90, 180), _unit(10, 100, 260)
-    scores = docs @ labels.T
-    terms = [max(0.0, 0.3 - float(scores[i, i]) + float(scores[i, j])) for i in range(3) for j in range(3) if j != i]
-    loss = TripletLoss(margin=0.3, hard_negatives=None)(docs, labels, torch.eye(3, dtype=torch.bool))
-    assert math.isclose(float(loss), sum(terms) / len(terms), rel_tol=1e-9)
+def test_triplet_takes_the_hardest_negative_of_each_row_with_margin() -> None:
+    loss = TripletLoss(margin=0.3, hard_negatives=1)(DOCS, LABELS, ONLY_SELF)
+    assert _close(loss, (0.5 + 0.3 + 0.3) / 3)
 
 
-def test_a_true_positive_in_the_batch_is_never_a_negative() -> None:
-    docs, labels = _unit(0, 0), _unit(5, 5)  # row 1's label is also a positive of row 0 and vice versa
-    both_positive = torch.ones(2, 2, dtype=torch.bool)
-    assert float(TripletLoss()(docs, labels, both_positive)) == 0.0
-    assert float(TripletLoss()(docs, labels, torch.eye(2, dtype=torch.bool))) > 0.0
+def test_triplet_with_all_negatives_averages_every_hinge_including_zeros() -> None:
+    loss = TripletLoss(margin=0.3, hard_negatives=None)(DOCS, LABELS, ONLY_SELF)
+    assert _close(loss, (0.5 + 0.0 + 0.3 + 0.0 + 0.3 + 0.0) / 6)
 
 
-def test_zero_loss_still_backpropagates() -> None:
-    docs = _unit(0, 90).requires_grad_(True)
-    loss = TripletLoss()(docs, _unit(0, 90), torch.ones(2, 2, dtype=torch.bool))
+def test_triplet_default_is_margin_0_3_and_one_hard_negative() -> None:
+    assert _close(TripletLoss()(DOCS, LABELS, ONLY_SELF), 1.1 / 3)
+
+
+def test_a_true_positive_in_the_batch_is_not_used_as_a_negative() -> None:
+    mask = ONLY_SELF.clone()
+    mask[0, 1] = True  # z_1 is also a positive of x_0: its next-hardest negative is z_2, 0.3 − 0.6 + 0 → 0
+    assert _close(TripletLoss()(DOCS, LABELS, mask), (0.0 + 0.3 + 0.3) / 3)
+
+
+def test_a_row_whose_only_negatives_are_true_positives_contributes_nothing() -> None:
+    mask = ONLY_SELF.clone()
+    mask[0, 1] = mask[0, 2] = True  # x_0 has no negative left: out of the mean, not a zero term in it
+    assert _close(TripletLoss()(DOCS, LABELS, mask), (0.3 + 0.3) / 2)
+
+
+def test_loss_is_zero_and_still_differentiable_when_no_row_has_a_negative() -> None:
+    docs = DOCS.clone().requires_grad_(True)
+    labels = LABELS.clone().requires_grad_(True)
+    loss = TripletLoss()(docs, labels, torch.ones(3, 3, dtype=torch.bool))
+    assert float(loss.detach()) == 0.0 and loss.grad_fn is not None
     loss.backward()
-    assert docs.grad is not None and float(loss) == 0.0
+    assert docs.grad is not None and labels.grad is not None
+    assert not docs.grad.any() and not labels.grad.any()
 
 
-def test_regularizer_ignores_rows_without_anchor_as_rows_and_as_negatives() -> None:
-    nodes, anchors = _unit(0, 90, 45), _unit(20, 110, 0)
+def test_gradient_lowers_the_chosen_negative_and_raises_the_positive_only_for_active_terms() -> None:
+    scores = (DOCS @ LABELS.T).clone().requires_grad_(True)
+    hard_triplet_margin(scores, ~ONLY_SELF, margin=0.3, hard_negatives=1).backward()
+    third = 1 / 3  # three terms, each hinge active: d/ds_ii = −1/3, d/ds_ij (chosen j) = +1/3
+    expected = torch.tensor([[-third, third, 0.0], [0.0, -third, third], [third, 0.0, -third]], dtype=torch.float64)
+    assert torch.allclose(scores.grad, expected)
+
+
+def test_gradients_reach_both_encoders_through_the_embeddings() -> None:
+    docs = DOCS.clone().requires_grad_(True)
+    labels = LABELS.clone().requires_grad_(True)
+    TripletLoss()(docs, labels, ONLY_SELF).backward()
+    assert docs.grad.abs().sum() > 0 and labels.grad.abs().sum() > 0
+
+
+def test_regularizer_excludes_a_row_without_anchor_as_row_and_as_negative() -> None:
+    # Row 2 invalid. x_0: only negative left is a_1 (0.8) → 0.5. x_1: a_2 (0.6, would give 0.3) is padding,
+    # so its hardest is a_0 (0.0) → 0.3 − 0.6 + 0 → 0. Row 2 itself (0.3) is out of the mean.
     valid = torch.tensor([True, True, False])
-    none = torch.zeros(3, 3, dtype=torch.bool)
-    value = GraphRegularizer(margin=0.3, hard_negatives=1)(nodes, anchors, valid, none)
-    s = nodes @ anchors.T
-    expected = (max(0, 0.3 - s[0, 0] + s[0, 1]) + max(0, 0.3 - s[1, 1] + s[1, 0])) / 2
-    assert math.isclose(float(value), float(expected), rel_tol=1e-9)
-    own = torch.tensor([[False, True, False], [True, False, False], [False, False, False]])
-    assert float(GraphRegularizer()(nodes, anchors, valid, own)) == 0.0  # each other's anchors: nothing to push
+    value = GraphRegularizer()(DOCS, LABELS, valid, torch.zeros(3, 3, dtype=torch.bool))
+    assert _close(value, (0.5 + 0.0) / 2)
 
 
-def test_gradients_pull_the_positive_and_push_the_negative() -> None:
-    scores = torch.tensor([[0.1, 0.5], [0.0, 0.9]], requires_grad=True)
-    loss = hard_triplet_margin(scores, torch.ones(2, 2, dtype=torch.bool), margin=0.3, hard_negatives=1)
-    loss.backward()
-    assert scores.grad[0, 0] < 0 < scores.grad[0, 1]  # raise the positive, lower the negative
-    assert scores.grad[1, 0] == 0 and scores.grad[1, 1] == 0  # row 1 satisfies the margin
+def test_regularizer_does_not_push_a_node_from_its_own_other_anchors() -> None:
+    neighbour = torch.zeros(3, 3, dtype=torch.bool)
+    neighbour[0, 1] = True  # a_1 is also an anchor of x_0: x_0 falls back to a_2, 0.3 − 0.6 + 0 → 0
+    value = GraphRegularizer()(DOCS, LABELS, torch.ones(3, dtype=torch.bool), neighbour)
+    assert _close(value, (0.0 + 0.3 + 0.3) / 3)
+
+
+def test_regularizer_gives_no_gradient_to_an_invalid_row() -> None:
+    nodes = DOCS.clone().requires_grad_(True)
+    anchors = LABELS.clone().requires_grad_(True)
+    valid = torch.tensor([True, True, False])
+    GraphRegularizer()(nodes, anchors, valid, torch.zeros(3, 3, dtype=torch.bool)).backward()
+    assert not nodes.grad[2].any() and not anchors.grad[2].any()
+    assert nodes.grad[0].any() and anchors.grad[1].any()  # x_0 pushed from a_1
+
+
+def test_regularizer_with_every_row_invalid_is_a_differentiable_zero() -> None:
+    nodes = DOCS.clone().requires_grad_(True)
+    value = GraphRegularizer()(nodes, LABELS, torch.zeros(3, dtype=torch.bool), torch.zeros(3, 3, dtype=torch.bool))
+    value.backward()
+    assert float(value.detach()) == 0.0 and nodes.grad is not None
+
+
+def test_mismatched_mask_shape_is_rejected() -> None:
+    with pytest.raises(ValueError, match="positive_mask"):
+        TripletLoss()(DOCS, LABELS, torch.eye(2, dtype=torch.bool))
+
+
+def _reference(scores: torch.Tensor, negatives: torch.Tensor, margin: float, hard: int | None,
+               valid: torch.Tensor) -> float:
+    """The definition written as plain loops, to check the vectorised version against."""
+    terms: list[float] = []
+    b = scores.shape[0]
+    for i in range(b):
+        if not valid[i]:
+            continue
+        allowed = sorted((float(scores[i, j]) for j in range(b) if j != i and negatives[i, j] and valid[j]),
+                         reverse=True)
+        terms += [max(0.0, margin - float(scores[i, i]) + s) for s in allowed[: hard or b]]
+    return sum(terms) / len(terms) if terms else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=st.integers(1, 7), hard=st.one_of(st.none(), st.integers(1, 8)), seed=st.integers(0, 2**16))
+def test_vectorised_loss_matches_the_loop_definition(b: int, hard: int | None, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.rand(b, b, generator=g, dtype=torch.float64) * 2 - 1
+    negatives = torch.rand(b, b, generator=g) < 0.7
+    valid = torch.rand(b, generator=g) < 0.8
+    value = hard_triplet_margin(scores, negatives, 0.3, hard, valid=valid)
+    assert math.isclose(float(value), _reference(scores, negatives, 0.3, hard, valid), abs_tol=1e-12)
+
+
+def test_docstring_examples_hold() -> None:
+    for module in (triplet_module, graph_regularizer_module):
+        assert doctest.testmod(module, raise_on_error=False).failed == 0

@@ -117,10 +117,12 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
                             f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
         info = _log_model(encoder_dir, enc_cfg.max_length, out)
         run_id = run.info.run_id
-    return {"dataset": dataset.name, "method": method.name, "profile": profile.name, "mlflow_run_id": run_id,
-            "tracking_uri": tracking_uri(home), "model_uri": info.model_uri, "encoder_dir": str(encoder_dir),
-            **summary, "val_recall@10": summary.get(f"val_recall@{cfg.val_k}"),
-            "seconds": round(time.perf_counter() - started, 2)}
+    record = {"dataset": dataset.name, "method": method.name, "profile": profile.name, "mlflow_run_id": run_id,
+              "tracking_uri": tracking_uri(home), "model_uri": info.model_uri, "encoder_dir": str(encoder_dir),
+              "max_length": enc_cfg.max_length, **summary, "val_recall@10": summary.get(f"val_recall@{cfg.val_k}"),
+              "seconds": round(time.perf_counter() - started, 2)}
+    (out / "train_summary.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return record
 
 
 def _log_model(encoder_dir: Path, max_length: int, work_dir: Path) -> Any:

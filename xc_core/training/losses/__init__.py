@@ -1,4 +1,5 @@
-"""Losses, one per file (sentence-transformers style): the trainer composes them, knowing none by name."""
+"""Losses, one per file (sentence-transformers style): each documents its formula, paper, batch layout and
+usage; the trainer composes them and knows none by name."""
 
 from xc_core.training.losses.graph_regularizer import GraphRegularizer
 from xc_core.training.losses.triplet import TripletLoss, hard_triplet_margin

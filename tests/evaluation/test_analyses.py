@@ -1,0 +1,184 @@
+"""Analyses: bootstrap intervals, equi-voluminous quantiles, FN@k / DIFF@k, subsets and deciles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xc_core.evaluation.analyses import (
+    bootstrap_ci,
+    bootstrap_ratio_ci,
+    confidence_intervals,
+    decile_metrics,
+    diff_at_k,
+    false_negatives_at_k,
+    label_quantiles,
+    paired_bootstrap_diff,
+    paired_bootstrap_ratio_diff,
+    per_row_metrics,
+    quantile_contributions,
+    subset_metrics,
+)
+from xc_core.evaluation.metrics import evaluate, top_k
+
+# Hand example: 4 labels in 2 bins (labels 0, 1 tail; 2, 3 head), 3 rows.
+BINS = np.array([0, 0, 1, 1])
+Y_TRUE = sp.csr_matrix(np.array([[1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]], dtype=np.float64))
+TOP_A = np.array([[0, 1, 2], [3, 0, -1], [0, 1, 3]])  # hits: row 0 labels 0 (rank 1), 2 (rank 3); row 1 label 3
+TOP_B = np.array([[2, 0, 1], [1, 3, 0], [2, 0, 1]])  # hits: row 0 labels 2, 0; row 1 labels 1, 3; row 2 label 2
+
+
+def _scores(top: np.ndarray, n_labels: int) -> sp.csr_matrix:
+    """A score matrix whose ranking is ``top`` (rank 1 scores highest)."""
+    rows, ranks = np.nonzero(top >= 0)
+    return sp.csr_matrix((top.shape[1] - ranks.astype(np.float64), (rows, top[rows, ranks])),
+                         shape=(top.shape[0], n_labels))
+
+
+def test_bootstrap_ci_contains_the_mean_and_narrows_with_more_rows() -> None:
+    rng = np.random.default_rng(0)
+    small, large = rng.normal(0.3, 1.0, 200), rng.normal(0.3, 1.0, 20_000)
+    mean_s, low_s, high_s = bootstrap_ci(small, n_boot=500)
+    mean_l, low_l, high_l = bootstrap_ci(large, n_boot=500)
+    assert low_s <= mean_s <= high_s and low_l <= mean_l <= high_l
+    assert mean_s == pytest.approx(small.mean())
+    assert (high_l - low_l) < (high_s - low_s) / 5  # ~ √100 = 10× narrower
+
+
+def test_bootstrap_is_reproducible_with_its_seed() -> None:
+    values = np.random.default_rng(1).random(300)
+    assert bootstrap_ci(values, n_boot=200, seed=7) == bootstrap_ci(values, n_boot=200, seed=7)
+    assert bootstrap_ci(values, n_boot=200, seed=7) != bootstrap_ci(values, n_boot=200, seed=8)
+
+
+def test_bootstrap_ratio_ci_is_the_ratio_of_totals() -> None:
+    rng = np.random.default_rng(2)
+    denominator = rng.uniform(1, 5, 1000)
+    numerator = denominator * rng.uniform(0, 1, 1000)
+    value, low, high = bootstrap_ratio_ci(numerator, denominator, n_boot=300)
+    assert value == pytest.approx(numerator.sum() / denominator.sum())
+    assert value != pytest.approx(np.mean(numerator / denominator), abs=1e-3)
+    assert low <= value <= high
+
+
+def test_paired_diff_of_identical_systems_is_zero_with_p_one() -> None:
+    values = np.random.default_rng(3).random(500)
+    diff, low, high, p = paired_bootstrap_diff(values, values.copy(), n_boot=300)
+    assert diff == 0.0 and low <= 0.0 <= high and p == 1.0
+    diff, low, high, p = paired_bootstrap_ratio_diff(values, values + 1, values, values + 1, n_boot=300)
+    assert diff == 0.0 and low <= 0.0 <= high and p == 1.0
+
+
+def test_paired_diff_detects_a_consistent_improvement() -> None:
+    rng = np.random.default_rng(4)
+    b = rng.random(2000)
+    a = b + 0.05 + rng.normal(0, 0.1, 2000)
+    diff, low, high, p = paired_bootstrap_diff(a, b, n_boot=500)
+    assert diff == pytest.approx((a - b).mean())
+    assert 0 < low < diff < high and p < 0.01
+
+
+def test_per_row_metrics_aggregate_to_evaluate() -> None:
+    rng = np.random.default_rng(5)
+    y_true = sp.random(200, 30, density=0.1, format="csr", random_state=5)
+    y_score = sp.random(200, 30, density=0.5, format="csr", random_state=6)
+    weights = rng.uniform(1, 4, 30)
+    m = evaluate(y_true, y_score, k=10, inv_propensity=weights)
+    rows = per_row_metrics(y_true, top_k(y_score, 10), weights)
+    assert rows["P@1"].mean() == pytest.approx(m["P@1"]) and rows["P@5"].mean() == pytest.approx(m["P@5"])
+    assert rows["R@10"].mean() == pytest.approx(m["R@10"])
+    for k in (1, 5):
+        ratio = rows[f"PSP@{k}/numerator"].sum() / rows[f"PSP@{k}/denominator"].sum()
+        assert ratio == pytest.approx(m[f"PSP@{k}"])
+    table = confidence_intervals(rows, n_boot=100)
+    assert table["metric"].to_list() == ["P@1", "P@5", "R@10", "PSP@1", "PSP@5"]
+    assert table.filter(table["metric"] == "PSP@5")["value"].item() == pytest.approx(m["PSP@5"])
+
+
+def test_label_quantiles_are_equi_voluminous_on_a_skewed_matrix() -> None:
+    rng = np.random.default_rng(6)
+    n_points, n_labels = 1500, 2000
+    frequency = (1000 / np.arange(1, n_labels + 1) ** 0.8).astype(np.int64) + 1  # Zipf-like, head 1001
+    rng.shuffle(frequency)
+    cols = np.repeat(np.arange(n_labels), frequency)
+    rows = np.concatenate([rng.choice(n_points, size=f, replace=False) for f in frequency])
+    y_train = sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(n_points, n_labels))
+    bins = label_quantiles(y_train, n_bins=5)
+    volume = np.bincount(bins, weights=frequency, minlength=5)
+    assert np.all(np.abs(volume - frequency.sum() / 5) <= frequency.max())
+    labels_per_bin = np.bincount(bins, minlength=5)
+    assert np.all(np.diff(labels_per_bin) < 0)  # the tail bin 0 holds the most labels, the head bin the fewest
+    for b in range(4):  # every label of a bin is at most as frequent as every label of the next
+        assert frequency[bins == b].max() <= frequency[bins == b + 1].min()
+
+
+def test_label_quantiles_assign_labels_by_the_midpoint_of_their_share() -> None:
+    # Train frequencies 4, 1, 1, 1, 1, 0 (8 positives, 2 bins of 4). Sorted ascending: label 5 (0),
+    # labels 1-4 (1 each), label 0 (4); midpoints 0, 0.5, 1.5, 2.5, 3.5, 6 of 8 -> bins 0,0,0,0,0,1.
+    y_train = sp.csr_matrix(np.array([[1, 1, 0, 0, 0, 0], [1, 0, 1, 0, 0, 0],
+                                      [1, 0, 0, 1, 0, 0], [1, 0, 0, 0, 1, 0]], dtype=np.float64))
+    assert label_quantiles(y_train, n_bins=2).tolist() == [1, 0, 0, 0, 0, 0]
+
+
+def test_quantile_contributions_match_hand_computation_and_sum_to_the_metric() -> None:
+    table = quantile_contributions(Y_TRUE, TOP_A, BINS, k=3)
+    # Hits in the top 3: bin 0 once (row 0), bin 1 twice (rows 0 and 1); n = 3 rows.
+    assert table["P@3"].to_list() == pytest.approx([1 / 9, 2 / 9])
+    assert table["R@3"].to_list() == pytest.approx([(1 / 2) / 3, (1 / 2 + 1 / 2) / 3])
+    assert table["positives"].to_list() == [2, 3] and table["labels"].to_list() == [2, 2]
+    m = evaluate(Y_TRUE, _scores(TOP_A, 4), k=3)
+    assert table["P@3"].sum() == pytest.approx(m["P@3"]) and table["R@3"].sum() == pytest.approx(m["R@3"])
+
+
+def test_false_negatives_and_diff_match_hand_computation() -> None:
+    fn_a = false_negatives_at_k(Y_TRUE, TOP_A, BINS, ks=(1, 3))
+    fn_b = false_negatives_at_k(Y_TRUE, TOP_B, BINS, ks=(1, 3))
+    # Positives: bin 0 = {(0,0), (1,1)}, bin 1 = {(0,2), (1,3), (2,2)}.
+    assert fn_a["FN@1"].to_list() == [2 - 1, 3 - 1] and fn_a["FN@3"].to_list() == [2 - 1, 3 - 2]
+    assert fn_b["FN@1"].to_list() == [2 - 1, 3 - 2] and fn_b["FN@3"].to_list() == [0, 0]
+    diff = diff_at_k(fn_a, fn_b)
+    assert diff.columns == ["bin", "DIFF@1", "DIFF@3"]
+    assert diff["DIFF@1"].to_list() == [0, 1] and diff["DIFF@3"].to_list() == [1, 1]
+
+
+def test_false_negatives_refuse_a_top_shorter_than_the_largest_k() -> None:
+    with pytest.raises(ValueError):
+        false_negatives_at_k(Y_TRUE, TOP_A, BINS, ks=(1, 5))
+
+
+def test_subset_rows_score_like_evaluate_on_those_rows() -> None:
+    y_score = _scores(TOP_A, 4)
+    mask = np.array([True, False, True])
+    m = subset_metrics(Y_TRUE, y_score, rows_mask=mask, k=3)
+    assert m["rows"] == 2.0
+    expected = evaluate(Y_TRUE[[0, 2]], y_score[[0, 2]], k=3)
+    assert {key: m[key] for key in expected} == expected
+
+
+def test_novel_labels_restrict_versus_rows_with_novel_positives() -> None:
+    # Novel labels 2 and 3; row 3 has no novel positive and is dropped in both settings.
+    y_true = sp.vstack([Y_TRUE, sp.csr_matrix(np.array([[1.0, 0, 0, 0]]))]).tocsr()
+    y_score = _scores(np.vstack([TOP_A, [[0, -1, -1]]]), 4)
+    novel = np.array([False, False, True, True])
+    restricted = subset_metrics(y_true, y_score, labels_mask=novel, k=3, label_mode="restrict")
+    general = subset_metrics(y_true, y_score, labels_mask=novel, k=3, label_mode="rows_with")
+    assert restricted["rows"] == general["rows"] == 3.0
+    # restrict: positives {2}, {3}, {2}; rankings [2], [3], [3] -> R@3 = (1 + 1 + 0) / 3
+    assert restricted["R@3"] == pytest.approx(2 / 3)
+    assert restricted["P@1"] == pytest.approx(2 / 3)
+    # rows_with: all labels; R@3 = (2/2 + 1/2 + 0) / 3
+    assert general["R@3"] == pytest.approx(1 / 2)
+
+
+def test_decile_metrics_score_each_group_like_evaluate_alone() -> None:
+    y_true = sp.random(120, 25, density=0.15, format="csr", random_state=8)
+    y_score = sp.random(120, 25, density=0.4, format="csr", random_state=9)
+    weights = np.random.default_rng(10).uniform(1, 3, 25)
+    deciles = np.arange(120) % 4 - 1  # -1 stands for rows without a decile
+    table = decile_metrics(y_true, y_score, deciles, k=3, inv_propensity=weights)
+    assert table["decile"].to_list() == [-1, 0, 1, 2] and table["rows"].to_list() == [30] * 4
+    for record in table.iter_rows(named=True):
+        rows = np.flatnonzero(deciles == record["decile"])
+        expected = evaluate(y_true[rows], y_score[rows], k=3, inv_propensity=weights)
+        assert {key: record[key] for key in expected} == pytest.approx(expected)

@@ -1,0 +1,189 @@
+"""The evaluation stage as the CLI and Dagster both run it: index → predictions → metrics → analyses,
+then one HTML report per data set over every evaluated method."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from xc_core.datasets.container import XCDataset
+from xc_core.datasets.registry import _slug
+from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_propensity, top_k
+from xc_core.evaluation.predict import encoder_for, predict
+from xc_core.evaluation.report import MethodResult, render_report
+
+REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5")
+
+
+def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
+    return home / "eval" / _slug(dataset) / f"{method}-{profile}"
+
+
+def index_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
+    return home / "indexes" / _slug(dataset) / f"{method}-{profile}"
+
+
+def report_path(home: Path, dataset: str, profile: str) -> Path:
+    return home / "reports" / f"{_slug(dataset)}-{profile}.html"
+
+
+def _trained(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
+    from xc_core.training.stage import model_dir
+
+    path = model_dir(home, dataset, method, profile) / "train_summary.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no trained encoder — run `xc train --dataset {dataset} --method {method} "
+                                f"--profile {profile}` first")
+    return json.loads(path.read_text())
+
+
+def propensity(dataset: XCDataset) -> np.ndarray:
+    return inverse_propensity(dataset.y_train, float(dataset.meta.get("psp_A", 0.55)),
+                              float(dataset.meta.get("psp_B", 1.5)))
+
+
+def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> dict[str, Any]:
+    """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
+    from xc_core.evaluation import (confidence_intervals, false_negatives_at_k, label_quantiles, per_row_metrics,
+                                    quantile_contributions, subset_metrics)
+
+    started = time.perf_counter()
+    trained = _trained(home, dataset.name, method, profile)
+    encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
+    preds = predict(dataset, encoder, index_dir(home, dataset.name, method, profile), trained["model_uri"],
+                    progress=progress)
+    scores = filter_predictions(preds.scores, dataset.filter_pairs)
+    inv = propensity(dataset)
+    metrics = {**evaluate(dataset.y_test, scores, k=5, inv_propensity=inv)}
+    wide = evaluate(dataset.y_test, scores, k=100)
+    metrics.update({"R@10": wide["R@10"], "R@100": wide["R@100"]})
+    top = top_k(scores, 100)
+    per_row = per_row_metrics(dataset.y_test, top, inv)
+    ci = confidence_intervals(per_row)
+    bins = label_quantiles(dataset.y_train)
+    quantiles = quantile_contributions(dataset.y_test, top, bins, 5)
+    fn = false_negatives_at_k(dataset.y_test, top, bins)
+    subsets = {
+        "seen queries": subset_metrics(dataset.y_test, scores, rows_mask=~dataset.test_novel, inv_propensity=inv),
+        "novel queries": subset_metrics(dataset.y_test, scores, rows_mask=dataset.test_novel, inv_propensity=inv),
+        "novel labels": subset_metrics(dataset.y_test, scores, labels_mask=dataset.label_novel, inv_propensity=inv),
+    }
+    if dataset.test_decile is not None:
+        from xc_core.evaluation import decile_metrics
+
+        for row in decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv).iter_rows(named=True):
+            subsets[f"decile {row['decile']}"] = {k: v for k, v in row.items() if k != "decile"}
+    out = eval_dir(home, dataset.name, method, profile)
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "top100.npy", top)
+    np.savez(out / "per_row.npz", **{k.replace("/", "__"): v for k, v in per_row.items()})
+    quantiles.write_parquet(out / "quantiles.parquet")
+    fn.write_parquet(out / "false_negatives.parquet")
+    ci.write_parquet(out / "ci.parquet")
+    summary = {"dataset": dataset.name, "method": method, "profile": profile, **metrics,
+               "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
+               "exact_ms_per_query": preds.exact_ms_per_query, "test_documents": len(dataset.test_texts),
+               "subsets": subsets, "mlflow_run_id": trained["mlflow_run_id"],
+               "seconds": round(time.perf_counter() - started, 2)}
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    _log_to_run(trained, metrics, preds.index_recall_at_10)
+    return summary
+
+
+def _log_to_run(trained: dict[str, Any], metrics: dict[str, float], recall: float) -> None:
+    import mlflow
+
+    client = mlflow.MlflowClient(trained["tracking_uri"])
+    for key, value in {**metrics, "hnsw_recall@10": recall}.items():
+        client.log_metric(trained["mlflow_run_id"], f"test/{key.replace('@', '_at_')}", float(value))
+
+
+def _method_result(folder: Path) -> MethodResult:
+    summary = json.loads((folder / "metrics.json").read_text())
+    ci = {r["metric"]: (r["value"], r["low"], r["high"]) for r in pl.read_parquet(folder / "ci.parquet").iter_rows(named=True)}
+    quantiles = pl.read_parquet(folder / "quantiles.parquet").rename({c: c for c in []}).to_dicts()
+    return MethodResult(
+        method=summary["method"], metrics={k: v for k, v in summary.items() if "@" in k and isinstance(v, float)
+                                           and not k.startswith("hnsw")},
+        ci=ci, index={"hnsw_recall@10": summary["hnsw_recall@10"], "ms_per_query": summary["ms_per_query"],
+                      "exact_ms_per_query": summary["exact_ms_per_query"]},
+        subsets=summary["subsets"], quantiles=quantiles, mlflow_run_id=summary.get("mlflow_run_id", ""))
+
+
+def _paired_rows(home: Path, dataset: str, profile: str, a: str, b: str) -> list[dict[str, Any]]:
+    from xc_core.evaluation import paired_bootstrap_diff, paired_bootstrap_ratio_diff
+
+    fa, fb = eval_dir(home, dataset, a, profile), eval_dir(home, dataset, b, profile)
+    if not (fa / "per_row.npz").exists() or not (fb / "per_row.npz").exists():
+        return []
+    ra, rb = dict(np.load(fa / "per_row.npz")), dict(np.load(fb / "per_row.npz"))
+    rows = []
+    for key in ("P@1", "P@5", "R@10"):
+        if key in ra:
+            diff, low, high, p = paired_bootstrap_diff(ra[key], rb[key])
+            rows.append({"comparison": f"{a} − {b}", "metric": key, "diff": diff, "low": low, "high": high, "p": p})
+    for key in ("PSP@1", "PSP@5"):
+        if f"{key}__numerator" in ra:
+            diff, low, high, p = paired_bootstrap_ratio_diff(ra[f"{key}__numerator"], ra[f"{key}__denominator"],
+                                                             rb[f"{key}__numerator"], rb[f"{key}__denominator"])
+            rows.append({"comparison": f"{a} − {b}", "metric": key, "diff": diff, "low": low, "high": high, "p": p})
+    return rows
+
+
+def _examples(dataset: XCDataset, home: Path, profile: str, method: str, n: int = 6) -> list[dict[str, Any]]:
+    folder = eval_dir(home, dataset.name, method, profile)
+    top = np.load(folder / "top100.npy")
+    rng = np.random.default_rng(0)
+    picks = rng.choice(len(dataset.test_texts), min(n, len(dataset.test_texts)), replace=False)
+    examples = []
+    for i in picks:
+        truth = set(dataset.y_test[i].indices.tolist())
+        preds = [{"label": dataset.label_texts[j], "hit": int(j) in truth, "score": 0.0} for j in top[i, :5] if j >= 0]
+        note = f"{method}; novel query" if dataset.test_novel[i] else method
+        examples.append({"query": dataset.test_texts[i], "note": note, "predictions": preds})
+    return examples
+
+
+def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]:
+    """Compare every evaluated method of the data set in one HTML file; log it to each method's MLflow run."""
+    from xc_core.evaluation import diff_at_k
+
+    root = home / "eval" / _slug(dataset.name)
+    folders = sorted(p for p in root.glob(f"*-{profile}") if (p / "metrics.json").exists())
+    if not folders:
+        raise FileNotFoundError(f"{root}: nothing evaluated yet — run `xc eval` first")
+    results = [_method_result(f) for f in folders]
+    methods = [r.method for r in results]
+    diffs: list[dict[str, Any]] = []
+    for baseline in ("dual_encoder", "pretrained"):
+        if "ramen" in methods and baseline in methods:
+            diffs += _paired_rows(home, dataset.name, profile, "ramen", baseline)
+    diff_table: list[dict[str, Any]] = []
+    if "ramen" in methods and "dual_encoder" in methods:
+        fa = pl.read_parquet(eval_dir(home, dataset.name, "dual_encoder", profile) / "false_negatives.parquet")
+        fb = pl.read_parquet(eval_dir(home, dataset.name, "ramen", profile) / "false_negatives.parquet")
+        diff_table = diff_at_k(fa, fb).to_dicts()
+    examples = _examples(dataset, home, profile, "ramen" if "ramen" in methods else methods[0])
+    notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
+             "PSP A": dataset.meta.get("psp_A", 0.55), "PSP B": dataset.meta.get("psp_B", 1.5)}
+    path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table + diffs, examples,
+                         notes)
+    _attach(results, path, home)
+    return {"dataset": dataset.name, "profile": profile, "report": str(path), "methods": methods,
+            "paired_differences": diffs}
+
+
+def _attach(results: list[MethodResult], path: Path, home: Path) -> None:
+    import mlflow
+
+    from xc_core.tracking.store import tracking_uri
+
+    client = mlflow.MlflowClient(tracking_uri(home))
+    for r in results:
+        if r.mlflow_run_id:
+            client.log_artifact(r.mlflow_run_id, str(path), artifact_path="report")
