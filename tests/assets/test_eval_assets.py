@@ -1,0 +1,43 @@
+"""Index → offline evaluation → report through Dagster, with the report attached to the MLflow runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import mlflow
+
+from xc_assets.defs.assets.eval_assets import eval_assets, index_assets, report_assets
+from xc_assets.defs.assets.model_assets import encoder_assets
+from xc_assets.defs.resources import XcHome
+
+
+def _pick(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
+    return next(a for a in assets if a.key.path[0] == "synthetic")
+
+
+def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
+    resources = {"xc_home": XcHome(home=str(tiny_home))}
+    profile = {"config": {"profile": "tiny"}}
+    with dg.instance_for_test() as instance:
+        for method in ("pretrained", "ramen"):
+            result = dg.materialize(
+                [_pick(encoder_assets), _pick(index_assets), _pick(eval_assets)], instance=instance,
+                partition_key=method, resources=resources,
+                run_config={"ops": {"synthetic__encoder": {"config": {"profile": "tiny", "epochs": 1}},
+                                    "synthetic__label_index": profile, "synthetic__offline_eval": profile}})
+            assert result.success
+            evals = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()
+                     if e.step_materialization_data.materialization.asset_key.path[-1] == "offline_eval"]
+            meta = evals[0].metadata
+            assert 0.0 <= meta["P@1"].value <= 1.0 and meta["hnsw_recall@10"].value >= 0.9
+        report = dg.materialize([_pick(report_assets)], instance=instance, resources=resources,
+                                run_config={"ops": {"synthetic__eval_report": profile}})
+    assert report.success
+    meta = report.get_asset_materialization_events()[0].step_materialization_data.materialization.metadata
+    assert Path(meta["report"].value).exists() and sorted(meta["methods"].value) == ["pretrained", "ramen"]
+    run_id = evals[0].metadata["mlflow_run_id"].value
+    from xc_core.tracking.store import tracking_uri
+
+    artifacts = mlflow.MlflowClient(tracking_uri(tiny_home)).list_artifacts(run_id, "report")
+    assert [a.path for a in artifacts] == ["report/synthetic-tiny.html"]

@@ -1,0 +1,28 @@
+"""The HTML report renders every section, marks the best value, and embeds its plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xc_core.evaluation.report import MethodResult, render_report
+
+
+def test_report_renders_every_section_with_plots_and_best_marked(tmp_path: Path) -> None:
+    quantiles = [{"bin": b, "P@5": 0.01 * (b + 1), "R@5": 0.02} for b in range(5)]
+    results = [
+        MethodResult("ramen", {"P@1": 0.5, "P@3": 0.4, "P@5": 0.3, "PSP@1": 0.45, "PSP@5": 0.35, "R@10": 0.6},
+                     ci={"P@1": (0.5, 0.45, 0.55)}, index={"hnsw_recall@10": 0.99, "ms_per_query": 0.1},
+                     subsets={"novel queries": {"P@1": 0.4, "rows": 10}}, quantiles=quantiles),
+        MethodResult("dual_encoder", {"P@1": 0.4, "P@3": 0.35, "P@5": 0.28, "PSP@1": 0.38, "PSP@5": 0.3,
+                                      "R@10": 0.55}, quantiles=quantiles),
+    ]
+    examples = [{"query": "grainger", "note": "novel", "predictions": [{"label": "industrial supply", "hit": True,
+                                                                        "score": 0.8}]}]
+    path = render_report("synthetic", results, tmp_path / "r.html", [{"bin": 0, "DIFF@5": -3}], examples, {"k": 5})
+    text = path.read_text()
+    for section in ("Metrics", "P@k and PSP@k", "Label quantiles", "DIFF@k", "Seen vs novel", "Index recall",
+                    "Example predictions"):
+        assert section in text
+    assert text.count("data:image/png;base64,") == 2
+    assert '<td class="best">50.00<br><small>[45.00, 55.00]</small></td>' in text
+    assert 'class="hit">industrial supply' in text

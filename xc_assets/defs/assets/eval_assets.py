@@ -1,0 +1,93 @@
+"""Per data set: ``label_index`` and ``offline_eval`` for each method partition, and ``eval_report`` over all."""
+
+import json
+
+import dagster as dg
+from pydantic import Field
+
+from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.assets.model_assets import method_partitions
+from xc_assets.defs.resources import XcHome
+
+
+class EvalConfig(dg.Config):
+    profile: str = Field(default="demo", description="profile the encoders were trained with")
+
+
+def _dataset(xc_home: XcHome, dataset: str):  # type: ignore[no-untyped-def]
+    from xc_core.datasets.container import XCDataset
+    from xc_core.datasets.registry import dataset_dir
+    from xc_core.graphs.stage import anchors_dir
+
+    folder = anchors_dir(xc_home.path, dataset)
+    return XCDataset.load(folder if (folder / "meta.json").exists() else dataset_dir(xc_home.path, dataset))
+
+
+def _label_index(dataset: str) -> dg.AssetsDefinition:
+    p = prefix(dataset)
+
+    @dg.asset(key=[p, "label_index"], deps=[[p, "encoder"]], partitions_def=method_partitions, group_name=p,
+              kinds={"faiss"}, description="HNSW inner-product index of every label under the method's encoder, "
+                                           "with recall@10 against exact search on the real test queries")
+    def label_index(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
+        from pathlib import Path
+
+        from xc_core.evaluation.predict import encoder_for, predict
+        from xc_core.evaluation.stage import _trained, index_dir
+
+        data = _dataset(xc_home, dataset)
+        trained = _trained(xc_home.path, dataset, context.partition_key, config.profile)
+        preds = predict(data, encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32))),
+                        index_dir(xc_home.path, dataset, context.partition_key, config.profile), trained["model_uri"])
+        return dg.MaterializeResult(metadata={
+            "labels": data.n_labels, "hnsw_recall@10": preds.index_recall_at_10,
+            "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query,
+            "model_uri": trained["model_uri"], "path": dg.MetadataValue.path(str(preds.index_dir))})
+
+    return label_index
+
+
+def _offline_eval(dataset: str) -> dg.AssetsDefinition:
+    p = prefix(dataset)
+
+    @dg.asset(key=[p, "offline_eval"], deps=[[p, "label_index"]], partitions_def=method_partitions, group_name=p,
+              kinds={"scipy"}, description="pyxclib-exact P/nDCG/PSP/PSnDCG/R on the full test split, bootstrap CIs, "
+                                           "label quantiles, seen/novel subsets")
+    def offline_eval(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_core.evaluation.stage import evaluate_method
+
+        summary = evaluate_method(_dataset(xc_home, dataset), context.partition_key, config.profile, xc_home.path)
+        shown = {k: round(float(v), 4) for k, v in summary.items()
+                 if k in ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5", "R@10", "R@100", "hnsw_recall@10")}
+        context.log.info(f"{context.partition_key}: {shown}")
+        return dg.MaterializeResult(metadata={**shown, "mlflow_run_id": summary["mlflow_run_id"],
+                                              "subsets": dg.MetadataValue.json(summary["subsets"])})
+
+    return offline_eval
+
+
+def _eval_report(dataset: str) -> dg.AssetsDefinition:
+    p = prefix(dataset)
+
+    @dg.asset(key=[p, "eval_report"], deps=[[p, "offline_eval"]], group_name=p, kinds={"html"},
+              description="One self-contained HTML report comparing every evaluated method (logged to MLflow)")
+    def eval_report(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_core.evaluation.stage import build_report
+
+        out = build_report(_dataset(xc_home, dataset), config.profile, xc_home.path)
+        rows = ["| method | P@1 | PSP@1 |", "|---|---|---|"]
+        for method in out["methods"]:
+            from xc_core.evaluation.stage import eval_dir
+
+            m = json.loads((eval_dir(xc_home.path, dataset, method, config.profile) / "metrics.json").read_text())
+            rows.append(f"| {method} | {100 * m['P@1']:.2f} | {100 * m.get('PSP@1', float('nan')):.2f} |")
+        return dg.MaterializeResult(metadata={
+            "summary": dg.MetadataValue.md("\n".join(rows)), "report": dg.MetadataValue.path(out["report"]),
+            "paired_differences": dg.MetadataValue.json(out["paired_differences"]), "methods": out["methods"]})
+
+    return eval_report
+
+
+index_assets = [_label_index(d) for d in DATASETS]
+eval_assets = [_offline_eval(d) for d in DATASETS]
+report_assets = [_eval_report(d) for d in DATASETS]
