@@ -94,7 +94,5 @@ def test_mlflow_run_holds_params_metrics_curves_and_a_loadable_pyfunc(tiny_data:
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert {"training_curves.png", "lambda_trajectory.json", "prune_log.json"} <= artifacts
     model = mlflow.pyfunc.load_model(summary["model_uri"])
-    import pandas as pd
-
-    vectors = model.predict(pd.DataFrame({"text": ["red running shoes", "bank"]}))
+    vectors = model.predict(["red running shoes", "bank"])
     assert vectors.shape[0] == 2 and abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-4

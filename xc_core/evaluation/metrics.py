@@ -57,8 +57,9 @@ METRIC_NAMES = ("P", "nDCG", "PSP", "PSnDCG", "R")
 #: Label index that pads the top-k of rows with fewer than k candidates.
 PAD = -1
 
-_SIGN_BIT = np.uint64(1 << 63)
-_LOW_32 = np.uint64(0xFFFFFFFF)
+#: (row, rank) cells that :func:`top_k` and :func:`evaluate` hold per array at once (16 MB of int64):
+#: rows go through in chunks, which bounds memory and keeps the working arrays reused.
+CHUNK_CELLS = 1 << 21
 
 
 @dataclass(frozen=True)
@@ -98,37 +99,60 @@ def inverse_propensity(y_train: sp.spmatrix, A: float = 0.55, B: float = 1.5) ->
     return 1.0 + C * (frequency + B) ** (-A)
 
 
-def _descending_key(scores: np.ndarray) -> np.ndarray:
-    """uint64 keys whose ascending order is the scores' descending order (equal scores, equal keys)."""
-    values = np.asarray(scores, dtype=np.float64) + 0.0  # -0.0 + 0.0 is +0.0: the two zeros tie
-    if np.isnan(values).any():
-        raise ValueError("y_score holds NaN scores")
-    bits = values.view(np.uint64)
-    # IEEE-754 bits sort like the floats once negatives are fully flipped and positives get the sign bit.
-    ascending = np.where(bits & _SIGN_BIT, ~bits, bits | _SIGN_BIT)
-    return ~ascending
+def _score_digits(values: np.ndarray) -> list[np.ndarray]:
+    """32-bit digits (int64 in [0, 2^32), most significant first) ordering scores highest first.
 
-
-def _within_row_order(scores: sp.csr_matrix) -> np.ndarray:
-    """Permutation of the stored entries sorting them by (row, score descending, label ascending).
-
-    Two stable sorts on int64 keys ``row << 32 | 32 bits of the score key``, low half first (an LSD
-    radix sort in two digits). Canonical CSR stores a row's labels in increasing order, so stability
-    breaks ties by the lower label. Keys arrive grouped by row, which timsort exploits.
+    Comparing the digit lists lexicographically is comparing the scores, descending; equal scores
+    (including -0.0 and 0.0) get equal digits. float32 (and narrower) scores give one digit, others are
+    compared as float64 and give two.
     """
-    rows = np.repeat(np.arange(scores.shape[0], dtype=np.int64), np.diff(scores.indptr)) << 32
-    key = _descending_key(scores.data)
-    high, low = (key >> np.uint64(32)).astype(np.int64), (key & _LOW_32).astype(np.int64)
-    order = np.arange(len(key))
-    if len(key) and np.any(low != low[0]):  # scores that are exact float32 all share their low half
-        order = np.argsort(rows | low, kind="stable")
-    return order[np.argsort((rows | high)[order], kind="stable")]
+    narrow = values.dtype.kind == "f" and values.dtype.itemsize <= 4
+    values = values.astype(np.float32 if narrow else np.float64) + 0  # -0.0 + 0 is +0.0: the zeros tie
+    bits, int_type = (values.view(np.int32), np.int32) if narrow else (values.view(np.int64), np.int64)
+    # IEEE-754 bit patterns order like the floats once the magnitude bits of negatives are flipped; ~ reverses.
+    width = 8 * values.dtype.itemsize
+    descending = ~(bits ^ ((bits >> (width - 1)) & int_type(np.iinfo(int_type).max)))
+    if narrow:
+        return [descending.astype(np.int64) + (1 << 31)]
+    unsigned = descending.view(np.uint64) ^ np.uint64(1 << 63)
+    return [(unsigned >> np.uint64(32)).astype(np.int64), (unsigned & np.uint64(0xFFFFFFFF)).astype(np.int64)]
+
+
+def _sort_rows(digits: list[np.ndarray], valid: np.ndarray) -> np.ndarray:
+    """(r, w) positions ordering each row by its digits, then position; invalid slots last.
+
+    An LSD radix sort with one dense row-wise sort per digit, least significant first. Each key packs
+    ``digit << position_bits | current position``: keys are unique, so the fast unstable ``np.sort``
+    behaves like a stable sort and equal scores keep their position order (the label order).
+    """
+    width = valid.shape[1]
+    position_bits = max(1, (width - 1).bit_length())
+    mask, pad = (1 << position_bits) - 1, 1 << (32 + position_bits)  # pads sort after any digit
+    slots = np.arange(width, dtype=np.int64)
+    order = None
+    for digit in reversed(digits):
+        current = digit if order is None else np.take_along_axis(digit, order, axis=1)
+        key = np.where(valid, current << position_bits, pad) | slots
+        key.sort(axis=1)
+        key &= mask
+        order = key if order is None else np.take_along_axis(order, key, axis=1)
+    return order
+
+
+def _row_buckets(lengths: np.ndarray) -> list[np.ndarray]:
+    """Non-empty rows grouped by the bit length of their entry count (lengths within a factor 2)."""
+    bucket = np.frexp(lengths)[1]  # the bit length: 0 for empty rows
+    order = np.argsort(bucket, kind="stable")
+    edges = np.flatnonzero(np.diff(bucket[order])) + 1
+    return [rows for rows in np.split(order, edges) if len(rows) and bucket[rows[0]] > 0]
 
 
 def top_k(y_score: sp.spmatrix, k: int) -> np.ndarray:
     """The k best-scored labels of each row, best first: an (n, k) int64 array padded with -1.
 
     Ties go to the lower label index; only stored entries are candidates (see the module docstring).
+    Rows are sorted as dense blocks of rows with similar entry counts (one block per power of two,
+    so padding at most doubles the work), not one Python iteration per row.
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -136,16 +160,24 @@ def top_k(y_score: sp.spmatrix, k: int) -> np.ndarray:
     if not scores.has_canonical_format:
         scores = scores.copy()
         scores.sum_duplicates()
-    n_rows = scores.shape[0]
-    if n_rows >= 1 << 31:
-        raise ValueError("top_k supports fewer than 2**31 rows")
-    order = _within_row_order(scores)
-    rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(scores.indptr))
-    rank = np.arange(len(order)) - scores.indptr[rows]  # sorting kept rows grouped in place
-    keep = rank < k
-    top = np.full((n_rows, k), PAD, dtype=np.int64)
-    top[rows[keep], rank[keep]] = scores.indices[order[keep]]
+    if np.isnan(scores.data).any():
+        raise ValueError("y_score holds NaN scores")
+    lengths = np.diff(scores.indptr)
+    top = np.full((scores.shape[0], k), PAD, dtype=np.int64)
+    for bucket in _row_buckets(lengths):
+        width = int(lengths[bucket].max())
+        for rows in np.array_split(bucket, -(-len(bucket) * width // CHUNK_CELLS)):
+            _top_k_block(scores, rows, width, top)
     return top
+
+
+def _top_k_block(scores: sp.csr_matrix, rows: np.ndarray, width: int, top: np.ndarray) -> None:
+    """Fill ``top[rows]`` from a dense (rows, width) block of their entries (width ≥ each row's length)."""
+    valid = np.arange(width) < np.diff(scores.indptr)[rows, None]
+    entry = np.minimum(scores.indptr[rows, None] + np.arange(width), scores.nnz - 1)
+    order = _sort_rows(_score_digits(scores.data[entry]), valid)[:, :top.shape[1]]
+    best = np.take_along_axis(entry, order, axis=1)
+    top[rows, :order.shape[1]] = np.where(np.take_along_axis(valid, order, axis=1), scores.indices[best], PAD)
 
 
 def filter_predictions(y_score: sp.spmatrix, pairs: np.ndarray) -> sp.csr_matrix:
@@ -242,20 +274,33 @@ def metric_terms(y_true: sp.spmatrix, top: np.ndarray,
     return terms
 
 
+def _totals(terms: dict[str, MetricTerms], rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Per family, a (2, k) array: total numerator and total denominator over ``rows`` (default all)."""
+    out = {}
+    for name, term in terms.items():
+        numerator, denominator = term.numerator, np.broadcast_to(term.denominator, term.numerator.shape)
+        if rows is not None:
+            numerator, denominator = numerator[rows], denominator[rows]
+        out[name] = np.stack([numerator.sum(axis=0), denominator.sum(axis=0)])
+    return out
+
+
+def _ratios(totals: dict[str, np.ndarray]) -> dict[str, float]:
+    """``{"P@1": …}`` from the totals, in :data:`METRIC_NAMES` order; 0.0 where a total is 0."""
+    out: dict[str, float] = {}
+    for name in (name for name in METRIC_NAMES if name in totals):
+        values = np.clip(_safe_divide(totals[name][0], totals[name][1]), 0.0, 1.0)  # clip: rounding only
+        out.update({f"{name}@{j}": float(v) for j, v in enumerate(values, start=1)})
+    return out
+
+
 def aggregate(terms: dict[str, MetricTerms], rows: np.ndarray | None = None) -> dict[str, float]:
     """``{"P@1": …, …}`` over all rows, or over ``rows`` (bool mask or indices); values in [0, 1].
 
     Each value is the total numerator over the total denominator of :class:`MetricTerms`; an empty set
     of rows or a zero total gives 0.0.
     """
-    out: dict[str, float] = {}
-    for name in (name for name in METRIC_NAMES if name in terms):
-        numerator, denominator = terms[name].numerator, terms[name].denominator
-        if rows is not None:
-            numerator, denominator = numerator[rows], denominator[rows]
-        values = _safe_divide(numerator.sum(axis=0), denominator.sum(axis=0))
-        out.update({f"{name}@{j}": float(v) for j, v in enumerate(np.clip(values, 0.0, 1.0), start=1)})
-    return out  # the clip only absorbs rounding: every ratio is ≤ 1 exactly
+    return _ratios(_totals(terms, rows))
 
 
 def evaluate(y_true: sp.csr_matrix, y_score: sp.csr_matrix, k: int = 5,
@@ -265,10 +310,15 @@ def evaluate(y_true: sp.csr_matrix, y_score: sp.csr_matrix, k: int = 5,
     The PS keys are present exactly when ``inv_propensity`` (one weight per label, e.g. from
     :func:`inverse_propensity` on the train labels) is given. Definitions, empty rows, ties: module
     docstring. Filter reciprocal pairs first with :func:`filter_predictions` where the data has them.
+    Rows are summed in chunks of :data:`CHUNK_CELLS` cells; totals add up, so chunking changes nothing.
     """
     if y_true.shape != y_score.shape:
         raise ValueError(f"y_true {y_true.shape} and y_score {y_score.shape} differ in shape")
-    return aggregate(metric_terms(y_true, top_k(y_score, k), inv_propensity))
+    top, positives = top_k(y_score, k), positive_labels(y_true)
+    step = max(1, CHUNK_CELLS // k)
+    chunks = [_totals(metric_terms(positives[start:start + step], top[start:start + step], inv_propensity))
+              for start in range(0, max(len(top), 1), step)]
+    return _ratios({name: sum(chunk[name] for chunk in chunks) for name in chunks[0]})
 
 
 def _column(terms: MetricTerms, k: int) -> tuple[np.ndarray, np.ndarray]:

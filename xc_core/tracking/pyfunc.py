@@ -13,7 +13,7 @@ PIP_REQUIREMENTS = ["torch==2.13.0", "transformers==5.23.0", "tokenizers==0.23.3
 
 
 class EncoderPyfunc(mlflow.pyfunc.PythonModel):
-    """``predict(DataFrame[text] | list[str]) -> ndarray (n, dim)``; loads the saved HF encoder folder."""
+    """``predict(list[str]) -> ndarray (n, dim)``; loads the saved HF encoder folder."""
 
     def load_context(self, context: Any) -> None:
         import json
@@ -23,22 +23,19 @@ class EncoderPyfunc(mlflow.pyfunc.PythonModel):
         settings = json.loads(Path(context.artifacts["settings"]).read_text())
         self.encoder = TextEncoder(EncoderConfig(model_path=context.artifacts["encoder"], **settings))
 
-    # No type hints here on purpose: MLflow would read them as a (wrong) schema; the input example sets it.
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-        texts = model_input["text"].astype(str).tolist() if hasattr(model_input, "columns") else list(model_input)
-        return self.encoder.encode(texts)
+    def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - MLflow reads these hints as the schema
+        """Texts in (MLflow validates the list[str] hint), unit embeddings out."""
+        return self.encoder.encode([str(t) for t in model_input])
 
 
 def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path) -> Any:
     """Log the encoder folder as the run's ``encoder`` pyfunc model (explicit requirements: fast)."""
     import json
 
-    import pandas as pd
-
     settings = work_dir / "encoder_settings.json"
     settings.write_text(json.dumps({"max_length": max_length}))
     return mlflow.pyfunc.log_model(
         name="encoder", python_model=EncoderPyfunc(),
         artifacts={"encoder": str(encoder_dir), "settings": str(settings)},
-        pip_requirements=PIP_REQUIREMENTS, input_example=pd.DataFrame({"text": ["running shoes", "bank of america"]}),
+        pip_requirements=PIP_REQUIREMENTS, input_example=["running shoes", "bank of america"],
     )
