@@ -15,7 +15,7 @@ from typing import Any
 
 import dagster as dg
 
-from xc_assets.defs.assets import graph_assets, ingest_assets, simulate_assets
+from xc_assets.defs.assets import eval_assets, graph_assets, ingest_assets, model_assets, simulate_assets
 from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
@@ -58,8 +58,43 @@ def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
     return {}
 
 
-def run_pipeline(dataset: str, profile: str, home: Path) -> dict[str, object]:
-    """Materialize the data set's assets (and their checks) in one run; return a summary."""
+DEFAULT_METHODS = ("pretrained", "dual_encoder", "ramen")
+
+
+def _of(assets: list[dg.AssetsDefinition], dataset: str) -> dg.AssetsDefinition:
+    return next(a for a in assets if a.key.path[0] == prefix(dataset))
+
+
+def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[str, ...],
+                        instance: dg.DagsterInstance) -> dict[str, Any]:
+    """One run per method partition (encoder → label_index → offline_eval), then the report run."""
+    p = prefix(dataset)
+    resources = {"xc_home": XcHome(home=str(home))}
+    config = {"config": {"profile": profile}}
+    out: dict[str, Any] = {"methods": {}}
+    for method in methods:
+        result = dg.materialize(
+            [_of(model_assets.encoder_assets, dataset), _of(eval_assets.index_assets, dataset),
+             _of(eval_assets.eval_assets, dataset)], instance=instance, partition_key=method, resources=resources,
+            run_config={"ops": {f"{p}__encoder": config, f"{p}__label_index": config, f"{p}__offline_eval": config}},
+            raise_on_error=False, tags={"xc/dataset": dataset, "xc/profile": profile, "xc/method": method})
+        metrics = {}
+        for event in result.get_asset_materialization_events():
+            m = event.step_materialization_data.materialization
+            if m.asset_key.path[-1] == "offline_eval":
+                metrics = {k: m.metadata[k].value for k in ("P@1", "PSP@1", "P@5", "PSP@5", "R@10", "hnsw_recall@10")
+                           if k in m.metadata}
+        out["methods"][method] = {"success": result.success, **metrics}
+    report = dg.materialize([_of(eval_assets.report_assets, dataset)], instance=instance, resources=resources,
+                            run_config={"ops": {f"{p}__eval_report": config}}, raise_on_error=False)
+    for event in report.get_asset_materialization_events():
+        out["report"] = event.step_materialization_data.materialization.metadata["report"].value
+    out["success"] = report.success and all(m["success"] for m in out["methods"].values())
+    return out
+
+
+def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] = DEFAULT_METHODS) -> dict[str, object]:
+    """Data lineage in one run (with its checks), then training/evaluation per method and the report."""
     started = time.perf_counter()
     assets, checks = _selection(dataset)
     ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}}}
@@ -68,8 +103,9 @@ def run_pipeline(dataset: str, profile: str, home: Path) -> dict[str, object]:
         ops["raw_events"] = {"config": {"source": "simulated"}}
     if dataset == "aol-1000":
         ops["raw_events"] = {"config": {"source": "aol"}}
+    instance = _instance(home)
     result = dg.materialize(
-        [*assets, *checks], instance=_instance(home), resources={"xc_home": XcHome(home=str(home))},
+        [*assets, *checks], instance=instance, resources={"xc_home": XcHome(home=str(home))},
         run_config={"ops": ops}, raise_on_error=False,
         tags={**_partition_tags(dataset, profile), "xc/dataset": dataset, "xc/profile": profile},
     )
@@ -81,6 +117,10 @@ def run_pipeline(dataset: str, profile: str, home: Path) -> dict[str, object]:
         if meta:
             summary[materialization.asset_key.to_user_string()] = meta
     summary["checks"] = {e.asset_check_key.to_user_string(): e.passed for e in result.get_asset_check_evaluations()}
+    if result.success and methods:
+        trained = _train_and_evaluate(dataset, profile, home, methods, instance)
+        summary["success"] = trained.pop("success")
+        summary.update(trained)
     summary["home"] = str(home)
     summary["seconds"] = round(time.perf_counter() - started, 2)
     return summary

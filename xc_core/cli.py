@@ -129,8 +129,9 @@ def cmd_report(args: argparse.Namespace) -> dict[str, object]:
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
     runner = importlib.import_module("xc_assets.run")
+    methods = tuple(m for m in args.methods.split(",") if m)
     result: dict[str, object] = runner.run_pipeline(dataset=args.dataset, profile=args.profile,
-                                                    home=resolve_home(args.home))
+                                                    home=resolve_home(args.home), methods=methods)
     return result
 
 
@@ -191,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
     run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
     run.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    run.add_argument("--methods", default="pretrained,dual_encoder,ramen",
+                     help="comma-separated methods to train and evaluate (empty: data stages only)")
     run.set_defaults(func=cmd_run)
     return parser
 

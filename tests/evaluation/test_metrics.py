@@ -265,3 +265,19 @@ def test_filter_predictions_removes_exactly_the_given_pairs(problem, data) -> No
     filtered = filter_predictions(y_score, np.array(pairs, dtype=np.int64).reshape(-1, 2)).tocoo()
     kept = {(int(r), int(c)): float(v) for r, c, v in zip(filtered.row, filtered.col, filtered.data, strict=True)}
     assert kept == {cell: s for cell, s in stored.items() if cell not in set(pairs)}
+
+
+def test_chunked_ranking_and_totals_match_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    import xc_core.evaluation.metrics as metrics
+
+    monkeypatch.setattr(metrics, "CHUNK_CELLS", 7)  # many chunks per length bucket and per total
+    rng = np.random.default_rng(11)
+    n_rows, n_labels, k = 40, 30, 4
+    positives = [set(rng.choice(n_labels, size=rng.integers(0, 5), replace=False).tolist()) for _ in range(n_rows)]
+    scores = [{int(c): float(rng.integers(0, 6))
+               for c in rng.choice(n_labels, size=rng.integers(0, 25), replace=False)} for _ in range(n_rows)]
+    weights = rng.uniform(1, 5, n_labels)
+    y_true, y_score = _matrices(positives, scores, n_labels)
+    got = evaluate(y_true, y_score, k=k, inv_propensity=weights)
+    expected = reference_metrics(positives, scores, k, weights)
+    assert got == pytest.approx(expected, abs=1e-12)

@@ -97,14 +97,16 @@ def _paired(observed: float, resampled: np.ndarray, alpha: float) -> tuple[float
     the null distribution, and ``p = (1 + #{|resampled - observed| ≥ |observed|}) / (1 + n_boot)``.
     """
     extreme = np.count_nonzero(np.abs(resampled - observed) >= abs(observed))
-    return (observed, *_interval(resampled, alpha), (1 + extreme) / (1 + len(resampled)))
+    return (observed, *_interval(resampled, alpha), float((1 + extreme) / (1 + len(resampled))))
 
 
 def paired_bootstrap_diff(per_row_a: np.ndarray, per_row_b: np.ndarray, n_boot: int = 1000, seed: int = 0,
                           alpha: float = 0.05) -> tuple[float, float, float, float]:
     """(mean(a) - mean(b), low, high, two-sided p) over the same rows scored by systems a and b.
 
-    Both systems are resampled with the same rows (paired); interval and p-value as in :func:`_paired`.
+    Both systems are resampled with the same rows (paired). The interval is the percentile interval of
+    the resampled differences; the two-sided p-value of "no difference" uses the shifted bootstrap,
+    ``p = (1 + #{|resampled - observed| ≥ |observed|}) / (1 + n_boot)`` (1.0 for identical systems).
     """
     a, b = np.asarray(per_row_a, dtype=np.float64), np.asarray(per_row_b, dtype=np.float64)
     if a.shape != b.shape:
@@ -117,7 +119,11 @@ def paired_bootstrap_diff(per_row_a: np.ndarray, per_row_b: np.ndarray, n_boot: 
 def paired_bootstrap_ratio_diff(numerator_a: np.ndarray, denominator_a: np.ndarray, numerator_b: np.ndarray,
                                 denominator_b: np.ndarray, n_boot: int = 1000, seed: int = 0,
                                 alpha: float = 0.05) -> tuple[float, float, float, float]:
-    """(ratio(a) - ratio(b), low, high, two-sided p) for ratio-of-totals metrics such as PSP@k."""
+    """(ratio(a) - ratio(b), low, high, two-sided p) for ratio-of-totals metrics such as PSP@k.
+
+    Each resample recomputes both systems' ratios of totals on the same rows; interval and p-value as
+    in :func:`paired_bootstrap_diff`.
+    """
     num_a, den_a, num_b, den_b = (np.asarray(x, dtype=np.float64)
                                   for x in (numerator_a, denominator_a, numerator_b, denominator_b))
 
