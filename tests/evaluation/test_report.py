@@ -18,9 +18,12 @@ def test_report_renders_every_section_with_plots_and_best_marked(tmp_path: Path)
     ]
     examples = [{"query": "grainger", "note": "novel", "predictions": [{"label": "industrial supply", "hit": True,
                                                                         "score": 0.8}]}]
-    path = render_report("synthetic", results, tmp_path / "r.html", [{"bin": 0, "DIFF@5": -3}], examples, {"k": 5})
+    paired = [{"comparison": "ramen − dual_encoder", "metric": "P@1", "diff": 0.1, "low": 0.02, "high": 0.18}]
+    path = render_report("synthetic", results, tmp_path / "r.html", [{"bin": 0, "DIFF@5": -3}], examples, {"k": 5},
+                         paired=paired)
     text = path.read_text()
-    for section in ("Metrics", "P@k and PSP@k", "Label quantiles", "DIFF@k", "Seen vs novel", "Index recall",
+    assert "ramen − dual_encoder" in text and "None" not in text
+    for section in ("Metrics", "Paired differences", "P@k and PSP@k", "Label quantiles", "DIFF@k", "Seen vs novel", "Index recall",
                     "Example predictions"):
         assert section in text
     assert text.count("data:image/png;base64,") == 2

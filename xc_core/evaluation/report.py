@@ -105,7 +105,8 @@ def _fmt(value: Any) -> str:
 
 
 def render_report(dataset: str, results: list[MethodResult], out: Path, diff_table: list[dict[str, Any]],
-                  examples: list[dict[str, Any]], notes: dict[str, Any]) -> Path:
+                  examples: list[dict[str, Any]], notes: dict[str, Any],
+                  paired: list[dict[str, Any]] | None = None) -> Path:
     """Write ``out`` (HTML): metrics with CIs, curves, quantile bars, DIFF@k, subsets, examples, index stats."""
     subsets = [{"method": r.method, "subset": s, **{k: v for k, v in m.items() if k in ("P@1", "P@5", "PSP@5", "R@10",
                                                                                        "rows")}}
@@ -123,6 +124,7 @@ li.hit{{color:#060}} li.miss{{color:#999}} small{{color:#666}}</style></head><bo
 <h1>Offline evaluation: {html.escape(dataset)}</h1>
 <p>{html.escape(", ".join(f"{k}: {v}" for k, v in notes.items()))}</p>
 <h2>Metrics (%, 95% bootstrap CI in brackets; best in bold)</h2>{_metrics_table(results)}
+<h2>Paired differences (bootstrap over the same test queries: is the gap more than noise?)</h2>{_dict_table(paired or [])}
 <h2>P@k and PSP@k</h2>{_curves(results)}
 <h2>Label quantiles</h2>{_quantile_chart(results)}
 <h2>DIFF@k per quantile (FN@k(A) − FN@k(B); negative: A misses fewer; RAMEN Table 8)</h2>{_dict_table(diff_table)}

@@ -171,8 +171,8 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
     examples = _examples(dataset, home, profile, "ramen" if "ramen" in methods else methods[0])
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
              "PSP A": dataset.meta.get("psp_A", 0.55), "PSP B": dataset.meta.get("psp_B", 1.5)}
-    path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table + diffs, examples,
-                         notes)
+    path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,
+                         paired=diffs)
     _attach(results, path, home)
     return {"dataset": dataset.name, "profile": profile, "report": str(path), "methods": methods,
             "paired_differences": diffs}
