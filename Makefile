@@ -33,7 +33,8 @@ PROFILE ?= demo
 run: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
 run: $(STAMP) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
-	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors (Dagster log: $(XC_HOME)/last-run.log)"
+	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors → train → index → eval → report"
+	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 10 minutes on 2 CPU cores)"
 	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --home $(XC_HOME) --quiet 2> $(XC_HOME)/last-run.log \
 		| tee $(XC_HOME)/last-run.json || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
 	@echo
@@ -41,6 +42,8 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 	@echo "  event store      $(XC_HOME)/events   (duckdb views: $(XC_HOME)/xc.duckdb; quarantine: $(XC_HOME)/quarantine)"
 	@echo "  simulated world  $(XC_HOME)/simulate  (calibration plots in */calibration/)"
 	@echo "  XC data set      $(XC_HOME)/datasets/$(DATASET)   anchor sets + coverage: $(XC_HOME)/anchor_sets/$(DATASET)"
+	@echo "  encoders         $(XC_HOME)/models/$(DATASET)   indexes: $(XC_HOME)/indexes/$(DATASET)"
+	@echo "  HTML report      $(XC_HOME)/reports/$(DATASET)-$(PROFILE).html   (open it in a browser)"
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
 	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: mlflow/mlflow.db)"
 
