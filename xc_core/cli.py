@@ -126,6 +126,12 @@ def cmd_report(args: argparse.Namespace) -> dict[str, object]:
     return build_report(_anchored(home, args.dataset), args.profile, home)  # type: ignore[arg-type]
 
 
+def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.serving import predict_from_champion
+
+    return predict_from_champion(args.dataset, args.query, resolve_home(args.home), k=args.k)
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
     runner = importlib.import_module("xc_assets.run")
@@ -188,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--dataset", default="synthetic")
     report.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
     report.set_defaults(func=cmd_report)
+
+    serve = sub.add_parser("predict", parents=[common], help="top-k labels from the registry's champion")
+    serve.add_argument("query")
+    serve.add_argument("--dataset", default="synthetic")
+    serve.add_argument("--k", type=int, default=10)
+    serve.set_defaults(func=cmd_predict)
 
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
     run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])

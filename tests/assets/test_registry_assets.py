@@ -1,0 +1,75 @@
+"""Gated promotion through Dagster: the first model becomes champion; a deliberately degraded model (the
+untrained random tiny BERT) is registered as challenger but the blocking check stops the alias move."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import mlflow
+
+from xc_assets.defs.assets.registry_assets import challenger_assets, champion_assets, promotion_checks
+from xc_assets.defs.resources import XcHome
+from xc_core.datasets.container import XCDataset
+from xc_core.evaluation.stage import eval_dir, evaluate_method
+from xc_core.graphs.stage import anchors_dir
+from xc_core.tracking.registry import CHALLENGER, model_name
+from xc_core.tracking.store import tracking_uri
+from xc_core.training.stage import train_method
+
+
+def _ensure_evaluated(home: Path, method: str) -> None:
+    if not (eval_dir(home, "synthetic", method, "tiny") / "metrics.json").exists():
+        data = XCDataset.load(anchors_dir(home, "synthetic"))
+        train_method(data, method, "tiny", home)
+        evaluate_method(data, method, "tiny", home)
+
+
+def _promote(home: Path, method: str) -> dg.ExecuteInProcessResult:
+    pick = [next(a for a in group if a.key.path[0] == "synthetic") for group in (challenger_assets, champion_assets)]
+    check = next(c for c in promotion_checks if any(k.asset_key.path[0] == "synthetic" for k in c.check_keys))
+    with dg.instance_for_test() as instance:
+        return dg.materialize([*pick, check], instance=instance, resources={"xc_home": XcHome(home=str(home))},
+                              raise_on_error=False,
+                              run_config={"ops": {"synthetic__challenger": {"config": {"method": method,
+                                                                                       "profile": "tiny"}}}})
+
+
+def _champion_done(result: dg.ExecuteInProcessResult) -> bool:
+    return any(e.step_materialization_data.materialization.asset_key.path[-1] == "champion"
+               for e in result.get_asset_materialization_events())
+
+
+def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_promoted(tiny_home: Path) -> None:
+    for method in ("ramen", "pretrained"):
+        _ensure_evaluated(tiny_home, method)
+    client = mlflow.MlflowClient(tracking_uri(tiny_home))
+    first = _promote(tiny_home, "ramen")
+    assert _champion_done(first)
+    champion = client.get_model_version_by_alias(model_name("synthetic"), "champion")
+    degraded = _promote(tiny_home, "pretrained")
+    gate = next(e for e in degraded.get_asset_check_evaluations() if e.asset_check_key.name == "beats_champion")
+    assert not gate.passed and "does not beat" in (gate.description or "")
+    assert not _champion_done(degraded)
+    challenger = client.get_model_version_by_alias(model_name("synthetic"), CHALLENGER)
+    assert challenger.version != champion.version and challenger.tags["method"] == "pretrained"
+    assert challenger.tags["promotion.decision"] == "rejected" and "does not beat" in challenger.tags["promotion.reason"]
+    assert client.get_model_version_by_alias(model_name("synthetic"), "champion").version == champion.version
+
+
+def test_xc_predict_answers_from_the_champion(tiny_home: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from xc_core.tracking.registry import champion_version
+
+    _ensure_evaluated(tiny_home, "ramen")
+    if champion_version("synthetic", tracking_uri(tiny_home)) is None:
+        assert _champion_done(_promote(tiny_home, "ramen"))
+    done = subprocess.run([sys.executable, "-m", "xc_core.cli", "predict", "red running shoes", "--dataset",
+                           "synthetic", "--k", "3", "--home", str(tiny_home)], capture_output=True, text=True,
+                          check=True)
+    answer = json.loads(done.stdout)
+    assert answer["method"] == "ramen" and answer["model"] == "xc-encoder-synthetic@champion"
+    assert len(answer["labels"]) == 3 and answer["labels"][0]["score"] >= answer["labels"][-1]["score"]

@@ -1,0 +1,102 @@
+"""Registry per data set: ``challenger`` (register + alias) → blocking check ``beats_champion`` →
+``champion`` (the alias move). A worse model is registered and tagged, but the check stops the move."""
+
+import dagster as dg
+from pydantic import Field
+
+from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.resources import XcHome
+
+
+class ChallengerConfig(dg.Config):
+    method: str = Field(default="ramen", description="which evaluated method to register")
+    profile: str = Field(default="demo")
+
+
+class PolicyConfig(dg.Config):
+    primary: str = Field(default="P@1", description="must improve strictly over the champion")
+    psp5_tolerance: float = Field(default=0.01, description="largest allowed PSP@5 drop")
+    tail_p5_tolerance: float = Field(default=0.01, description="largest allowed tail-quantile P@5 drop")
+
+
+def _policy(config: PolicyConfig):  # type: ignore[no-untyped-def]
+    from xc_core.tracking.registry import PromotionPolicy
+
+    return PromotionPolicy(primary=config.primary,
+                           guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance})
+
+
+def _latest_challenger(xc_home: XcHome, dataset: str):  # type: ignore[no-untyped-def]
+    import mlflow
+
+    from xc_core.tracking.registry import CHALLENGER, model_name
+    from xc_core.tracking.store import tracking_uri
+
+    uri = tracking_uri(xc_home.path)
+    return uri, mlflow.MlflowClient(uri).get_model_version_by_alias(model_name(dataset), CHALLENGER)
+
+
+def _challenger(dataset: str) -> dg.AssetsDefinition:
+    p = prefix(dataset)
+
+    @dg.asset(key=[p, "challenger"], deps=[[p, "offline_eval"]], group_name=p, kinds={"mlflow"},
+              description="Registers the evaluated encoder as a new version of xc-encoder-<dataset> (alias challenger)")
+    def challenger(context: dg.AssetExecutionContext, config: ChallengerConfig, xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_core.tracking.registry import register_evaluated
+
+        out = register_evaluated(xc_home.path, dataset, config.method, config.profile)
+        context.log.info(f"registered {out['model']} v{out['version']} ({config.method})")
+        return dg.MaterializeResult(metadata={"model": out["model"], "version": out["version"],
+                                              "method": config.method, "metrics": dg.MetadataValue.json(out["metrics"])})
+
+    return challenger
+
+
+def _check(dataset: str) -> dg.AssetChecksDefinition:
+    p = prefix(dataset)
+
+    @dg.asset_check(asset=[p, "challenger"], name="beats_champion", blocking=True,
+                    description="Promotion gate: primary metric strictly better, no guard metric regressing beyond "
+                                "its tolerance (the first model always passes)")
+    def beats_champion(config: PolicyConfig, xc_home: XcHome) -> dg.AssetCheckResult:
+        from xc_core.tracking.registry import champion_version, decide, metrics_of
+
+        uri, version = _latest_challenger(xc_home, dataset)
+        current = champion_version(dataset, uri)
+        decision = decide(metrics_of(version), metrics_of(current) if current else None, _policy(config))
+        import mlflow
+
+        client = mlflow.MlflowClient(uri)
+        for key, value in decision.as_tags().items():  # rejected versions keep their reason too
+            client.set_model_version_tag(version.name, version.version, key, value)
+        return dg.AssetCheckResult(passed=decision.promote, description=decision.reason, metadata={
+            "challenger_version": str(version.version),
+            "champion_version": str(current.version) if current else "none",
+            "challenger_metrics": dg.MetadataValue.json(decision.challenger),
+            "champion_metrics": dg.MetadataValue.json(decision.champion or {}),
+            "policy": dg.MetadataValue.json(_policy(config).model_dump())})
+
+    return beats_champion
+
+
+def _champion(dataset: str) -> dg.AssetsDefinition:
+    p = prefix(dataset)
+
+    @dg.asset(key=[p, "champion"], deps=[[p, "challenger"]], group_name=p, kinds={"mlflow"},
+              description="Moves the champion alias to the challenger (runs only when beats_champion passed)")
+    def champion(context: dg.AssetExecutionContext, config: PolicyConfig, xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_core.tracking.registry import promote_if_better
+
+        uri, version = _latest_challenger(xc_home, dataset)
+        decision = promote_if_better(dataset, str(version.version), uri, _policy(config))
+        if not decision.promote:  # the data changed between the check and now: never move the alias then
+            raise dg.Failure(f"not promoted: {decision.reason}")
+        context.log.info(f"champion is now v{version.version}: {decision.reason}")
+        return dg.MaterializeResult(metadata={"champion_version": str(version.version), "reason": decision.reason})
+
+    return champion
+
+
+challenger_assets = [_challenger(d) for d in DATASETS]
+champion_assets = [_champion(d) for d in DATASETS]
+promotion_checks = [_check(d) for d in DATASETS]

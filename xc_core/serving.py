@@ -1,0 +1,34 @@
+"""Serving from the registry: ``models:/xc-encoder-<dataset>@champion`` and the label index built for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> dict[str, Any]:
+    """Top-k labels for ``query`` from the champion encoder and its (manifest-checked) label index."""
+    import mlflow
+    import numpy as np
+
+    from xc_core.datasets.container import XCDataset
+    from xc_core.datasets.registry import dataset_dir
+    from xc_core.evaluation.stage import index_dir
+    from xc_core.index import LabelIndex
+    from xc_core.tracking.registry import CHAMPION, champion_version, model_name
+    from xc_core.tracking.store import tracking_uri
+
+    uri = tracking_uri(home)
+    version = champion_version(dataset, uri)
+    if version is None:
+        raise LookupError(f"{model_name(dataset)} has no {CHAMPION} yet — run the promotion (xc run) first")
+    mlflow.set_tracking_uri(uri)
+    model = mlflow.pyfunc.load_model(f"models:/{model_name(dataset)}@{CHAMPION}")
+    method, profile = version.tags["method"], version.tags["profile"]
+    index = LabelIndex.load(index_dir(home, dataset, method, profile), expect_dataset=dataset)
+    labels = XCDataset.load(dataset_dir(home, dataset)).label_texts
+    scores, ids = index.search(np.asarray(model.predict([query]), dtype=np.float32), k)
+    return {"dataset": dataset, "query": query, "model": f"{model_name(dataset)}@{CHAMPION}",
+            "version": str(version.version), "method": method,
+            "labels": [{"label": labels[i], "score": round(float(s), 4)} for s, i in zip(scores[0], ids[0], strict=True)
+                       if i >= 0]}

@@ -1,0 +1,137 @@
+"""The MLflow model registry: every trained encoder becomes a version of ``xc-encoder-<dataset>`` with the
+``challenger`` alias; promotion to ``champion`` is gated and atomic (one alias move after every check).
+
+Aliases only — registry stages are deprecated in MLflow 3. Decision rule (:func:`decide`): promote when
+there is no champion yet, or when the challenger's primary metric is strictly better and no guard metric
+is worse than the champion's by more than its tolerance. The decision, both metric sets and the reason
+are written as version tags.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+CHAMPION, CHALLENGER = "champion", "challenger"
+
+
+def model_name(dataset: str) -> str:
+    return f"xc-encoder-{Path(dataset).name if '/' in dataset else dataset}"
+
+
+class PromotionPolicy(BaseModel):
+    primary: str = Field(default="P@1", description="must improve strictly")
+    guards: dict[str, float] = Field(default_factory=lambda: {"PSP@5": 0.01, "tail_P@5": 0.01},
+                                     description="metric → largest allowed drop (absolute)")
+
+
+@dataclass(frozen=True)
+class Decision:
+    promote: bool
+    reason: str
+    challenger: dict[str, float]
+    champion: dict[str, float] | None
+
+    def as_tags(self) -> dict[str, str]:
+        return {"promotion.decision": "promoted" if self.promote else "rejected", "promotion.reason": self.reason,
+                "promotion.challenger_metrics": json.dumps(self.challenger),
+                "promotion.champion_metrics": json.dumps(self.champion)}
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decide(challenger: dict[str, float], champion: dict[str, float] | None, policy: PromotionPolicy) -> Decision:
+    if champion is None:
+        return Decision(True, "no champion yet: the first model becomes champion", challenger, None)
+    p = policy.primary
+    if challenger.get(p, float("-inf")) <= champion.get(p, float("-inf")):
+        return Decision(False, f"{p} {challenger.get(p, float('nan')):.4f} does not beat the champion's "
+                               f"{champion.get(p, float('nan')):.4f}", challenger, champion)
+    for metric, tolerance in policy.guards.items():
+        if metric in challenger and metric in champion and challenger[metric] < champion[metric] - tolerance:
+            return Decision(False, f"guard {metric} regresses: {challenger[metric]:.4f} < champion "
+                                   f"{champion[metric]:.4f} − {tolerance}", challenger, champion)
+    return Decision(True, f"{p} {challenger[p]:.4f} > {champion[p]:.4f} and no guard regresses beyond tolerance",
+                    challenger, champion)
+
+
+def register(model_uri: str, dataset: str, tags: dict[str, str], tracking_uri: str) -> str:
+    """Register ``model_uri`` as a new version with ``tags`` and point ``challenger`` at it; returns the version."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)
+    version = mlflow.register_model(model_uri, model_name(dataset), tags=tags).version
+    client.set_registered_model_alias(model_name(dataset), CHALLENGER, version)
+    return str(version)
+
+
+def champion_version(dataset: str, tracking_uri: str) -> Any | None:
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return mlflow.MlflowClient(tracking_uri).get_model_version_by_alias(model_name(dataset), CHAMPION)
+    except MlflowException:
+        return None
+
+
+def metric_tags(metrics: dict[str, float]) -> dict[str, str]:
+    """Version tags holding metrics (tag keys may not contain '@': ``P@1`` is stored as ``metric.P_at_1``)."""
+    return {f"metric.{k.replace('@', '_at_')}": str(float(v)) for k, v in metrics.items()}
+
+
+def metrics_of(version: Any) -> dict[str, float]:
+    return {k.removeprefix("metric.").replace("_at_", "@"): float(v) for k, v in version.tags.items()
+            if k.startswith("metric.")}
+
+
+def promote_if_better(dataset: str, version: str, tracking_uri: str, policy: PromotionPolicy | None = None) -> Decision:
+    """Compare the version with the champion, tag the decision, and move ``champion`` only if it wins."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri)
+    name = model_name(dataset)
+    challenger = client.get_model_version(name, version)
+    current = champion_version(dataset, tracking_uri)
+    decision = decide(metrics_of(challenger), metrics_of(current) if current else None, policy or PromotionPolicy())
+    for key, value in decision.as_tags().items():
+        client.set_model_version_tag(name, version, key, value)
+    if decision.promote:
+        client.set_registered_model_alias(name, CHAMPION, version)  # the one atomic step
+    return decision
+
+
+def challenger_metrics(eval_summary: dict[str, Any], quantiles: Any | None = None) -> dict[str, float]:
+    """The metrics a promotion compares: the evaluation's P/PSP/R plus ``tail_P@5`` (the P@5 earned on the
+    tail label quantile, bin 0), so a model cannot win on head labels while losing the tail."""
+    keys = ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "R@10", "R@100", "nDCG@5")
+    out = {k: float(eval_summary[k]) for k in keys if k in eval_summary}
+    if quantiles is not None and "P@5" in getattr(quantiles, "columns", []):
+        out["tail_P@5"] = float(quantiles.filter(quantiles["bin"] == 0)["P@5"][0])
+    return out
+
+
+def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
+    """Register the evaluated encoder of (dataset, method, profile) as the new challenger version."""
+    import polars as pl
+
+    from xc_core.evaluation.stage import _trained, eval_dir
+    from xc_core.tracking.store import git_commit, tracking_uri
+
+    trained = _trained(home, dataset, method, profile)
+    folder = eval_dir(home, dataset, method, profile)
+    if not (folder / "metrics.json").exists():
+        raise FileNotFoundError(f"{folder}: evaluate the model first (`xc eval --dataset {dataset} --method {method}`)")
+    metrics = challenger_metrics(json.loads((folder / "metrics.json").read_text()),
+                                 pl.read_parquet(folder / "quantiles.parquet"))
+    tags = {"method": method, "dataset": dataset, "profile": profile, "git_commit": git_commit(),
+            "mlflow_run_id": trained["mlflow_run_id"], **metric_tags(metrics)}
+    uri = tracking_uri(home)
+    version = register(trained["model_uri"], dataset, tags, uri)
+    return {"model": model_name(dataset), "version": version, "metrics": metrics, "tracking_uri": uri}
