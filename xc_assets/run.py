@@ -15,7 +15,8 @@ from typing import Any
 
 import dagster as dg
 
-from xc_assets.defs.assets import eval_assets, graph_assets, ingest_assets, model_assets, simulate_assets
+from xc_assets.defs.assets import (eval_assets, graph_assets, ingest_assets, model_assets, registry_assets,
+                                   simulate_assets)
 from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
@@ -90,7 +91,26 @@ def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[s
     for event in report.get_asset_materialization_events():
         out["report"] = event.step_materialization_data.materialization.metadata["report"].value
     out["success"] = report.success and all(m["success"] for m in out["methods"].values())
+    out["promotion"] = _promote_each(dataset, profile, methods, resources, instance)
     return out
+
+
+def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resources: dict[str, Any],
+                  instance: dg.DagsterInstance) -> list[dict[str, Any]]:
+    """Register every evaluated method in turn; the blocking check decides whether it becomes champion."""
+    p = prefix(dataset)
+    check = next(c for c in registry_assets.promotion_checks if any(k.asset_key.path[0] == p for k in c.check_keys))
+    decisions = []
+    for method in methods:
+        result = dg.materialize(
+            [_of(registry_assets.challenger_assets, dataset), check, _of(registry_assets.champion_assets, dataset)],
+            instance=instance, resources=resources, raise_on_error=False,
+            run_config={"ops": {f"{p}__challenger": {"config": {"method": method, "profile": profile}}}},
+            tags={"xc/dataset": dataset, "xc/method": method})
+        gate = next((e for e in result.get_asset_check_evaluations()), None)
+        decisions.append({"method": method, "version": gate.metadata["challenger_version"].value if gate else None,
+                          "promoted": bool(gate and gate.passed), "reason": gate.description if gate else "not run"})
+    return decisions
 
 
 def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] = DEFAULT_METHODS) -> dict[str, object]:
@@ -121,6 +141,8 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
         trained = _train_and_evaluate(dataset, profile, home, methods, instance)
         summary["success"] = trained.pop("success")
         summary.update(trained)
+        promoted = [d for d in trained["promotion"] if d["promoted"]]
+        summary["champion"] = promoted[-1] if promoted else None
     summary["home"] = str(home)
     summary["seconds"] = round(time.perf_counter() - started, 2)
     return summary
