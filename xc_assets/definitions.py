@@ -4,7 +4,9 @@ import dagster as dg
 
 from xc_assets.defs.assets import (eval_assets, graph_assets, ingest_assets, model_assets, registry_assets,
                                    simulate_assets)
-from xc_assets.defs.jobs import ingest_job
+from xc_assets.defs.jobs import ingest_job, retrain_job, train_eval_job
+from xc_assets.defs.schedules import nightly_retrain
+from xc_assets.defs.sensors import landing_folder_sensor, record_run_failures
 from xc_assets.defs.resources import XcHome
 
 defs = dg.Definitions(
@@ -13,6 +15,8 @@ defs = dg.Definitions(
             *eval_assets.index_assets, *eval_assets.eval_assets, *eval_assets.report_assets,
             *registry_assets.challenger_assets, *registry_assets.champion_assets],
     asset_checks=[*graph_assets.graph_checks, *registry_assets.promotion_checks],
-    jobs=[ingest_job],
+    jobs=[ingest_job, retrain_job, train_eval_job],
+    schedules=[nightly_retrain],
+    sensors=[landing_folder_sensor, record_run_failures],
     resources={"xc_home": XcHome()},
 )
