@@ -12,8 +12,8 @@ ingest_job = dg.define_asset_job(
 #: evaluation and promotion of each method follow in per-method runs launched by ``retrain_methods``.
 retrain_job = dg.define_asset_job(
     "retrain_job",
-    selection=dg.AssetSelection.keys("raw_events", "quarantine").downstream(depth=0)
-    | dg.AssetSelection.groups("synthetic") - dg.AssetSelection.keys(
+    selection=dg.AssetSelection.assets("raw_events", "quarantine")
+    | dg.AssetSelection.groups("synthetic") - dg.AssetSelection.assets(
         ["synthetic", "encoder"], ["synthetic", "label_index"], ["synthetic", "offline_eval"],
         ["synthetic", "eval_report"], ["synthetic", "challenger"], ["synthetic", "champion"]),
     description="Re-ingest new log partitions and rebuild graphs → data set → anchor sets (with their checks).",
@@ -22,7 +22,7 @@ retrain_job = dg.define_asset_job(
 #: One method's training → index → evaluation → report → registration/promotion (partition = method).
 train_eval_job = dg.define_asset_job(
     "train_eval_job",
-    selection=dg.AssetSelection.keys(["synthetic", "encoder"], ["synthetic", "label_index"],
+    selection=dg.AssetSelection.assets(["synthetic", "encoder"], ["synthetic", "label_index"],
                                      ["synthetic", "offline_eval"]),
     description="Train, index and evaluate one method (partition) of the synthetic data set.",
 )
