@@ -13,7 +13,7 @@ export XC_HOME
 MLFLOW_STORE := $(CURDIR)/mlflow
 MLFLOW_URI := sqlite:///$(MLFLOW_STORE)/mlflow.db
 
-.PHONY: install run test ui mlflow-ui bench clean
+.PHONY: install run test ui ui-snapshot mlflow-ui bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+ui-snapshot: $(STAMP) $(XC_DAGSTER_STATE)
+	bash docs/ui_snapshot.sh
 
 mlflow-ui: $(STAMP)
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --backend-store-uri $(MLFLOW_URI) \
