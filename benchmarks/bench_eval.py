@@ -25,16 +25,13 @@ import scipy.sparse as sp
 
 from xc_core.evaluation.metrics import evaluate, inverse_propensity
 
+from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+
 RESULTS = Path(__file__).parent / "results" / "bench_eval.json"
 TRAIN_ROWS = 693_082  # LF-WikiSeeAlsoTitles-320K train points
 GOAL_SECONDS = 10.0
 
 
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def reset_peak_rss() -> bool:

@@ -21,14 +21,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+
 RESULTS = Path(__file__).parent / "results" / "bench_graphs.json"
 
 
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def node_anchor_graph(n_nodes: int, n_edges: int, seed: int = 0) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_ingest.json"
 
@@ -43,12 +44,6 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
     frame.write_parquet(path, row_group_size=1_000_000)
 
 
-def _peak_rss_mb() -> float:
-    """This process's own high-water RSS (VmHWM): unlike ru_maxrss it is not inherited across exec."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def part(name: str, path: str, home: str) -> dict[str, float]:
@@ -66,7 +61,7 @@ def part(name: str, path: str, home: str) -> dict[str, float]:
         assert summary.accepted + summary.rejected == summary.read
     seconds = time.perf_counter() - started
     return {"rows": rows, "seconds": round(seconds, 3), "events_per_s": round(rows / seconds),
-            "peak_rss_mb": round(_peak_rss_mb(), 1)}
+            "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
 def main() -> None:

@@ -13,19 +13,17 @@ import argparse
 import json
 import os
 import platform
-import resource
 import tempfile
 import time
 from pathlib import Path
+
+from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_simulate.json"
 GOAL_EVENTS_PER_S = 500_000
 GOAL_PEAK_RSS_MB = 2048
 
 
-def _peak_rss_mb() -> float:
-    """ru_maxrss of this process (KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run(scale: str, seed: int, out: Path) -> dict[str, object]:
@@ -50,7 +48,7 @@ def run(scale: str, seed: int, out: Path) -> dict[str, object]:
         "seconds_total": round(total, 3),
         "events_per_s": round(summary.events / total),
         "events_per_s_generation_only": round(summary.events / generation),
-        "peak_rss_mb": round(_peak_rss_mb(), 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "goals": {"events_per_s": GOAL_EVENTS_PER_S, "peak_rss_mb": GOAL_PEAK_RSS_MB},
         "cpus": os.cpu_count(), "python": platform.python_version(),
     }

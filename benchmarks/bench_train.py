@@ -15,14 +15,11 @@ import json
 import time
 from pathlib import Path
 
+from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+
 RESULTS = Path(__file__).parent / "results" / "bench_train.json"
 
 
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def main() -> None:

@@ -86,12 +86,9 @@ def cmd_train(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _anchored(home: Path, name: str) -> object:
-    from xc_core.datasets.container import XCDataset
-    from xc_core.datasets.registry import dataset_dir
-    from xc_core.graphs.stage import anchors_dir
+    from xc_core.graphs.stage import load_with_anchors
 
-    folder = anchors_dir(home, name)
-    return XCDataset.load(folder if (folder / "meta.json").exists() else dataset_dir(home, name))
+    return load_with_anchors(home, name)
 
 
 def cmd_index(args: argparse.Namespace) -> dict[str, object]:

@@ -80,3 +80,11 @@ def _coverage_summary(table: pl.DataFrame) -> dict[str, dict[str, dict[str, floa
     for row in table.iter_rows(named=True):
         out.setdefault(row["anchor_set"], {}).setdefault(row["node_type"], {})[row["stage"]] = row["share_ge1"]
     return out
+
+
+def load_with_anchors(home: Path, name: str) -> XCDataset:
+    """The data set with its expanded anchor sets when the anchor stage has run, else as built."""
+    from xc_core.datasets.registry import dataset_dir
+
+    folder = anchors_dir(home, name)
+    return XCDataset.load(folder if (folder / "meta.json").exists() else dataset_dir(home, name))

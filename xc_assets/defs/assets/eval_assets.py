@@ -15,12 +15,9 @@ class EvalConfig(dg.Config):
 
 
 def _dataset(xc_home: XcHome, dataset: str):  # type: ignore[no-untyped-def]
-    from xc_core.datasets.container import XCDataset
-    from xc_core.datasets.registry import dataset_dir
-    from xc_core.graphs.stage import anchors_dir
+    from xc_core.graphs.stage import load_with_anchors
 
-    folder = anchors_dir(xc_home.path, dataset)
-    return XCDataset.load(folder if (folder / "meta.json").exists() else dataset_dir(xc_home.path, dataset))
+    return load_with_anchors(xc_home.path, dataset)
 
 
 def _label_index(dataset: str) -> dg.AssetsDefinition:

@@ -31,14 +31,11 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
               description="Dual encoder trained by the partition's method (RAMEN, baselines, ablations); one MLflow "
                           "run each, logged as a pyfunc model")
     def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.datasets.container import XCDataset
-        from xc_core.datasets.registry import dataset_dir
-        from xc_core.graphs.stage import anchors_dir
+        from xc_core.graphs.stage import load_with_anchors
         from xc_core.training.stage import train_method
 
         name = dataset if dataset != "xc-repo" else _latest_repo(xc_home)
-        data = XCDataset.load(anchors_dir(xc_home.path, name) if (anchors_dir(xc_home.path, name) / "meta.json").exists()
-                              else dataset_dir(xc_home.path, name))
+        data = load_with_anchors(xc_home.path, name)
         overrides = {k: v for k, v in (("epochs", config.epochs), ("lr", config.lr),
                                        ("batch_size", config.batch_size)) if v}
 
