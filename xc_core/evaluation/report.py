@@ -127,7 +127,8 @@ li.hit{{color:#060}} li.miss{{color:#999}} small{{color:#666}}</style></head><bo
 <h2>Paired differences (bootstrap over the same test queries: is the gap more than noise?)</h2>{_dict_table(paired or [])}
 <h2>P@k and PSP@k</h2>{_curves(results)}
 <h2>Label quantiles</h2>{_quantile_chart(results)}
-<h2>DIFF@k per quantile (FN@k(A) − FN@k(B); negative: A misses fewer; RAMEN Table 8)</h2>{_dict_table(diff_table)}
+<h2>DIFF@k per label quantile: FN@k(dual_encoder) − FN@k(ramen); positive = RAMEN retrieves positives the
+text-only baseline misses (RAMEN Table 8; bin 0 = tail)</h2>{_dict_table(diff_table)}
 <h2>Seen vs novel queries, novel labels, query deciles</h2>{_dict_table(subsets)}
 <h2>Index recall and latency</h2>{_dict_table(index_rows)}
 <h2>Example predictions (green: in the ground truth; RAMEN Table 7)</h2>{example_html}
