@@ -8,6 +8,7 @@ batches into the event store. Invariant, per ingestion: ``accepted + rejected + 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -164,7 +165,8 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     started = time.perf_counter()
     preflight(sources)
     store = EventStore(home)
-    staging = home / ".staging" / uuid.uuid4().hex
+    store.clean_stale()
+    staging = home / ".staging" / f"{os.getpid()}-{uuid.uuid4().hex}"
     summary = IngestSummary()
     reasons: Counter[str] = Counter()
     flagged: Counter[str] = Counter()

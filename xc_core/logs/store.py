@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,23 @@ def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _pid_of(name: str) -> int | None:
+    """The writer pid in ``.x.tmp-<pid>-<id>`` or ``<pid>-<id>`` (staging); None when absent."""
+    token = name.split(".tmp-")[-1] if ".tmp-" in name else name
+    head = token.split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class EventStore:
     """Day-partitioned canonical events and the quarantine, with duckdb views over both."""
 
@@ -74,6 +92,17 @@ class EventStore:
         return pl.DataFrame(schema=QUARANTINE_SCHEMA)
 
     # -- writing -------------------------------------------------------------------------------
+    def clean_stale(self) -> int:
+        """Remove temp files and staging folders left by writers that were killed (their pid is gone)."""
+        removed = 0
+        for path in [*self.home.glob("events/day=*/.*.tmp-*"), *self.home.glob("quarantine/.*.tmp-*"),
+                     *self.home.glob(".staging/*")]:
+            pid = _pid_of(path.name)
+            if pid is not None and not _alive(pid):
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Serialise writers (threads, processes, concurrent Dagster runs) on one store."""
