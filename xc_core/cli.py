@@ -93,11 +93,11 @@ def _anchored(home: Path, name: str) -> object:
 
 def cmd_index(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.evaluation.predict import encoder_for, predict
-    from xc_core.evaluation.stage import _trained, index_dir
+    from xc_core.evaluation.stage import trained_summary, index_dir
 
     home = resolve_home(args.home)
     dataset = _anchored(home, args.dataset)
-    trained = _trained(home, args.dataset, args.method, args.profile)
+    trained = trained_summary(home, args.dataset, args.method, args.profile)
     encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
     preds = predict(dataset, encoder, index_dir(home, args.dataset, args.method, args.profile),  # type: ignore[arg-type]
                     trained["model_uri"], progress=not args.quiet)

@@ -22,14 +22,14 @@ EVENT_DATASETS = ("synthetic", "aol-1000")
 
 
 def dataset_dir(home: Path, name: str) -> Path:
-    return home / "datasets" / _slug(name)
+    return home / "datasets" / dataset_slug(name)
 
 
 def graphs_dir(home: Path, name: str) -> Path:
-    return home / "graphs" / _slug(name)
+    return home / "graphs" / dataset_slug(name)
 
 
-def _slug(name: str) -> str:
+def dataset_slug(name: str) -> str:
     return Path(name).name if ("/" in name or Path(name).is_dir()) else name
 
 

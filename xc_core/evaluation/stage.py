@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import _slug
+from xc_core.datasets.registry import dataset_slug
 from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_propensity, top_k
 from xc_core.evaluation.predict import encoder_for, predict
 from xc_core.evaluation.report import MethodResult, render_report
@@ -21,18 +21,18 @@ REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5
 
 
 def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return home / "eval" / _slug(dataset) / f"{method}-{profile}"
+    return home / "eval" / dataset_slug(dataset) / f"{method}-{profile}"
 
 
 def index_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return home / "indexes" / _slug(dataset) / f"{method}-{profile}"
+    return home / "indexes" / dataset_slug(dataset) / f"{method}-{profile}"
 
 
 def report_path(home: Path, dataset: str, profile: str) -> Path:
-    return home / "reports" / f"{_slug(dataset)}-{profile}.html"
+    return home / "reports" / f"{dataset_slug(dataset)}-{profile}.html"
 
 
-def _trained(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
+def trained_summary(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
     from xc_core.training.stage import model_dir
 
     path = model_dir(home, dataset, method, profile) / "train_summary.json"
@@ -53,7 +53,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
                                     quantile_contributions, subset_metrics)
 
     started = time.perf_counter()
-    trained = _trained(home, dataset.name, method, profile)
+    trained = trained_summary(home, dataset.name, method, profile)
     encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
     preds = predict(dataset, encoder, index_dir(home, dataset.name, method, profile), trained["model_uri"],
                     progress=progress)
@@ -153,7 +153,7 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
     """Compare every evaluated method of the data set in one HTML file; log it to each method's MLflow run."""
     from xc_core.evaluation import diff_at_k
 
-    root = home / "eval" / _slug(dataset.name)
+    root = home / "eval" / dataset_slug(dataset.name)
     folders = sorted(p for p in root.glob(f"*-{profile}") if (p / "metrics.json").exists())
     if not folders:
         raise FileNotFoundError(f"{root}: nothing evaluated yet — run `xc eval` first")

@@ -11,14 +11,14 @@ from typing import Any
 import polars as pl
 
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import _slug, default_thresholds
+from xc_core.datasets.registry import dataset_slug, default_thresholds
 from xc_core.graphs.anchors import AnchorConfig, build_anchor_stage
 from xc_core.profiles import Profile, encoder_config
 from xc_core.quality.coverage import CoverageThreshold, check_coverage
 
 
 def anchors_dir(home: Path, name: str) -> Path:
-    return home / "anchor_sets" / _slug(name)
+    return home / "anchor_sets" / dataset_slug(name)
 
 
 @dataclass

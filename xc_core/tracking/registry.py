@@ -121,10 +121,10 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     """Register the evaluated encoder of (dataset, method, profile) as the new challenger version."""
     import polars as pl
 
-    from xc_core.evaluation.stage import _trained, eval_dir
+    from xc_core.evaluation.stage import trained_summary, eval_dir
     from xc_core.tracking.store import git_commit, tracking_uri
 
-    trained = _trained(home, dataset, method, profile)
+    trained = trained_summary(home, dataset, method, profile)
     folder = eval_dir(home, dataset, method, profile)
     if not (folder / "metrics.json").exists():
         raise FileNotFoundError(f"{folder}: evaluate the model first (`xc eval --dataset {dataset} --method {method}`)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import _slug
+from xc_core.datasets.registry import dataset_slug
 from xc_core.profiles import Profile, encoder_config, get_profile
 from xc_core.tracking.store import ensure_experiment, git_commit, tracking_uri
 from xc_core.training.config import TrainConfig
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def model_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return home / "models" / _slug(dataset) / f"{method}-{profile}"
+    return home / "models" / dataset_slug(dataset) / f"{method}-{profile}"
 
 
 class MlflowSink:
@@ -87,7 +87,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     data = method.prepare(dataset, cfg)
-    experiment = ensure_experiment(f"xc-{_slug(dataset.name)}", home)
+    experiment = ensure_experiment(f"xc-{dataset_slug(dataset.name)}", home)
     tags = {"dataset": dataset.name, "method": method.name, "profile": profile.name, "git_commit": git_commit()}
     with mlflow.start_run(experiment_id=experiment, run_name=f"{dataset.name}/{method.name}/{profile.name}",
                           tags=tags) as run:

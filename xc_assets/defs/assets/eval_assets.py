@@ -30,10 +30,10 @@ def _label_index(dataset: str) -> dg.AssetsDefinition:
         from pathlib import Path
 
         from xc_core.evaluation.predict import encoder_for, predict
-        from xc_core.evaluation.stage import _trained, index_dir
+        from xc_core.evaluation.stage import trained_summary, index_dir
 
         data = _dataset(xc_home, dataset)
-        trained = _trained(xc_home.path, dataset, context.partition_key, config.profile)
+        trained = trained_summary(xc_home.path, dataset, context.partition_key, config.profile)
         preds = predict(data, encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32))),
                         index_dir(xc_home.path, dataset, context.partition_key, config.profile), trained["model_uri"])
         return dg.MaterializeResult(metadata={
