@@ -15,6 +15,7 @@ Results are merged into benchmarks/results/bench_eval.json under the part's key.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import json
 import time
 from math import log2
@@ -159,15 +160,59 @@ def bench_metrics(n_rows: int, n_labels: int, top: int, sample: int) -> dict[str
     }
 
 
+def bench_hnsw(n_vectors: int, n_queries: int, layers: int) -> dict[str, object]:
+    """(b) HNSW vs exact flat search on real encoder vectors: aol-1000 label, query and host texts encoded
+    by MiniLM (cut to ``layers`` layers, 384-d), queries = aol-1000 test queries; recall@10 and QPS ratio."""
+    import polars as pl
+
+    from xc_core.encoders.text import EncoderConfig, TextEncoder
+    from xc_core.index import IndexConfig, LabelIndex
+    from xc_core.logs.ingest import Source, ingest
+    from xc_core.logs.store import EventStore
+    from xc_core.paths import aol_archive
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ingest([Source("aol", aol_archive())], Path(tmp), progress=False)
+        events = EventStore(Path(tmp)).scan().collect()
+    texts = pl.concat([events.get_column("query_text"), events.get_column("item_text").drop_nulls()]).unique(
+        maintain_order=True).to_list()
+    corpus, queries = texts[:n_vectors], texts[-n_queries:]
+    encoder = TextEncoder(EncoderConfig(n_layers=layers, batch_size=512))
+    started = time.perf_counter()
+    vectors, query_vectors = encoder.encode(corpus), encoder.encode(queries)
+    encode_s = time.perf_counter() - started
+    started = time.perf_counter()
+    hnsw = LabelIndex.build(vectors, None, IndexConfig(kind="hnsw"))
+    build_s = time.perf_counter() - started
+    flat = LabelIndex.build(vectors, None, IndexConfig(kind="flat"))
+    timings = {}
+    for name, index in (("hnsw", hnsw), ("flat", flat)):
+        started = time.perf_counter()
+        _, ids = index.search(query_vectors, 10)
+        timings[name] = (time.perf_counter() - started, ids)
+    truth, found = timings["flat"][1], timings["hnsw"][1]
+    recall = float(np.mean([len(set(t) & set(f)) / 10 for t, f in zip(truth, found, strict=True)]))
+    qps = {name: n_queries / seconds for name, (seconds, _) in timings.items()}
+    return {"vectors": len(corpus), "dim": int(vectors.shape[1]), "queries": n_queries, "encoder_layers": layers,
+            "encode_seconds": round(encode_s, 1), "hnsw_build_seconds": round(build_s, 1),
+            "hnsw_recall@10": round(recall, 4), "hnsw_qps": round(qps["hnsw"]), "flat_qps": round(qps["flat"]),
+            "qps_ratio_hnsw_vs_flat": round(qps["hnsw"] / qps["flat"], 1), "peak_rss_mb": round(peak_rss_mb(), 1),
+            "goals": {"recall@10>=0.97": recall >= 0.97, "qps_ratio>=10": qps["hnsw"] / qps["flat"] >= 10}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", choices=["metrics"], default="metrics")
+    parser.add_argument("--part", choices=["metrics", "hnsw"], default="metrics")
+    parser.add_argument("--vectors", type=int, default=200_000, help="hnsw: corpus size")
+    parser.add_argument("--queries", type=int, default=5_000, help="hnsw: queries")
+    parser.add_argument("--layers", type=int, default=3, help="hnsw: MiniLM layers kept (6 = the full model)")
     parser.add_argument("--rows", type=int, default=177_515)
     parser.add_argument("--labels", type=int, default=312_330)
     parser.add_argument("--top", type=int, default=100)
     parser.add_argument("--sample", type=int, default=5_000)
     args = parser.parse_args()
-    out = bench_metrics(args.rows, args.labels, args.top, args.sample)
+    out = (bench_metrics(args.rows, args.labels, args.top, args.sample) if args.part == "metrics"
+           else bench_hnsw(args.vectors, args.queries, args.layers))
     print(json.dumps(out, indent=2))
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results[args.part] = out
