@@ -1,5 +1,10 @@
 """Atomic checkpoints: encoder weights (safetensors), optimizer, scheduler, bandit, clusters, anchors and
-the position in training, so ``--resume`` continues exactly where a killed run stopped."""
+the position in training, so ``--resume`` continues exactly where a killed run stopped.
+
+Layout: ``<folder>/step-<n>/`` holds one complete checkpoint, written under a temp name and renamed when
+complete; ``<folder>/LATEST`` (replaced atomically) names the newest one. A kill at any instant leaves
+either the previous or the new checkpoint named by LATEST, never a half-written one.
+"""
 
 from __future__ import annotations
 
@@ -13,31 +18,51 @@ from typing import Any
 import numpy as np
 
 
+def _write_latest(folder: Path, name: str) -> None:
+    tmp = folder / f".LATEST.tmp-{os.getpid()}"
+    tmp.write_text(name)
+    os.replace(tmp, folder / "LATEST")
+
+
+def latest(folder: Path) -> Path | None:
+    pointer = folder / "LATEST"
+    if not pointer.exists():
+        return None
+    path = folder / pointer.read_text().strip()
+    return path if (path / "state.json").exists() else None
+
+
 def save_checkpoint(folder: Path, model: Any, tokenizer: Any, state: dict[str, Any], arrays: dict[str, np.ndarray],
                     torch_state: dict[str, Any]) -> Path:
-    """Write into a temp folder, then swap it in: a crash mid-save keeps the previous checkpoint."""
     import torch
 
-    tmp = folder.with_name(f".{folder.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"step-{state['global_step']:08d}-e{state['epoch']}"
+    tmp = folder / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
     model.save_pretrained(tmp / "encoder", safe_serialization=True)
     tokenizer.save_pretrained(tmp / "encoder")
     torch.save(torch_state, tmp / "trainer_state.pt")
     np.savez(tmp / "arrays.npz", **arrays)
     (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str) + "\n")
-    old = folder.with_name(f".{folder.name}.old-{uuid.uuid4().hex[:8]}")
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(tmp, folder)
-    shutil.rmtree(old, ignore_errors=True)
-    return folder
+    final = folder / name
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    _write_latest(folder, name)
+    for old in folder.iterdir():  # keep only the newest complete checkpoint
+        if old.is_dir() and old.name != name:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
-def load_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
+def load_checkpoint(folder: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any], Path]:
     import torch
 
-    state = json.loads((folder / "state.json").read_text())
-    with np.load(folder / "arrays.npz", allow_pickle=False) as data:
+    path = latest(folder)
+    if path is None:
+        raise FileNotFoundError(f"{folder}: no complete checkpoint (LATEST missing)")
+    state = json.loads((path / "state.json").read_text())
+    with np.load(path / "arrays.npz", allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
-    torch_state = torch.load(folder / "trainer_state.pt", weights_only=False)
-    return state, arrays, torch_state
+    torch_state = torch.load(path / "trainer_state.pt", weights_only=False)
+    return state, arrays, torch_state, path

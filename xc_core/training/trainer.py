@@ -25,7 +25,7 @@ from xc_core.datasets.container import AnchorSet, XCDataset
 from xc_core.encoders.text import EncoderConfig, TextEncoder
 from xc_core.graphs.pruning import prune_anchor_set
 from xc_core.training.batches import Batch, BatchBuilder
-from xc_core.training.checkpoint import load_checkpoint, save_checkpoint
+from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
 
@@ -245,8 +245,8 @@ class Trainer:
     def _restore(self, optimizer: Any, scheduler: Any) -> tuple[dict[str, Any], np.ndarray | None]:
         from safetensors.torch import load_file
 
-        state, arrays, torch_state = load_checkpoint(self.checkpoint_dir)
-        weights = load_file(str(self.checkpoint_dir / "encoder" / "model.safetensors"))
+        state, arrays, torch_state, path = load_checkpoint(self.checkpoint_dir)
+        weights = load_file(str(path / "encoder" / "model.safetensors"))
         self.encoder.model.load_state_dict(weights, strict=False)
         optimizer.load_state_dict(torch_state["optimizer"])
         scheduler.load_state_dict(torch_state["scheduler"])
@@ -273,7 +273,7 @@ class Trainer:
         assign: np.ndarray | None = None
         history: list[dict[str, float]] = []
         prune_log: list[dict[str, Any]] = []
-        if resume and (self.checkpoint_dir / "state.json").exists():
+        if resume and latest(self.checkpoint_dir) is not None:
             state, assign = self._restore(optimizer, scheduler)
             start_epoch, start_step, global_step = state["epoch"], state["step"], state["global_step"]
             history, prune_log = state["history"], state["prune_log"]
