@@ -26,9 +26,10 @@ def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> 
     model = mlflow.pyfunc.load_model(f"models:/{model_name(dataset)}@{CHAMPION}")
     method, profile = version.tags["method"], version.tags["profile"]
     index = LabelIndex.load(index_dir(home, dataset, method, profile), expect_dataset=dataset)
-    labels = XCDataset.load(dataset_dir(home, dataset)).label_texts
+    data = XCDataset.load(dataset_dir(home, dataset))
+    labels, label_ids = data.label_texts, data.label_ids or []
     scores, ids = index.search(np.asarray(model.predict([query]), dtype=np.float32), k)
     return {"dataset": dataset, "query": query, "model": f"{model_name(dataset)}@{CHAMPION}",
             "version": str(version.version), "method": method,
-            "labels": [{"label": labels[i], "score": round(float(s), 4)} for s, i in zip(scores[0], ids[0], strict=True)
-                       if i >= 0]}
+            "labels": [{"label": labels[i], "label_id": label_ids[i], "score": round(float(s), 4)}
+                       for s, i in zip(scores[0], ids[0], strict=True) if i >= 0]}
