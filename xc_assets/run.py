@@ -113,9 +113,40 @@ def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resource
     return decisions
 
 
-def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] = DEFAULT_METHODS) -> dict[str, object]:
-    """Data lineage in one run (with its checks), then training/evaluation per method and the report."""
+def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...], started: float) -> dict[str, object]:
+    from xc_core.graphs.stage import anchors_dir
+
+    folder = anchors_dir(home, dataset)
+    if not (folder / "meta.json").exists():
+        raise FileNotFoundError(f"--reuse-data: no anchor sets at {folder}; run `xc run --dataset {dataset} "
+                                f"--profile {profile} --home {home}` once without --reuse-data")
+    summary: dict[str, object] = {"dataset": dataset, "profile": profile, "reused_data": str(folder)}
+    _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, _instance(home)))
+    return _finish(summary, home, started)
+
+
+def _add_training(summary: dict[str, object], trained: dict[str, Any]) -> None:
+    summary["success"] = trained.pop("success")
+    summary.update(trained)
+    promoted = [d for d in trained["promotion"] if d["promoted"]]
+    summary["champion"] = promoted[-1] if promoted else None
+
+
+def _finish(summary: dict[str, object], home: Path, started: float) -> dict[str, object]:
+    summary["home"] = str(home)
+    summary["seconds"] = round(time.perf_counter() - started, 2)
+    return summary
+
+
+def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] = DEFAULT_METHODS,
+                 reuse_data: bool = False) -> dict[str, object]:
+    """Data lineage in one run (with its checks), then training/evaluation per method and the report.
+
+    ``reuse_data`` skips the lineage run when its anchor sets are already materialized in ``home`` (e.g. to
+    train more methods on aol-1000 without re-ingesting); it refuses when they are missing."""
     started = time.perf_counter()
+    if reuse_data:
+        return _reuse_data(dataset, profile, home, methods, started)
     assets, checks = _selection(dataset)
     ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}}}
     if dataset == "synthetic":
@@ -138,11 +169,5 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
             summary[materialization.asset_key.to_user_string()] = meta
     summary["checks"] = {e.asset_check_key.to_user_string(): e.passed for e in result.get_asset_check_evaluations()}
     if result.success and methods:
-        trained = _train_and_evaluate(dataset, profile, home, methods, instance)
-        summary["success"] = trained.pop("success")
-        summary.update(trained)
-        promoted = [d for d in trained["promotion"] if d["promoted"]]
-        summary["champion"] = promoted[-1] if promoted else None
-    summary["home"] = str(home)
-    summary["seconds"] = round(time.perf_counter() - started, 2)
-    return summary
+        _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, instance))
+    return _finish(summary, home, started)

@@ -134,7 +134,8 @@ def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     runner = importlib.import_module("xc_assets.run")
     methods = tuple(m for m in args.methods.split(",") if m)
     result: dict[str, object] = runner.run_pipeline(dataset=args.dataset, profile=args.profile,
-                                                    home=resolve_home(args.home), methods=methods)
+                                                    home=resolve_home(args.home), methods=methods,
+                                                    reuse_data=args.reuse_data)
     return result
 
 
@@ -203,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
     run.add_argument("--methods", default="pretrained,dual_encoder,ramen",
                      help="comma-separated methods to train and evaluate (empty: data stages only)")
+    run.add_argument("--reuse-data", action="store_true",
+                     help="skip the data lineage run and train on the anchor sets already materialized in --home")
     run.set_defaults(func=cmd_run)
     return parser
 

@@ -60,3 +60,17 @@ def test_hnsw_recall_on_clustered_vectors_is_high() -> None:
     queries = _clustered(300, dim=48, clusters=50, seed=1)
     hnsw = LabelIndex.build(x, None, IndexConfig(kind="hnsw"))
     assert recall_against_exact(hnsw, x, np.arange(5000), queries, k=10) >= 0.95
+
+
+def test_lower_ef_search_trades_recall_and_is_saved_in_the_manifest(tmp_path: Path) -> None:
+    x = _clustered(5000, dim=48, clusters=50)
+    queries = _clustered(300, dim=48, clusters=50, seed=1)
+    hnsw = LabelIndex.build(x, None, IndexConfig(kind="hnsw", hnsw_m=4, ef_construction=16))
+    hnsw.set_ef_search(8)
+    low = recall_against_exact(hnsw, x, np.arange(5000), queries, k=10)
+    hnsw.set_ef_search(256)
+    high = recall_against_exact(hnsw, x, np.arange(5000), queries, k=10)
+    assert low < high
+    assert LabelIndex.load(hnsw.save(tmp_path / "i")).cfg.ef_search == 256
+    with pytest.raises(IndexError_, match="HNSW"):
+        LabelIndex.build(x[:10], None, IndexConfig(kind="flat")).set_ef_search(8)

@@ -100,3 +100,26 @@ def test_mlflow_run_holds_params_metrics_curves_and_a_loadable_pyfunc(tiny_data:
     model = mlflow.pyfunc.load_model(summary["model_uri"])
     vectors = model.predict(["red running shoes", "bank"])
     assert vectors.shape[0] == 2 and abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-4
+
+
+def test_fixed_anchors_give_the_same_loss_values_without_gradient_through_anchors(tiny_data: XCDataset,
+                                                                                 tiny_home: Path,
+                                                                                 tmp_path: Path) -> None:
+    import numpy as np
+
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    values = {}
+    for grad in (True, False):
+        trainer = Trainer(tiny_data, encoder_config(profile, tiny_home),
+                          profile.train.model_copy(update={"anchor_grad": grad}), tmp_path / str(grad))
+        trainer.encoder.model.eval()  # no dropout: both paths see the same function
+        batch = trainer.builder.build(trainer.train_idx[:16], np.random.default_rng(3))
+        losses = trainer.losses(batch)
+        assert len(losses) > 1  # the regularizer terms are there
+        values[grad] = {k: float(v) for k, v in losses.items()}
+        anchors = trainer._encode_fixed([*batch.doc_texts, *batch.doc_texts])  # duplicates encoded once
+        assert not anchors.requires_grad and anchors.shape[0] == 2 * len(batch.doc_texts)
+    assert values[True] == pytest.approx(values[False], abs=1e-5)

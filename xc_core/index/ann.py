@@ -82,6 +82,15 @@ class LabelIndex:
             raise IndexError_(f"vectors have dimension {vectors.shape[1]}, the index {self.dim}")
         self.index.add_with_ids(vectors, np.asarray(ids, dtype=np.int64))
 
+    def set_ef_search(self, ef_search: int) -> None:
+        """Trade HNSW recall for speed at query time (kept in the manifest on the next save)."""
+        import faiss
+
+        if self.cfg.kind != "hnsw":
+            raise IndexError_(f"efSearch applies to HNSW indexes, this one is {self.cfg.kind}")
+        faiss.downcast_index(self.index.index).hnsw.efSearch = ef_search
+        self.cfg = self.cfg.model_copy(update={"ef_search": ef_search})
+
     @property
     def count(self) -> int:
         return int(self.index.ntotal)

@@ -26,6 +26,8 @@ class TrainConfig(BaseModel):
     prune_warmup_epochs: int = Field(default=2, ge=0, description="epochs on unpruned anchors (RAMEN: 10)")
     prune_every: int = Field(default=2, ge=1, description="epochs between re-pruning (RAMEN: 5)")
     prune_threshold: float = 0.0
+    anchor_grad: bool = Field(default=True, description="backpropagate through anchor encodings (RAMEN eq. 2); "
+                              "False: anchors are fixed targets, deduplicated and encoded without gradient")
     bandit: bool = Field(default=True, description="tune the λs online (RAMEN §3); False: fixed λ")
     bandit_period: int = Field(default=30, ge=1)
     bandit_lr: float = 0.01

@@ -161,18 +161,32 @@ class Trainer:
         texts = [*batch.doc_texts, *batch.label_texts]
         sides = [*(("doc", s, batch.doc_anchors[s]) for s in self.doc_sets if s in batch.doc_anchors),
                  *(("label", s, batch.label_anchors[s]) for s in self.label_sets if s in batch.label_anchors)]
-        for _, _, side in sides:
-            texts += side.texts
-        emb = self.encoder.forward(texts)
+        anchor_texts = [t for _, _, side in sides for t in side.texts]
         b = len(batch.doc_texts)
+        if self.cfg.anchor_grad:  # RAMEN eq. 2 as written: gradients flow into the anchors' encodings too
+            emb = self.encoder.forward(texts + anchor_texts)
+            anchor_emb = emb[2 * b:]
+        else:
+            emb = self.encoder.forward(texts)
+            anchor_emb = self._encode_fixed(anchor_texts)
         docs, labels = emb[:b], emb[b: 2 * b]
         out = {"task": self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))}
         for i, (kind, name, side) in enumerate(sides):
-            anchors = emb[(2 + i) * b: (3 + i) * b]
+            anchors = anchor_emb[i * b: (i + 1) * b]
             nodes = docs if kind == "doc" else labels
             out[f"{kind}/{name}"] = self.regularizer(nodes, anchors, torch.from_numpy(side.valid),
                                                      torch.from_numpy(side.neighbour_mask))
         return out
+
+    def _encode_fixed(self, texts: list[str]) -> Any:
+        """Anchor targets without gradient (``anchor_grad=False``): each distinct text encoded once."""
+        import torch
+
+        unique = list(dict.fromkeys(texts))
+        position = {t: i for i, t in enumerate(unique)}
+        with torch.no_grad():
+            emb = self.encoder.forward(unique)
+        return emb[torch.tensor([position[t] for t in texts], dtype=torch.long, device=emb.device)]
 
     # -- validation --------------------------------------------------------------------------
     def encode(self, texts: list[str]) -> np.ndarray:
