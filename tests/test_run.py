@@ -1,0 +1,42 @@
+"""`xc run` end to end on the tiny profile, in-process through Dagster: the whole asset graph, the report,
+the promotion decisions, and `--reuse-data` training more methods on the lineage already materialized."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from xc_core.cli import main
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the run uses an instance under its home
+    home = tmp_path / "home"
+    assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
+                 "--methods", "pretrained,ramen"]) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert first["success"] and all(first["checks"].values()) and set(first["methods"]) == {"pretrained", "ramen"}
+    assert [d["method"] for d in first["promotion"]] == ["pretrained", "ramen"]
+    assert first["promotion"][0]["promoted"]  # the first model becomes champion
+    assert first["champion"]["version"] in {d["version"] for d in first["promotion"]}
+    assert Path(first["report"]).exists() and "ramen" in Path(first["report"]).read_text()
+    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny"}
+
+    anchors_before = (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns
+    assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
+                 "--reuse-data", "--methods", "dual_encoder"]) == 0
+    second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert second["success"] and second["reused_data"] and list(second["methods"]) == ["dual_encoder"]
+    assert (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns == anchors_before  # not rebuilt
+    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny",
+                                                                        "dual_encoder-tiny"}
+
+
+def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -> None:
+    from xc_assets.run import run_pipeline
+
+    with pytest.raises(FileNotFoundError, match="without --reuse-data"):
+        run_pipeline("wikispeedia", "tiny", tmp_path, methods=("pretrained",), reuse_data=True)
