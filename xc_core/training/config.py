@@ -34,7 +34,6 @@ class TrainConfig(BaseModel):
     bandit_variance: float = 0.01
     lambda_task: float = 1.0
     lambda_reg: float = 0.1
-    augment_labels: bool = Field(default=False, description="AugGT: add labels propagated through anchors")
     val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
     val_max: int = Field(default=2000, ge=10)
     val_k: int = Field(default=10, ge=1)

@@ -52,7 +52,7 @@ def main() -> None:
     method = get_method(args.method)
     cfg = method.configure(profile.train.model_copy(update={"seed": profile.seed, **overrides}))
     out = Path(args.out) if args.out else model_dir(home, dataset.name, method.name, profile.name) / f"rank{rank}"
-    trainer = Trainer(method.prepare(dataset, cfg), encoder_config(profile, home), cfg, out)
+    trainer = Trainer(method.prepare(dataset, cfg), encoder_config(profile, home), cfg, out, val_truth=dataset.y_train)
     trainer.fit(resume=args.resume)
     if args.digest_dir:
         Path(args.digest_dir).mkdir(parents=True, exist_ok=True)

@@ -94,7 +94,8 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
         mlflow.log_params({k: str(v)[:500] for k, v in {
             **_flat("train.", cfg.model_dump()), **_flat("encoder.", enc_cfg.model_dump()),
             "method": method.name, "method.train": method.train}.items()})
-        trainer = Trainer(data, enc_cfg, cfg, out, sink=MlflowSink(on_metrics), progress=progress)
+        trainer = Trainer(data, enc_cfg, cfg, out, sink=MlflowSink(on_metrics), progress=progress,
+                          val_truth=dataset.y_train)  # original labels, whatever the method trains on
         if method.train:
             result = trainer.fit(resume=resume)
             encoder_dir, history = result.encoder_dir, result.history

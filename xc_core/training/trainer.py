@@ -92,8 +92,11 @@ def recall_at_k(doc_emb: np.ndarray, label_emb: np.ndarray, y: sp.csr_matrix, k:
 
 class Trainer:
     def __init__(self, dataset: XCDataset, encoder_cfg: EncoderConfig, cfg: TrainConfig, out_dir: Path,
-                 sink: MetricSink | None = None, progress: bool = False) -> None:
+                 sink: MetricSink | None = None, progress: bool = False, val_truth: Any = None) -> None:
+        """``val_truth``: the ground truth validation recall is scored against (default ``dataset.y_train``);
+        methods that rewrite the training labels (AugGT) pass the original so every method is scored alike."""
         self.data, self.cfg, self.out = dataset, cfg, Path(out_dir)
+        self.val_truth = dataset.y_train if val_truth is None else val_truth
         self.sink, self.progress = sink or _NullSink(), progress
         self.rank, self.world = dist_info()
         self.encoder = TextEncoder(encoder_cfg)
@@ -195,7 +198,7 @@ class Trainer:
     def validation_recall(self) -> float:
         docs = self.encode([self.data.train_texts[i] for i in self.val_idx])
         labels = self.encode(self.data.label_texts)
-        return recall_at_k(docs, labels, self.data.y_train[self.val_idx], self.cfg.val_k)
+        return recall_at_k(docs, labels, self.val_truth[self.val_idx], self.cfg.val_k)
 
     def validation_task_loss(self) -> float:
         """The bandit's reward: the task loss L on a fixed held-out validation mini-batch (see bandit.py)."""

@@ -1,0 +1,63 @@
+"""Methods configure the one trainer: AugGT's label propagation on a hand-made graph, what each ablation
+switches off, and validation recall scored against the original labels whatever a method trains on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xc_core.datasets.container import AnchorSet, XCDataset
+from xc_core.methods import get_method
+from xc_core.methods.auggt import propagate_labels
+from xc_core.training.config import TrainConfig
+
+
+def _with_y(data: XCDataset, y: sp.csr_matrix, anchors: dict[str, AnchorSet]) -> XCDataset:
+    return XCDataset(data.name, data.train_texts[: y.shape[0]], data.test_texts, data.label_texts[: y.shape[1]], y,
+                     data.y_test[:, : y.shape[1]], data.train_ids[: y.shape[0]], data.test_ids,
+                     data.label_ids[: y.shape[1]], anchors, data.filter_pairs, data.test_novel,
+                     data.label_novel[: y.shape[1]], data.test_decile, dict(data.meta))
+
+
+def test_auggt_adds_labels_reached_through_a_shared_anchor_and_keeps_the_originals(tiny_data: XCDataset) -> None:
+    # documents 0 and 1 share anchor 0, so each gains the labels of the other; document 2 alone has anchor 1
+    y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]], dtype=np.float32))
+    anchors = {"g": AnchorSet("g", ["a0", "a1"], np.array([[0, 0], [1, 0], [2, 1]]), np.zeros((0, 2), int))}
+    out = propagate_labels(_with_y(tiny_data, y, anchors), extra=2).toarray()
+    assert out.tolist() == [[1, 1, 1, 0], [1, 1, 1, 0], [0, 0, 0, 1]]
+    assert propagate_labels(_with_y(tiny_data, y, anchors), extra=1).toarray()[0].tolist() == [1, 1, 0, 0]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("dual_encoder", {"regularize": False}),
+    ("ramen", {"regularize": True, "prune": True, "bandit": True}),
+    ("ramen_no_pruning", {"regularize": True, "prune": False}),
+    ("ramen_no_doc_graph", {"doc_sets": [], "label_sets": None}),
+    ("ramen_no_label_graph", {"label_sets": [], "doc_sets": None}),
+    ("ramen_no_bandit", {"bandit": False, "regularize": True}),
+    ("auggt", {"regularize": False, "prune": False, "bandit": False}),
+])
+def test_each_method_switches_exactly_its_ingredient(name: str, expected: dict[str, object]) -> None:
+    cfg = get_method(name).configure(TrainConfig())
+    assert {k: getattr(cfg, k) for k in expected} == expected
+
+
+def test_auggt_validation_recall_is_scored_on_the_original_labels(tiny_data: XCDataset, tiny_home: Path,
+                                                                  tmp_path: Path) -> None:
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    method = get_method("auggt")
+    cfg = method.configure(profile.train)
+    augmented = method.prepare(tiny_data, cfg)
+    assert augmented.y_train.nnz > tiny_data.y_train.nnz
+    enc = encoder_config(profile, tiny_home)
+    as_trained = Trainer(augmented, enc, cfg, tmp_path / "a")
+    scored_alike = Trainer(augmented, enc, cfg, tmp_path / "b", val_truth=tiny_data.y_train)
+    reference = Trainer(tiny_data, enc, cfg, tmp_path / "c")  # same untrained encoder, original labels
+    assert scored_alike.validation_recall() == pytest.approx(reference.validation_recall())
+    assert as_trained.validation_recall() != pytest.approx(reference.validation_recall())
