@@ -123,3 +123,28 @@ def test_fixed_anchors_give_the_same_loss_values_without_gradient_through_anchor
         anchors = trainer._encode_fixed([*batch.doc_texts, *batch.doc_texts])  # duplicates encoded once
         assert not anchors.requires_grad and anchors.shape[0] == 2 * len(batch.doc_texts)
     assert values[True] == pytest.approx(values[False], abs=1e-5)
+
+
+def test_a_subsample_prunes_only_the_edges_its_batches_can_draw_with_the_same_decisions(
+        tiny_data: XCDataset, tiny_home: Path, tmp_path: Path) -> None:
+    import numpy as np
+
+    from xc_core.graphs.pruning import prune_anchor_set
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    trainer = Trainer(tiny_data, encoder_config(profile, tiny_home),
+                      profile.train.model_copy(update={"max_train_docs": 60}), tmp_path / "m")
+    used_labels = set(tiny_data.y_train[trainer.train_idx].indices)
+    for name, reachable in trainer.full_anchors.items():
+        assert set(reachable.doc_edges[:, 0]) <= set(trainer.train_idx)
+        assert set(reachable.label_edges[:, 0]) <= used_labels
+        full = tiny_data.anchor_sets[name]
+        assert len(reachable.doc_edges) + len(reachable.label_edges) < len(full.doc_edges) + len(full.label_edges)
+    trainer._prune(1)
+    doc_emb, label_emb = trainer.encode(tiny_data.train_texts), trainer.encode(tiny_data.label_texts)
+    for name, reachable in trainer.full_anchors.items():  # same edges kept as pruning with every embedding
+        expected, _ = prune_anchor_set(reachable, doc_emb, label_emb, trainer.encode(reachable.texts))
+        np.testing.assert_array_equal(trainer.anchors[name].doc_edges, expected.doc_edges)
+        np.testing.assert_array_equal(trainer.anchors[name].label_edges, expected.label_edges)

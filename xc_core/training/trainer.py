@@ -104,7 +104,7 @@ class Trainer:
         if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
             keep = np.random.default_rng([cfg.seed, 23]).choice(len(self.train_idx), cfg.max_train_docs, replace=False)
             self.train_idx = np.sort(self.train_idx[keep])
-        self.full_anchors = dataset.anchor_sets if cfg.regularize else {}
+        self.full_anchors = self._reachable(dataset.anchor_sets) if cfg.regularize else {}
         self.doc_sets = [s for s in (cfg.doc_sets if cfg.doc_sets is not None else self.full_anchors)
                          if s in self.full_anchors and len(self.full_anchors[s].doc_edges)]
         self.label_sets = [s for s in (cfg.label_sets if cfg.label_sets is not None else self.full_anchors)
@@ -124,6 +124,22 @@ class Trainer:
         initial = {t: (self.cfg.lambda_task if t == "task" else self.cfg.lambda_reg) for t in self.terms}
         self.bandit = LambdaBandit(self.terms, initial, variance=self.cfg.bandit_variance, lr=self.cfg.bandit_lr,
                                    period=self.cfg.bandit_period, seed=self.cfg.seed, fixed=not self.cfg.bandit)
+
+    def _reachable(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
+        """Only the edges a batch can ever draw: documents of ``train_idx`` and labels that are their positives.
+        Batches are unchanged, but pruning then encodes a 4,000-document subsample's neighbourhood instead of
+        all of aol-1000's 400k texts."""
+        docs = np.zeros(len(self.data.train_texts), bool)
+        docs[self.train_idx] = True
+        labels = np.zeros(len(self.data.label_texts), bool)
+        labels[np.unique(sp.csr_matrix(self.data.y_train)[self.train_idx].indices)] = True
+        out = {}
+        for name, a in anchor_sets.items():
+            keep_doc, keep_label = docs[a.doc_edges[:, 0]], labels[a.label_edges[:, 0]]
+            out[name] = AnchorSet(name, a.texts, a.doc_edges[keep_doc], a.label_edges[keep_label],
+                                  doc_proxy=np.asarray(a.doc_proxy)[keep_doc],
+                                  label_proxy=np.asarray(a.label_proxy)[keep_label])
+        return out
 
     def _builder(self) -> BatchBuilder:
         return BatchBuilder.from_anchor_sets(self.data.train_texts, self.data.label_texts, self.data.y_train,
@@ -215,12 +231,22 @@ class Trainer:
         return value
 
     # -- pruning and clusters ----------------------------------------------------------------
+    def _encode_rows(self, texts: list[str], rows: np.ndarray) -> np.ndarray:
+        """Embeddings of ``texts[rows]`` placed at their row; other rows stay zero (never looked up)."""
+        out = np.zeros((len(texts), self.encoder.dim), dtype=np.float32)
+        rows = np.unique(rows)
+        out[rows] = self.encode([texts[i] for i in rows])
+        return out
+
     def _prune(self, epoch: int) -> dict[str, Any]:
-        doc_emb = self.encode(self.data.train_texts)
-        label_emb = self.encode(self.data.label_texts)
+        """Re-prune the reachable anchor edges with the current encoder (each needed text encoded once)."""
+        sets = self.full_anchors.values()
+        doc_emb = self._encode_rows(self.data.train_texts, np.concatenate([a.doc_edges[:, 0] for a in sets]))
+        label_emb = self._encode_rows(self.data.label_texts, np.concatenate([a.label_edges[:, 0] for a in sets]))
         record: dict[str, Any] = {"epoch": epoch}
         for name, full in self.full_anchors.items():
-            self.anchors[name], counts = prune_anchor_set(full, doc_emb, label_emb, self.encode(full.texts),
+            used = np.concatenate([full.doc_edges[:, 1], full.label_edges[:, 1]])
+            self.anchors[name], counts = prune_anchor_set(full, doc_emb, label_emb, self._encode_rows(full.texts, used),
                                                           self.cfg.prune_threshold)
             record[name] = counts.as_dict()
         self.builder = self._builder()
