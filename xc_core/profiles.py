@@ -37,7 +37,8 @@ def get_profile(name: str) -> Profile:
         "demo": Profile(name="demo", encoder=EncoderConfig(max_length=32, n_layers=3, batch_size=256),
                         rwr=RWRConfig(),
                         train=TrainConfig(epochs=3, batch_size=64, lr=5e-5, cluster_size=8, max_train_docs=4_000,
-                                          val_max=1000, prune_warmup_epochs=1, prune_every=1)),
+                                          val_max=1000, val_max_labels=20_000, prune_warmup_epochs=1,
+                                          prune_every=1)),
         # GPU: the papers' settings (RAMEN: lr 2e-4, batch 1024, warm-up 10 epochs, re-prune every 5).
         "full": Profile(name="full", encoder=EncoderConfig(max_length=32, batch_size=1024), rwr=RWRConfig(),
                         train=TrainConfig(epochs=100, batch_size=1024, lr=2e-4, cluster_size=64,

@@ -148,3 +148,22 @@ def test_a_subsample_prunes_only_the_edges_its_batches_can_draw_with_the_same_de
         expected, _ = prune_anchor_set(reachable, doc_emb, label_emb, trainer.encode(reachable.texts))
         np.testing.assert_array_equal(trainer.anchors[name].doc_edges, expected.doc_edges)
         np.testing.assert_array_equal(trainer.anchors[name].label_edges, expected.label_edges)
+
+
+def test_validation_on_a_sampled_label_space_keeps_every_positive(tiny_data: XCDataset, tiny_home: Path,
+                                                                  tmp_path: Path) -> None:
+    import numpy as np
+
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    enc = encoder_config(profile, tiny_home)
+    full = Trainer(tiny_data, enc, profile.train, tmp_path / "a")
+    sampled = Trainer(tiny_data, enc, profile.train.model_copy(update={"val_max_labels": 100}), tmp_path / "b")
+    assert len(full.val_label_space) == len(tiny_data.label_texts) > 100
+    space = sampled.val_label_space
+    positives = np.unique(tiny_data.y_train[sampled.val_idx].indices)
+    assert len(space) == max(100, len(positives)) and set(positives) <= set(space)
+    recall_full, recall_sampled = full.validation_recall(), sampled.validation_recall()
+    assert recall_sampled >= recall_full  # fewer competitors for the same positives

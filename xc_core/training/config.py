@@ -37,6 +37,8 @@ class TrainConfig(BaseModel):
     val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
     val_max: int = Field(default=2000, ge=10)
     val_k: int = Field(default=10, ge=1)
+    val_max_labels: int | None = Field(default=None, ge=10, description="validation ranks the validation "
+                                       "positives plus a seeded sample of the other labels up to this many (None: all)")
     max_train_docs: int | None = Field(default=None, description="seeded subsample of train documents")
     checkpoint_every_steps: int = Field(default=0, ge=0, description="also checkpoint every N steps (0: epochs)")
     log_every_steps: int = Field(default=10, ge=1)

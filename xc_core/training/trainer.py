@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -213,8 +214,23 @@ class Trainer:
 
     def validation_recall(self) -> float:
         docs = self.encode([self.data.train_texts[i] for i in self.val_idx])
-        labels = self.encode(self.data.label_texts)
-        return recall_at_k(docs, labels, self.val_truth[self.val_idx], self.cfg.val_k)
+        truth = sp.csr_matrix(self.val_truth)[self.val_idx]
+        space = self.val_label_space
+        labels = self.encode([self.data.label_texts[i] for i in space])
+        return recall_at_k(docs, labels, truth[:, space], self.cfg.val_k)
+
+    @cached_property
+    def val_label_space(self) -> np.ndarray:
+        """Every label, or — past ``val_max_labels`` — the validation positives plus a fixed seeded sample of
+        the others (the same for every epoch and method, so curves and methods stay comparable)."""
+        n = len(self.data.label_texts)
+        if self.cfg.val_max_labels is None or n <= self.cfg.val_max_labels:
+            return np.arange(n)
+        positives = np.unique(sp.csr_matrix(self.val_truth)[self.val_idx].indices)
+        others = np.setdiff1d(np.arange(n), positives)
+        take = max(0, self.cfg.val_max_labels - len(positives))
+        sample = np.random.default_rng([self.cfg.seed, 31]).choice(others, min(take, len(others)), replace=False)
+        return np.sort(np.concatenate([positives, sample]))
 
     def validation_task_loss(self) -> float:
         """The bandit's reward: the task loss L on a fixed held-out validation mini-batch (see bandit.py)."""
