@@ -61,3 +61,15 @@ def test_auggt_validation_recall_is_scored_on_the_original_labels(tiny_data: XCD
     reference = Trainer(tiny_data, enc, cfg, tmp_path / "c")  # same untrained encoder, original labels
     assert scored_alike.validation_recall() == pytest.approx(reference.validation_recall())
     assert as_trained.validation_recall() != pytest.approx(reference.validation_recall())
+
+
+def test_data_set_settings_apply_before_overrides_and_the_methods_switches() -> None:
+    from xc_core.profiles import get_profile
+    from xc_core.training.stage import train_config
+
+    demo = get_profile("demo")
+    wiki = train_config(get_method("ramen"), demo, "wikispeedia")
+    assert (wiki.lr, wiki.batching, wiki.regularize) == (2e-5, "random", True)
+    assert train_config(get_method("ramen"), demo, "synthetic").lr == demo.train.lr
+    assert train_config(get_method("dual_encoder"), demo, "wikispeedia", {"lr": 1e-4, "regularize": True}).lr == 1e-4
+    assert not train_config(get_method("dual_encoder"), demo, "wikispeedia", {"regularize": True}).regularize

@@ -37,7 +37,7 @@ def main() -> None:
     from xc_core.datasets.container import XCDataset
     from xc_core.methods import get_method
     from xc_core.profiles import encoder_config, get_profile
-    from xc_core.training.stage import model_dir, train_method
+    from xc_core.training.stage import model_dir, train_config, train_method
     from xc_core.training.trainer import Trainer, dist_info
 
     home = Path(args.home)
@@ -50,7 +50,7 @@ def main() -> None:
                          default=str), flush=True)
         return
     method = get_method(args.method)
-    cfg = method.configure(profile.train.model_copy(update={"seed": profile.seed, **overrides}))
+    cfg = train_config(method, profile, dataset.name, overrides)
     out = Path(args.out) if args.out else model_dir(home, dataset.name, method.name, profile.name) / f"rank{rank}"
     trainer = Trainer(method.prepare(dataset, cfg), encoder_config(profile, home), cfg, out, val_truth=dataset.y_train)
     trainer.fit(resume=args.resume)

@@ -11,7 +11,7 @@ from typing import Any
 
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.registry import dataset_slug
-from xc_core.profiles import Profile, encoder_config, get_profile
+from xc_core.profiles import Profile, encoder_config, get_profile, train_settings
 from xc_core.tracking.store import ensure_experiment, git_commit, tracking_uri
 from xc_core.training.config import TrainConfig
 
@@ -68,6 +68,11 @@ def _curves(history: list[dict[str, float]], trajectory: list[dict[str, Any]], o
     return out
 
 
+def train_config(method: Any, profile: Profile, dataset: str, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Profile → data set settings → caller's overrides → the method's own switches, in that order."""
+    return method.configure(train_settings(profile, dataset).model_copy(update=overrides or {}))
+
+
 def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, home: Path, resume: bool = False,
                  progress: bool = False, overrides: dict[str, Any] | None = None,
                  on_metrics: Any = None) -> dict[str, Any]:
@@ -80,7 +85,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     started = time.perf_counter()
     profile = get_profile(profile) if isinstance(profile, str) else profile
     method = get_method(method_name)
-    cfg: TrainConfig = method.configure(profile.train.model_copy(update={"seed": profile.seed, **(overrides or {})}))
+    cfg = train_config(method, profile, dataset.name, overrides)
     enc_cfg = encoder_config(profile, home)
     out = model_dir(home, dataset.name, method.name, profile.name)
     if not resume and out.exists():
