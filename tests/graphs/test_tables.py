@@ -97,3 +97,21 @@ def test_graph_tables_are_queryable_as_duckdb_views(store: EventStore, tmp_path:
     build_graph_tables(store, tmp_path / "g", TRAIN_START, TRAIN_END)
     with duckdb.connect(str(store.duckdb_path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM cosession_queries").fetchone() == (2,)
+
+
+def test_a_build_from_an_older_store_snapshot_never_replaces_a_newer_one(store: EventStore, tmp_path: Path) -> None:
+    out = tmp_path / "g"
+    assert store.generation() == 1  # one ingestion wrote once
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps(_event("2006-03-03 08:00:00", "u4", "red shoes", "k3", 1, True)) + "\n")
+    ingest([Source("events", more)], store.home, progress=False)
+    assert store.generation() == 2
+    newer = build_graph_tables(store, out, TRAIN_START, TRAIN_END, GraphConfig(min_clicks=0))
+    assert newer.published and newer.store_generation == 2 and newer.click_graph == 5
+    # a concurrent run whose snapshot predates the second ingestion finishes last: it must not publish
+    (store.home / ".generation").write_text("1")
+    (store.home / "events" / "day=2006-03-03" / "events.parquet").rename(tmp_path / "hidden.parquet")
+    older = build_graph_tables(store, out, TRAIN_START, TRAIN_END, GraphConfig(min_clicks=0))
+    assert not older.published and older.click_graph == 5  # the newer tables stay, and are what it reports
+    assert pl.read_parquet(out / "click_graph.parquet").height == 5
+    assert not list(out.glob(".*tmp*"))

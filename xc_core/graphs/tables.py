@@ -6,11 +6,18 @@
 
 Only events in the train window ``[train_start, train_end)`` enter, and every row records that window
 (``train_start``, ``train_end`` columns), so a table can never be mistaken for one built on test data.
+
+Concurrent builds (two Dagster runs at once) are safe: each reads one snapshot of the store under its
+shared lock, writes its own temp files, and publishes the three tables together under the exclusive lock,
+unless the tables already published come from a newer store generation (``_published.json``).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +51,8 @@ class GraphTablesSummary:
     cosession_queries: int
     coclick_items: int
     seconds: float
+    store_generation: int = 0
+    published: bool = True
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -87,8 +96,11 @@ def _co_occurrence_sql(column: str, left: str, right: str, condition: str, with_
 
 
 def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, train_end: datetime,
-                       cfg: GraphConfig | None = None) -> GraphTablesSummary:
-    """Write the three tables as Parquet under ``out_dir`` and register duckdb views over them."""
+                       cfg: GraphConfig | None = None, register: bool = True) -> GraphTablesSummary:
+    """Write the three tables as Parquet under ``out_dir`` and (``register``) the store's duckdb views.
+
+    ``published`` is False when a concurrent build from a newer store snapshot got there first; its
+    tables are then the ones on disk, and the counts returned are theirs."""
     cfg = cfg or GraphConfig()
     started = time.perf_counter()
     if not store.days():
@@ -99,22 +111,45 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
         "cosession_queries": _co_occurrence_sql("query_text", "q1", "q2", "TRUE", True, cfg),
         "coclick_items": _co_occurrence_sql("item_id", "i1", "i2", "clicked AND item_id IS NOT NULL", False, cfg),
     }
-    counts: dict[str, int] = {}
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmps = {name: out_dir / f".{name}.parquet.tmp-{token}" for name in queries}
+    try:
+        with duckdb.connect() as con:
+            con.execute("SET TimeZone = 'UTC'")
+            markets = "" if cfg.markets is None else f" AND market IN ({', '.join('?' for _ in cfg.markets)})"
+            with store.lock(shared=True):  # one snapshot: no writer between reading day files
+                generation = store.generation()
+                con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {_events_sql(store)} "
+                            f"WHERE ts >= ? AND ts < ?{markets}", [train_start, train_end, *(cfg.markets or [])])
+            for name, sql in queries.items():
+                con.execute(f"COPY (SELECT *, ?::TIMESTAMPTZ AS train_start, ?::TIMESTAMPTZ AS train_end FROM "
+                            f"({sql})) TO '{tmps[name].as_posix()}' (FORMAT parquet)", [train_start, train_end])
+        published = _publish(store, out_dir, tmps, generation, register)
+    finally:
+        for tmp in tmps.values():
+            tmp.unlink(missing_ok=True)
     with duckdb.connect() as con:
-        con.execute("SET TimeZone = 'UTC'")
-        markets = "" if cfg.markets is None else f" AND market IN ({', '.join('?' for _ in cfg.markets)})"
-        con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {_events_sql(store)} WHERE ts >= ? AND ts < ?{markets}",
-                    [train_start, train_end, *(cfg.markets or [])])
-        for name, sql in queries.items():
-            target = out_dir / f"{name}.parquet"
-            tmp = out_dir / f".{name}.parquet.tmp"
-            con.execute(f"COPY (SELECT *, ?::TIMESTAMPTZ AS train_start, ?::TIMESTAMPTZ AS train_end FROM ({sql})) "
-                        f"TO '{tmp.as_posix()}' (FORMAT parquet)", [train_start, train_end])
-            tmp.replace(target)
-            counts[name] = con.sql(f"SELECT count(*) FROM '{target.as_posix()}'").fetchall()[0][0]
-    register_views(store.duckdb_path, out_dir)
+        counts = {name: con.sql(f"SELECT count(*) FROM '{(out_dir / f'{name}.parquet').as_posix()}'").fetchall()[0][0]
+                  for name in queries}
     return GraphTablesSummary(train_start=train_start.isoformat(), train_end=train_end.isoformat(),
-                              seconds=round(time.perf_counter() - started, 3), **counts)
+                              seconds=round(time.perf_counter() - started, 3), store_generation=generation,
+                              published=published, **counts)
+
+
+def _publish(store: EventStore, out_dir: Path, tmps: dict[str, Path], generation: int, register: bool) -> bool:
+    """Move the three tables into place together, unless those there come from a newer store snapshot."""
+    marker = out_dir / "_published.json"
+    with store.lock():  # also serialises the duckdb view writes with the store's own
+        if marker.exists() and json.loads(marker.read_text())["store_generation"] > generation:
+            return False
+        for name, tmp in tmps.items():
+            tmp.replace(out_dir / f"{name}.parquet")
+        marker_tmp = marker.with_name(f".{marker.name}.tmp-{os.getpid()}")
+        marker_tmp.write_text(json.dumps({"store_generation": generation}))
+        marker_tmp.replace(marker)
+        if register:
+            register_views(store.duckdb_path, out_dir)
+    return True
 
 
 def register_views(duckdb_path: Path, out_dir: Path) -> None:

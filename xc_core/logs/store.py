@@ -91,7 +91,20 @@ class EventStore:
             return pl.read_parquet(self.quarantine_path)
         return pl.DataFrame(schema=QUARANTINE_SCHEMA)
 
+    def generation(self) -> int:
+        """How many event writes the store has seen: derived tables record the generation they were
+        built from, so a build from an older snapshot never replaces one from a newer snapshot."""
+        path = self.home / ".generation"
+        return int(path.read_text()) if path.exists() else 0
+
     # -- writing -------------------------------------------------------------------------------
+    def _bump_generation(self) -> None:
+        """Called under the exclusive lock after every event write."""
+        path = self.home / ".generation"
+        tmp = path.with_name(f".generation.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        tmp.write_text(str(self.generation() + 1))
+        os.replace(tmp, path)
+
     def clean_stale(self) -> int:
         """Remove temp files and staging folders left by writers that were killed (their pid is gone)."""
         removed = 0
@@ -104,11 +117,12 @@ class EventStore:
         return removed
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
-        """Serialise writers (threads, processes, concurrent Dagster runs) on one store."""
+    def lock(self, shared: bool = False) -> Iterator[None]:
+        """Serialise writers (threads, processes, concurrent Dagster runs) on one store; ``shared`` lets
+        readers that need one consistent snapshot of several day files in together, with no writer."""
         self.home.mkdir(parents=True, exist_ok=True)
-        with open(self.home / ".store.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with open(self.home / ".store.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
             try:
                 yield
             finally:
@@ -141,6 +155,7 @@ class EventStore:
             merged = merged.sort("ts", "user_id", "event_id")
             for day, part in self._by_day(merged):
                 atomic_write_parquet(part, self.day_path(day))
+            self._bump_generation()
             self.refresh_views()
             return WriteResult(new.height, int(is_stored.sum()), tuple(rewrite))
 
