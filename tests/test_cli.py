@@ -24,3 +24,19 @@ def test_xc_core_never_imports_dagster() -> None:
             "print('dagster' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_xc_run_names_the_known_methods_when_given_an_unknown_one(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "xc_core.cli", "run", "--methods", "ramen,ramen_v2",
+                           "--home", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode != 0 and done.stdout == ""
+    assert "unknown method(s) ramen_v2" in done.stderr and "auggt" in done.stderr and "'all'" in done.stderr
+    assert not (tmp_path / "datasets").exists()  # refused before any stage ran
+
+
+def test_every_registered_method_is_a_dagster_partition_headline_first() -> None:
+    from xc_assets.defs.assets.model_assets import method_partitions
+    from xc_core.methods import METHODS
+
+    keys = method_partitions.get_partition_keys()
+    assert keys[:3] == ["pretrained", "dual_encoder", "ramen"] and sorted(keys) == sorted(METHODS)

@@ -131,8 +131,14 @@ def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
 
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
+    from xc_core.methods import method_names
+
     runner = importlib.import_module("xc_assets.run")
-    methods = tuple(m for m in args.methods.split(",") if m)
+    known = method_names()
+    methods = tuple(known) if args.methods == "all" else tuple(m for m in args.methods.split(",") if m)
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise SystemExit(f"xc run: unknown method(s) {', '.join(unknown)}: choose from {', '.join(known)} or 'all'")
     result: dict[str, object] = runner.run_pipeline(dataset=args.dataset, profile=args.profile,
                                                     home=resolve_home(args.home), methods=methods,
                                                     reuse_data=args.reuse_data)
@@ -203,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
     run.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
     run.add_argument("--methods", default="pretrained,dual_encoder,ramen",
-                     help="comma-separated methods to train and evaluate (empty: data stages only)")
+                     help="comma-separated methods to train and evaluate, or 'all' (empty: data stages only)")
     run.add_argument("--reuse-data", action="store_true",
                      help="skip the data lineage run and train on the anchor sets already materialized in --home")
     run.set_defaults(func=cmd_run)

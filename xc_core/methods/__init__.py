@@ -3,4 +3,13 @@
 from xc_core.methods import ablations, auggt, dual_encoder, pretrained, ramen  # noqa: F401 - registration
 from xc_core.methods.base import METHODS, Method, get_method, register
 
-__all__ = ["METHODS", "Method", "get_method", "register"]
+#: The headline comparison first (zero-shot floor, text-only baseline, RAMEN), then every other method.
+HEADLINE = ("pretrained", "dual_encoder", "ramen")
+
+
+def method_names() -> list[str]:
+    """Every registered method, headline first: Dagster's method partitions and ``xc run --methods all``."""
+    return [*HEADLINE, *(name for name in METHODS if name not in HEADLINE)]
+
+
+__all__ = ["HEADLINE", "METHODS", "Method", "get_method", "method_names", "register"]

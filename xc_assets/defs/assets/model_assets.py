@@ -9,10 +9,9 @@ from pydantic import Field
 
 from xc_assets.defs.assets.graph_assets import DATASETS, prefix
 from xc_assets.defs.resources import XcHome
+from xc_core.methods import method_names
 
-METHOD_NAMES = ["pretrained", "dual_encoder", "ramen", "auggt", "ramen_no_pruning", "ramen_no_doc_graph",
-                "ramen_no_label_graph", "ramen_no_bandit"]
-method_partitions = dg.StaticPartitionsDefinition(METHOD_NAMES)
+method_partitions = dg.StaticPartitionsDefinition(method_names())  # a new method module is a new partition
 
 
 class EncoderConfig(dg.Config):
