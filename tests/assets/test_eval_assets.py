@@ -41,3 +41,11 @@ def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
 
     artifacts = mlflow.MlflowClient(tracking_uri(tiny_home)).list_artifacts(run_id, "report")
     assert [a.path for a in artifacts] == ["report/synthetic-tiny.html"]
+    # both evaluations carry the same test-split fingerprint, so the promotion gate may pair them
+    import json
+
+    from xc_core.evaluation.stage import eval_dir
+
+    splits = {json.loads((eval_dir(tiny_home, "synthetic", m, "tiny") / "metrics.json").read_text())["test_split"]
+              for m in ("pretrained", "ramen")}
+    assert len(splits) == 1 and len(splits.pop()) == 16

@@ -3,13 +3,15 @@ model is registered but never promoted, a better one is."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pytest
 
 from xc_core.tracking.registry import (PromotionPolicy, champion_version, decide, metric_tags, model_name,
-                                       promote_if_better, register)
+                                       paired_lead, promote_if_better, register)
 
 
 def test_decision_rule_primary_must_improve_and_guards_must_hold() -> None:
@@ -56,3 +58,71 @@ def test_degraded_model_is_registered_but_never_promoted(store) -> None:  # type
     assert promote_if_better("synthetic", better, uri).promote
     assert str(champion_version("synthetic", uri).version) == better
     assert all(v.current_stage in ("None", None) for v in client.search_model_versions(f"name='{model_name('synthetic')}'"))
+
+
+def test_a_lead_within_noise_is_rejected_and_a_significant_one_promoted() -> None:
+    from xc_core.tracking.registry import PairedLead
+
+    policy = PromotionPolicy(primary="P@1", guards={})
+    noise = PairedLead(diff=0.002, low=-0.0015, high=0.0055, p=0.24, rows=2744, confidence=0.95)
+    held = decide({"P@1": 0.3994}, {"P@1": 0.3972}, policy, noise)
+    assert not held.promote and "within noise" in held.reason and "[-0.0015, +0.0055]" in held.reason
+    assert json.loads(held.as_tags()["promotion.paired"])["low"] == -0.0015
+    clear = PairedLead(diff=0.047, low=0.036, high=0.059, p=0.001, rows=2744, confidence=0.95)
+    assert decide({"P@1": 0.3994}, {"P@1": 0.3520}, policy, clear).promote
+    # no paired comparison: point estimates decide, and the reason says so
+    alone = decide({"P@1": 0.3994}, {"P@1": 0.3972}, policy, None)
+    assert alone.promote and "point estimates decided" in alone.reason
+    # confidence 0 switches the paired rule off
+    assert decide({"P@1": 0.3994}, {"P@1": 0.3972}, policy.model_copy(update={"confidence": 0.0}), noise).promote
+
+
+def _evaluation(home: Path, method: str, run_id: str, hits: np.ndarray, split: str = "split-a") -> dict[str, str]:
+    """The files an evaluation leaves (metrics.json, per_row.npz) and the tags its registered version gets."""
+    from xc_core.evaluation.stage import eval_dir
+
+    folder = eval_dir(home, "synthetic", method, "demo")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.json").write_text(json.dumps({"mlflow_run_id": run_id, "test_split": split,
+                                                     "P@1": float(hits.mean())}))
+    np.savez(folder / "per_row.npz", **{"P@1": hits})
+    return {"dataset": "synthetic", "method": method, "profile": "demo", "mlflow_run_id": run_id}
+
+
+def _churn(hits: np.ndarray, gained: int, lost: int) -> np.ndarray:
+    out = hits.copy()
+    out[np.flatnonzero(hits == 0)[:gained]] = 1.0
+    out[np.flatnonzero(hits == 1)[:lost]] = 0.0
+    return out
+
+
+def test_paired_lead_compares_the_same_queries_only(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    champion = (rng.random(3000) < 0.40).astype(np.float64)
+    noisy = _churn(champion, gained=36, lost=30)  # different queries right and wrong: net +0.002
+    better = np.maximum(champion, (rng.random(3000) < 0.10).astype(np.float64))  # ~+6 points
+    base = _evaluation(tmp_path, "dual_encoder", "run-1", champion)
+    small = paired_lead(tmp_path, _evaluation(tmp_path, "ramen", "run-2", noisy), base, "P@1")
+    assert small is not None and small.rows == 3000 and 0 < small.diff <= 0.004 and small.low <= 0 < small.high
+    large = paired_lead(tmp_path, _evaluation(tmp_path, "auggt", "run-3", better), base, "P@1")
+    assert large is not None and large.low > 0.04
+    # another test split, or an evaluation overwritten by a later training: no paired comparison
+    assert paired_lead(tmp_path, _evaluation(tmp_path, "ramen", "run-4", noisy, split="split-b"), base, "P@1") is None
+    assert paired_lead(tmp_path, {**base, "method": "auggt"}, {**base, "mlflow_run_id": "run-0"}, "P@1") is None
+
+
+def test_promotion_through_the_registry_uses_the_paired_interval(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    uri, models = store
+    rng = np.random.default_rng(1)
+    champion = (rng.random(3000) < 0.40).astype(np.float64)
+    noisy = _churn(champion, gained=36, lost=30)
+    first_tags = _evaluation(tmp_path, "dual_encoder", "run-1", champion)
+    first = register(models[0], "synthetic", {**first_tags, **metric_tags({"P@1": champion.mean()})}, uri)
+    assert promote_if_better("synthetic", first, uri, home=tmp_path).promote
+    tags = _evaluation(tmp_path, "ramen", "run-2", noisy)
+    second = register(models[1], "synthetic", {**tags, **metric_tags({"P@1": noisy.mean()})}, uri)
+    decision = promote_if_better("synthetic", second, uri, home=tmp_path)
+    assert not decision.promote and decision.paired is not None and "within noise" in decision.reason
+    assert str(champion_version("synthetic", uri).version) == first
+    version = mlflow.MlflowClient(uri).get_model_version(model_name("synthetic"), second)
+    assert version.tags["promotion.decision"] == "rejected" and json.loads(version.tags["promotion.paired"])["rows"] == 3000

@@ -47,6 +47,19 @@ def propensity(dataset: XCDataset) -> np.ndarray:
                               float(dataset.meta.get("psp_B", 1.5)))
 
 
+def test_split_fingerprint(dataset: XCDataset) -> str:
+    """Identifies the test split (queries, ground truth, label count): two evaluations may be compared
+    query by query (paired bootstrap, promotion gate) only when their fingerprints are equal."""
+    import hashlib
+
+    y = dataset.y_test.tocsr()
+    digest = hashlib.sha256(f"{y.shape}".encode())
+    for part in (y.indptr, y.indices):
+        digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
+    digest.update("\n".join(dataset.test_texts).encode())
+    return digest.hexdigest()[:16]
+
+
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> dict[str, Any]:
     """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
     from xc_core.evaluation import (confidence_intervals, false_negatives_at_k, label_quantiles, per_row_metrics,
@@ -88,6 +101,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
     summary = {"dataset": dataset.name, "method": method, "profile": profile, **metrics,
                "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
                "exact_ms_per_query": preds.exact_ms_per_query, "test_documents": len(dataset.test_texts),
+               "test_split": test_split_fingerprint(dataset),
                "subsets": subsets, "mlflow_run_id": trained["mlflow_run_id"],
                "seconds": round(time.perf_counter() - started, 2)}
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")

@@ -2,9 +2,10 @@
 ``challenger`` alias; promotion to ``champion`` is gated and atomic (one alias move after every check).
 
 Aliases only — registry stages are deprecated in MLflow 3. Decision rule (:func:`decide`): promote when
-there is no champion yet, or when the challenger's primary metric is strictly better and no guard metric
-is worse than the champion's by more than its tolerance. The decision, both metric sets and the reason
-are written as version tags.
+there is no champion yet, or when the challenger's primary metric is strictly better, that lead holds at
+the policy's confidence on the same test queries (paired bootstrap, :func:`paired_lead`), and no guard
+metric is worse than the champion's by more than its tolerance. The decision, both metric sets, the
+paired interval and the reason are written as version tags.
 """
 
 from __future__ import annotations
@@ -27,6 +28,26 @@ class PromotionPolicy(BaseModel):
     primary: str = Field(default="P@1", description="must improve strictly")
     guards: dict[str, float] = Field(default_factory=lambda: {"PSP@5": 0.01, "tail_P@5": 0.01},
                                      description="metric → largest allowed drop (absolute)")
+    confidence: float = Field(default=0.95, ge=0, lt=1,
+                              description="the primary metric's lead must hold at this confidence: the paired "
+                                          "bootstrap interval over the same test queries lies above 0 "
+                                          "(0: point estimates only)")
+
+
+@dataclass(frozen=True)
+class PairedLead:
+    """Challenger − champion on the primary metric over the same test queries (paired bootstrap)."""
+
+    diff: float
+    low: float
+    high: float
+    p: float
+    rows: int
+    confidence: float
+
+    def describe(self, metric: str) -> str:
+        return (f"{metric} lead {self.diff:+.4f}, {self.confidence:.0%} CI [{self.low:+.4f}, {self.high:+.4f}] "
+                f"over {self.rows} paired test queries (p = {self.p:.3f})")
 
 
 @dataclass(frozen=True)
@@ -35,29 +56,86 @@ class Decision:
     reason: str
     challenger: dict[str, float]
     champion: dict[str, float] | None
+    paired: PairedLead | None = None
 
     def as_tags(self) -> dict[str, str]:
         return {"promotion.decision": "promoted" if self.promote else "rejected", "promotion.reason": self.reason,
                 "promotion.challenger_metrics": json.dumps(self.challenger),
-                "promotion.champion_metrics": json.dumps(self.champion)}
+                "promotion.champion_metrics": json.dumps(self.champion),
+                "promotion.paired": json.dumps(asdict(self.paired) if self.paired else None)}
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def decide(challenger: dict[str, float], champion: dict[str, float] | None, policy: PromotionPolicy) -> Decision:
+def decide(challenger: dict[str, float], champion: dict[str, float] | None, policy: PromotionPolicy,
+           paired: PairedLead | None = None) -> Decision:
+    """The gate. ``paired`` is the primary metric's paired lead on the same test queries; when the policy
+    asks for confidence but no paired comparison exists (the champion was evaluated on another test split,
+    or its per-query results were overwritten by a retraining), point estimates decide and the reason says so."""
     if champion is None:
-        return Decision(True, "no champion yet: the first model becomes champion", challenger, None)
+        return Decision(True, "no champion yet: the first model becomes champion", challenger, None, paired)
     p = policy.primary
     if challenger.get(p, float("-inf")) <= champion.get(p, float("-inf")):
         return Decision(False, f"{p} {challenger.get(p, float('nan')):.4f} does not beat the champion's "
-                               f"{champion.get(p, float('nan')):.4f}", challenger, champion)
+                               f"{champion.get(p, float('nan')):.4f}", challenger, champion, paired)
+    if policy.confidence > 0 and paired is not None and paired.low <= 0:
+        return Decision(False, f"{p} {challenger[p]:.4f} > {champion[p]:.4f} is within noise: "
+                               f"{paired.describe(p)}", challenger, champion, paired)
     for metric, tolerance in policy.guards.items():
         if metric in challenger and metric in champion and challenger[metric] < champion[metric] - tolerance:
             return Decision(False, f"guard {metric} regresses: {challenger[metric]:.4f} < champion "
-                                   f"{champion[metric]:.4f} − {tolerance}", challenger, champion)
-    return Decision(True, f"{p} {challenger[p]:.4f} > {champion[p]:.4f} and no guard regresses beyond tolerance",
-                    challenger, champion)
+                                   f"{champion[metric]:.4f} − {tolerance}", challenger, champion, paired)
+    lead = (f"; {paired.describe(p)}" if paired else
+            "; no paired comparison on the same test split, point estimates decided" if policy.confidence > 0 else "")
+    return Decision(True, f"{p} {challenger[p]:.4f} > {champion[p]:.4f} and no guard regresses beyond tolerance"
+                          f"{lead}", challenger, champion, paired)
+
+
+def _eval_rows(home: Path, tags: dict[str, str]) -> tuple[str, dict[str, Any]] | None:
+    """(test split fingerprint, per-query arrays) of the evaluation that belongs to this version's run."""
+    import numpy as np
+
+    from xc_core.evaluation.stage import eval_dir
+
+    if not {"dataset", "method", "profile"} <= set(tags):
+        return None
+    folder = eval_dir(home, tags["dataset"], tags["method"], tags["profile"])
+    if not (folder / "metrics.json").exists() or not (folder / "per_row.npz").exists():
+        return None
+    summary = json.loads((folder / "metrics.json").read_text())
+    if summary.get("mlflow_run_id") != tags.get("mlflow_run_id") or not summary.get("test_split"):
+        return None  # a later training of the same method overwrote it, or it predates split fingerprints
+    return summary["test_split"], dict(np.load(folder / "per_row.npz"))
+
+
+def paired_lead(home: Path, challenger_tags: dict[str, str], champion_tags: dict[str, str], metric: str,
+                confidence: float = 0.95) -> PairedLead | None:
+    """Challenger − champion on ``metric`` over the same test queries, or None when the two evaluations
+    are not on the same test split (or one is missing): a paired interval is then meaningless."""
+    from xc_core.evaluation import paired_bootstrap_diff, paired_bootstrap_ratio_diff
+
+    a, b = _eval_rows(home, challenger_tags), _eval_rows(home, champion_tags)
+    if a is None or b is None or a[0] != b[0]:
+        return None
+    (_, ra), (_, rb), alpha = a, b, 1 - confidence
+    if metric in ra and metric in rb:
+        result = paired_bootstrap_diff(ra[metric], rb[metric], alpha=alpha)
+    elif f"{metric}__numerator" in ra and f"{metric}__numerator" in rb:
+        result = paired_bootstrap_ratio_diff(ra[f"{metric}__numerator"], ra[f"{metric}__denominator"],
+                                             rb[f"{metric}__numerator"], rb[f"{metric}__denominator"], alpha=alpha)
+    else:
+        return None
+    diff, low, high, p = result
+    return PairedLead(diff, low, high, p, len(next(iter(ra.values()))), confidence)
+
+
+def gate(home: Path | None, challenger: Any, champion: Any | None, policy: PromotionPolicy) -> Decision:
+    """The decision for two registered versions (``champion`` None when there is none yet)."""
+    paired = None
+    if home is not None and champion is not None and policy.confidence > 0:
+        paired = paired_lead(home, dict(challenger.tags), dict(champion.tags), policy.primary, policy.confidence)
+    return decide(metrics_of(challenger), metrics_of(champion) if champion else None, policy, paired)
 
 
 def register(model_uri: str, dataset: str, tags: dict[str, str], tracking_uri: str) -> str:
@@ -91,15 +169,17 @@ def metrics_of(version: Any) -> dict[str, float]:
             if k.startswith("metric.")}
 
 
-def promote_if_better(dataset: str, version: str, tracking_uri: str, policy: PromotionPolicy | None = None) -> Decision:
-    """Compare the version with the champion, tag the decision, and move ``champion`` only if it wins."""
+def promote_if_better(dataset: str, version: str, tracking_uri: str, policy: PromotionPolicy | None = None,
+                      home: Path | None = None) -> Decision:
+    """Compare the version with the champion, tag the decision, and move ``champion`` only if it wins.
+    ``home`` holds the evaluations' per-query results for the paired comparison."""
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri)
     name = model_name(dataset)
     challenger = client.get_model_version(name, version)
     current = champion_version(dataset, tracking_uri)
-    decision = decide(metrics_of(challenger), metrics_of(current) if current else None, policy or PromotionPolicy())
+    decision = gate(home, challenger, current, policy or PromotionPolicy())
     for key, value in decision.as_tags().items():
         client.set_model_version_tag(name, version, key, value)
     if decision.promote:

@@ -17,12 +17,15 @@ class PolicyConfig(dg.Config):
     primary: str = Field(default="P@1", description="must improve strictly over the champion")
     psp5_tolerance: float = Field(default=0.01, description="largest allowed PSP@5 drop")
     tail_p5_tolerance: float = Field(default=0.01, description="largest allowed tail-quantile P@5 drop")
+    confidence: float = Field(default=0.95, ge=0, lt=1,
+                              description="the primary lead must hold at this confidence on the same test queries "
+                                          "(paired bootstrap); 0 compares point estimates only")
 
 
 def _policy(config: PolicyConfig):  # type: ignore[no-untyped-def]
     from xc_core.tracking.registry import PromotionPolicy
 
-    return PromotionPolicy(primary=config.primary,
+    return PromotionPolicy(primary=config.primary, confidence=config.confidence,
                            guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance})
 
 
@@ -56,14 +59,17 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
     p = prefix(dataset)
 
     @dg.asset_check(asset=[p, "challenger"], name="beats_champion", blocking=True,
-                    description="Promotion gate: primary metric strictly better, no guard metric regressing beyond "
-                                "its tolerance (the first model always passes)")
+                    description="Promotion gate: primary metric strictly better with its paired-bootstrap interval "
+                                "above 0 on the same test queries, no guard metric regressing beyond its tolerance "
+                                "(the first model always passes)")
     def beats_champion(config: PolicyConfig, xc_home: XcHome) -> dg.AssetCheckResult:
-        from xc_core.tracking.registry import champion_version, decide, metrics_of
+        from dataclasses import asdict
+
+        from xc_core.tracking.registry import champion_version, gate
 
         uri, version = _latest_challenger(xc_home, dataset)
         current = champion_version(dataset, uri)
-        decision = decide(metrics_of(version), metrics_of(current) if current else None, _policy(config))
+        decision = gate(xc_home.path, version, current, _policy(config))
         import mlflow
 
         client = mlflow.MlflowClient(uri)
@@ -74,6 +80,7 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
             "champion_version": str(current.version) if current else "none",
             "challenger_metrics": dg.MetadataValue.json(decision.challenger),
             "champion_metrics": dg.MetadataValue.json(decision.champion or {}),
+            "paired_lead": dg.MetadataValue.json(asdict(decision.paired) if decision.paired else {}),
             "policy": dg.MetadataValue.json(_policy(config).model_dump())})
 
     return beats_champion
@@ -88,7 +95,7 @@ def _champion(dataset: str) -> dg.AssetsDefinition:
         from xc_core.tracking.registry import promote_if_better
 
         uri, version = _latest_challenger(xc_home, dataset)
-        decision = promote_if_better(dataset, str(version.version), uri, _policy(config))
+        decision = promote_if_better(dataset, str(version.version), uri, _policy(config), home=xc_home.path)
         if not decision.promote:  # the data changed between the check and now: never move the alias then
             raise dg.Failure(f"not promoted: {decision.reason}")
         context.log.info(f"champion is now v{version.version}: {decision.reason}")
