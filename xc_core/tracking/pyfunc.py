@@ -35,7 +35,7 @@ def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path) -> Any:
     settings = work_dir / "encoder_settings.json"
     settings.write_text(json.dumps({"max_length": max_length}))
     return mlflow.pyfunc.log_model(
-        name="encoder", python_model=EncoderPyfunc(),
+        name="encoder", python_model=str(Path(__file__).with_name("encoder_model.py")),  # models from code
         artifacts={"encoder": str(encoder_dir), "settings": str(settings)},
         pip_requirements=PIP_REQUIREMENTS, input_example=["running shoes", "bank of america"],
     )
