@@ -125,4 +125,5 @@ def test_promotion_through_the_registry_uses_the_paired_interval(store, tmp_path
     assert not decision.promote and decision.paired is not None and "within noise" in decision.reason
     assert str(champion_version("synthetic", uri).version) == first
     version = mlflow.MlflowClient(uri).get_model_version(model_name("synthetic"), second)
-    assert version.tags["promotion.decision"] == "rejected" and json.loads(version.tags["promotion.paired"])["rows"] == 3000
+    assert version.tags["promotion.decision"] == "rejected"
+    assert json.loads(version.tags["promotion.paired"])["rows"] == 3000

@@ -14,7 +14,7 @@ import polars as pl
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.registry import dataset_slug
 from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_propensity, top_k
-from xc_core.evaluation.predict import encoder_for, predict
+from xc_core.evaluation.predict import load_or_predict, fingerprint_test_split
 from xc_core.evaluation.report import MethodResult, render_report
 
 REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5")
@@ -47,19 +47,6 @@ def propensity(dataset: XCDataset) -> np.ndarray:
                               float(dataset.meta.get("psp_B", 1.5)))
 
 
-def test_split_fingerprint(dataset: XCDataset) -> str:
-    """Identifies the test split (queries, ground truth, label count): two evaluations may be compared
-    query by query (paired bootstrap, promotion gate) only when their fingerprints are equal."""
-    import hashlib
-
-    y = dataset.y_test.tocsr()
-    digest = hashlib.sha256(f"{y.shape}".encode())
-    for part in (y.indptr, y.indices):
-        digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
-    digest.update("\n".join(dataset.test_texts).encode())
-    return digest.hexdigest()[:16]
-
-
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> dict[str, Any]:
     """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
     from xc_core.evaluation import (confidence_intervals, false_negatives_at_k, label_quantiles, per_row_metrics,
@@ -67,9 +54,8 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
 
     started = time.perf_counter()
     trained = trained_summary(home, dataset.name, method, profile)
-    encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
-    preds = predict(dataset, encoder, index_dir(home, dataset.name, method, profile), trained["model_uri"],
-                    progress=progress)
+    preds = load_or_predict(dataset, Path(trained["encoder_dir"]), int(trained.get("max_length", 32)),
+                            index_dir(home, dataset.name, method, profile), trained["model_uri"], progress=progress)
     scores = filter_predictions(preds.scores, dataset.filter_pairs)
     inv = propensity(dataset)
     metrics = {**evaluate(dataset.y_test, scores, k=5, inv_propensity=inv)}
@@ -101,7 +87,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
     summary = {"dataset": dataset.name, "method": method, "profile": profile, **metrics,
                "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
                "exact_ms_per_query": preds.exact_ms_per_query, "test_documents": len(dataset.test_texts),
-               "test_split": test_split_fingerprint(dataset),
+               "test_split": fingerprint_test_split(dataset),
                "subsets": subsets, "mlflow_run_id": trained["mlflow_run_id"],
                "seconds": round(time.perf_counter() - started, 2)}
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")

@@ -1,0 +1,53 @@
+"""label_index computes the predictions once; offline_eval reuses them only for the same model and test
+split, and never from a corrupt index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xc_core.datasets.container import XCDataset
+from xc_core.evaluation.predict import load_or_predict, predict, fingerprint_test_split
+from xc_core.index import IndexError_
+
+
+@pytest.fixture
+def encoder_dir(tiny_home: Path) -> Path:
+    from xc_core.profiles import encoder_config, get_profile
+
+    return Path(encoder_config(get_profile("tiny"), tiny_home).model_path or "")
+
+
+def test_saved_predictions_are_reused_for_the_same_model_and_split(tiny_data: XCDataset, encoder_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    from xc_core.evaluation.predict import encoder_for
+
+    first = predict(tiny_data, encoder_for(encoder_dir, 16), tmp_path / "idx", "runs:/a/encoder", k=20)
+    (tmp_path / "idx" / "label_vectors.npy").unlink()  # not needed for reuse: nothing is encoded again
+    again = load_or_predict(tiny_data, encoder_dir, 16, tmp_path / "idx", "runs:/a/encoder", k=10)
+    want = first.scores.toarray()
+    got = again.scores.toarray()
+    # the reused top-10 are the first 10 of the saved top-20, row by row
+    for row in range(len(want)):
+        assert np.isin(np.flatnonzero(got[row]), np.flatnonzero(want[row])).all()
+        assert np.count_nonzero(got[row]) == min(10, np.count_nonzero(want[row]))
+    assert again.index_recall_at_10 == first.index_recall_at_10
+
+
+def test_another_model_or_a_corrupt_index_is_never_reused(tiny_data: XCDataset, encoder_dir: Path,
+                                                         tmp_path: Path) -> None:
+    import json
+
+    from xc_core.evaluation.predict import encoder_for
+
+    folder = tmp_path / "idx"
+    predict(tiny_data, encoder_for(encoder_dir, 16), folder, "runs:/a/encoder", k=10)
+    load_or_predict(tiny_data, encoder_dir, 16, folder, "runs:/b/encoder", k=10)  # another model: predicted anew
+    report = json.loads((folder / "index_report.json").read_text())
+    assert report["model_uri"] == "runs:/b/encoder" and report["test_split"] == fingerprint_test_split(tiny_data)
+    with open(folder / "index.faiss", "ab") as handle:
+        handle.write(b"garbage")
+    with pytest.raises(IndexError_, match="checksum"):
+        load_or_predict(tiny_data, encoder_dir, 16, folder, "runs:/b/encoder", k=10)
