@@ -17,6 +17,14 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def _no_leaked_tracking_uri():  # type: ignore[no-untyped-def]
+    """``mlflow.set_tracking_uri`` exports MLFLOW_TRACKING_URI; a test that calls it must not send every
+    later test's runs to its store (xc_core itself uses ``xc_core.tracking.store.activate``)."""
+    yield
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+
 @pytest.fixture(scope="session")
 def aol_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real slice of aol-1000: the first 25 user files of the shared archive, repacked as .tgz."""

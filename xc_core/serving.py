@@ -16,13 +16,13 @@ def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> 
     from xc_core.evaluation.stage import index_dir
     from xc_core.index import LabelIndex
     from xc_core.tracking.registry import CHAMPION, champion_version, model_name
-    from xc_core.tracking.store import tracking_uri
+    from xc_core.tracking.store import activate, tracking_uri
 
     uri = tracking_uri(home)
     version = champion_version(dataset, uri)
     if version is None:
         raise LookupError(f"{model_name(dataset)} has no {CHAMPION} yet — run the promotion (xc run) first")
-    mlflow.set_tracking_uri(uri)
+    activate(uri)
     model = mlflow.pyfunc.load_model(f"models:/{model_name(dataset)}@{CHAMPION}")
     method, profile = version.tags["method"], version.tags["profile"]
     index = LabelIndex.load(index_dir(home, dataset, method, profile), expect_dataset=dataset)

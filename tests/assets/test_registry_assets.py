@@ -45,7 +45,7 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
         _ensure_evaluated(tiny_home, method)
     client = mlflow.MlflowClient(tracking_uri(tiny_home))
     first = _promote(tiny_home, "ramen")
-    assert _champion_done(first)
+    assert _champion_done(first), [e.description for e in first.get_asset_check_evaluations()]
     champion = client.get_model_version_by_alias(model_name("synthetic"), "champion")
     degraded = _promote(tiny_home, "pretrained")
     gate = next(e for e in degraded.get_asset_check_evaluations() if e.asset_check_key.name == "beats_champion")

@@ -25,8 +25,10 @@ def test_decision_rule_primary_must_improve_and_guards_must_hold() -> None:
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
+    from xc_core.tracking.store import activate
+
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
+    activate(uri)
     experiment = mlflow.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
     models = []
     for _ in range(3):

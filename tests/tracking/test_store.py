@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from xc_core.tracking.store import ensure_experiment, tracking_uri
+from xc_core.tracking.store import activate, ensure_experiment, tracking_uri
 
 
 def _free_port() -> int:
@@ -69,9 +69,23 @@ def test_runs_go_to_a_configured_mlflow_server(tmp_path: Path, monkeypatch: pyte
         assert stored.data.metrics == {"val/recall_at_10": 0.5}
         assert (tmp_path / "server.db").exists() and not (tmp_path / "home" / "mlflow").exists()
     finally:
-        mlflow.set_tracking_uri(previous)  # later tests must not talk to a stopped server
+        activate(previous)  # later tests must not talk to a stopped server
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
+
+
+def test_one_process_serving_two_homes_keeps_each_homes_store(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import mlflow
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    previous = mlflow.get_tracking_uri()
+    try:
+        ensure_experiment("xc-a", tmp_path / "a")  # points MLflow's fluent API at home a's store
+        assert "MLFLOW_TRACKING_URI" not in os.environ
+        assert tracking_uri(tmp_path / "b") == f"sqlite:///{tmp_path / 'b' / 'mlflow' / 'mlflow.db'}"
+    finally:
+        activate(previous)

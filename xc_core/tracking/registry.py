@@ -142,8 +142,10 @@ def register(model_uri: str, dataset: str, tags: dict[str, str], tracking_uri: s
     """Register ``model_uri`` as a new version with ``tags`` and point ``challenger`` at it; returns the version."""
     import mlflow
 
+    from xc_core.tracking.store import activate
+
     client = mlflow.MlflowClient(tracking_uri)
-    mlflow.set_tracking_uri(tracking_uri)
+    activate(tracking_uri)
     version = mlflow.register_model(model_uri, model_name(dataset), tags=tags).version
     client.set_registered_model_alias(model_name(dataset), CHALLENGER, version)
     return str(version)

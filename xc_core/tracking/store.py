@@ -23,6 +23,22 @@ def tracking_uri(home: Path) -> str:
     return f"sqlite:///{store / 'mlflow.db'}"
 
 
+def activate(uri: str) -> None:
+    """Point MLflow's fluent API (``start_run``, ``register_model``) at ``uri``.
+
+    ``mlflow.set_tracking_uri`` also exports ``MLFLOW_TRACKING_URI``, which :func:`tracking_uri` reads as the
+    user's choice: every later home of the same process (a Dagster code server, a test session) would then
+    silently write to the first home's store. The variable is put back as the user left it."""
+    import mlflow
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    if before is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = before
+
+
 def _require_server(uri: str) -> None:
     try:
         urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5)  # noqa: S310 - configured by the user
@@ -43,7 +59,7 @@ def ensure_experiment(name: str, home: Path) -> str:
     import mlflow
 
     uri = tracking_uri(home)
-    mlflow.set_tracking_uri(uri)
+    activate(uri)
     found = mlflow.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
