@@ -34,6 +34,15 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny",
                                                                         "dual_encoder-tiny"}
 
+    # `xc promote` re-runs the gate for evaluated models: the same model again is never "better"
+    assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
+                 "--methods", "pretrained"]) == 0
+    third = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    [again] = third["promotion"]
+    assert again["version"] is not None and not again["promoted"] and "does not beat" in again["reason"]
+    with pytest.raises(FileNotFoundError, match="not evaluated.*auggt"):
+        main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--methods", "auggt"])
+
 
 def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -> None:
     from xc_assets.run import run_pipeline

@@ -113,6 +113,24 @@ def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resource
     return decisions
 
 
+def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, ...]) -> dict[str, object]:
+    """Register each evaluated method in turn and run the promotion gate (``xc promote``): the same Dagster
+    runs as the end of ``xc run``, for models that are already trained and evaluated."""
+    from xc_core.evaluation.stage import eval_dir
+
+    missing = [m for m in methods if not (eval_dir(home, dataset, m, profile) / "metrics.json").exists()]
+    if missing:
+        raise FileNotFoundError(f"not evaluated in {home}: {', '.join(missing)}; run `xc eval --dataset {dataset} "
+                                f"--method NAME --profile {profile} --home {home}` (or `xc run`) first")
+    started = time.perf_counter()
+    decisions = _promote_each(dataset, profile, methods, {"xc_home": XcHome(home=str(home))}, _instance(home))
+    promoted = [d for d in decisions if d["promoted"]]
+    summary: dict[str, object] = {"dataset": dataset, "profile": profile, "promotion": decisions,
+                                  "champion": promoted[-1] if promoted else None,
+                                  "success": all(d["version"] is not None for d in decisions)}
+    return _finish(summary, home, started)
+
+
 def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...], started: float) -> dict[str, object]:
     from xc_core.graphs.stage import anchors_dir
 

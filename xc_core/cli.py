@@ -129,16 +129,29 @@ def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
     return predict_from_champion(args.dataset, args.query, resolve_home(args.home), k=args.k)
 
 
-def cmd_run(args: argparse.Namespace) -> dict[str, object]:
-    # The one command that goes through Dagster: it lives in xc_assets so xc_core never imports Dagster.
+def _methods(args: argparse.Namespace) -> tuple[str, ...]:
     from xc_core.methods import method_names
 
-    runner = importlib.import_module("xc_assets.run")
     known = method_names()
     methods = tuple(known) if args.methods == "all" else tuple(m for m in args.methods.split(",") if m)
     unknown = [m for m in methods if m not in known]
     if unknown:
-        raise SystemExit(f"xc run: unknown method(s) {', '.join(unknown)}: choose from {', '.join(known)} or 'all'")
+        raise SystemExit(f"xc {args.command}: unknown method(s) {', '.join(unknown)}: choose from "
+                         f"{', '.join(known)} or 'all'")
+    return methods
+
+
+def cmd_promote(args: argparse.Namespace) -> dict[str, object]:
+    runner = importlib.import_module("xc_assets.run")  # through Dagster, like `xc run`
+    result: dict[str, object] = runner.promote_methods(args.dataset, args.profile, resolve_home(args.home),
+                                                       _methods(args))
+    return result
+
+
+def cmd_run(args: argparse.Namespace) -> dict[str, object]:
+    # The commands that go through Dagster live in xc_assets so xc_core never imports Dagster.
+    runner = importlib.import_module("xc_assets.run")
+    methods = _methods(args)
     result: dict[str, object] = runner.run_pipeline(dataset=args.dataset, profile=args.profile,
                                                     home=resolve_home(args.home), methods=methods,
                                                     reuse_data=args.reuse_data)
@@ -213,6 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reuse-data", action="store_true",
                      help="skip the data lineage run and train on the anchor sets already materialized in --home")
     run.set_defaults(func=cmd_run)
+
+    promote = sub.add_parser("promote", parents=[common],
+                             help="register evaluated methods in turn and run the promotion gate (Dagster)")
+    promote.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
+    promote.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    promote.add_argument("--methods", default="pretrained,dual_encoder,ramen", help="comma-separated, or 'all'")
+    promote.set_defaults(func=cmd_promote)
     return parser
 
 
