@@ -160,9 +160,11 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
     results = [_method_result(f) for f in folders]
     methods = [r.method for r in results]
     diffs: list[dict[str, Any]] = []
-    for baseline in ("dual_encoder", "pretrained"):
-        if "ramen" in methods and baseline in methods:
-            diffs += _paired_rows(home, dataset.name, profile, "ramen", baseline)
+    # RAMEN against its baselines, then against AugGT and each ablation (does every component matter?)
+    others = ["dual_encoder", "pretrained", "auggt", *sorted(m for m in methods if m.startswith("ramen_no_"))]
+    for other in others:
+        if "ramen" in methods and other in methods:
+            diffs += _paired_rows(home, dataset.name, profile, "ramen", other)
     diff_table: list[dict[str, Any]] = []
     if "ramen" in methods and "dual_encoder" in methods:
         fa = pl.read_parquet(eval_dir(home, dataset.name, "dual_encoder", profile) / "false_negatives.parquet")
