@@ -40,6 +40,18 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     third = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     [again] = third["promotion"]
     assert again["version"] is not None and not again["promoted"] and "does not beat" in again["reason"]
+    # a registration that errors (tracking server down) fails the command and says why; it is no rejection
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{s.getsockname()[1]}")
+    assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
+                 "--methods", "ramen"]) == 1
+    [broken] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["promotion"]
+    assert broken["version"] is None and broken["reason"].startswith("error before the gate") \
+        and "not reachable" in broken["reason"]
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
     with pytest.raises(FileNotFoundError, match="not evaluated.*auggt"):
         main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--methods", "auggt"])
 

@@ -109,8 +109,21 @@ def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resource
             tags={"xc/dataset": dataset, "xc/method": method})
         gate = next((e for e in result.get_asset_check_evaluations()), None)
         decisions.append({"method": method, "version": gate.metadata["challenger_version"].value if gate else None,
-                          "promoted": bool(gate and gate.passed), "reason": gate.description if gate else "not run"})
+                          "promoted": bool(gate and gate.passed),
+                          "reason": gate.description if gate else _failure(result)})
     return decisions
+
+
+def _failure(result: dg.ExecuteInProcessResult) -> str:
+    """Why a promotion run ended before its gate (registration failed): the step error, not a rejection."""
+    errors = []
+    for event in result.get_step_failure_events():
+        error = event.event_specific_data.error if event.event_specific_data else None
+        if error is not None and error.cause is not None and error.cls_name == "DagsterExecutionStepExecutionError":
+            error = error.cause  # Dagster wraps the error the step raised: report that one
+        if error is not None:
+            errors.append(error.message.strip())
+    return "error before the gate: " + ("; ".join(errors) if errors else "run failed")
 
 
 def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, ...]) -> dict[str, object]:
@@ -144,7 +157,8 @@ def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...]
 
 
 def _add_training(summary: dict[str, object], trained: dict[str, Any]) -> None:
-    summary["success"] = trained.pop("success")
+    # a rejected challenger is a success of the gate; a registration that errored is a failed run
+    summary["success"] = trained.pop("success") and all(d["version"] is not None for d in trained["promotion"])
     summary.update(trained)
     promoted = [d for d in trained["promotion"] if d["promoted"]]
     summary["champion"] = promoted[-1] if promoted else None
