@@ -221,5 +221,6 @@ def _commit(store: EventStore, staged: list[Path], quarantine: list[pl.DataFrame
         days.update(result.days_written)
     summary.days_written = len(days)
     store.append_quarantine(pl.concat(quarantine) if quarantine else pl.DataFrame(schema=QUARANTINE_SCHEMA))
-    store.refresh_views()
+    with store.lock():  # duckdb allows one writing process per file: never open it beside another writer
+        store.refresh_views()
     assert set(EVENT_SCHEMA) >= set(INPUT_SCHEMA)

@@ -186,7 +186,8 @@ class EventStore:
             return fresh.height
 
     def refresh_views(self) -> None:
-        """(Re)create the duckdb views ``events`` and ``quarantine`` over the Parquet files."""
+        """(Re)create the duckdb views ``events`` and ``quarantine`` over the Parquet files. Call it under
+        :meth:`lock`: duckdb lets one process at a time open the file for writing."""
         statements = []
         if self.days():
             glob = (self.events_dir / "day=*" / "events.parquet").as_posix()
