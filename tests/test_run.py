@@ -4,6 +4,7 @@ the promotion decisions, and `--reuse-data` training more methods on the lineage
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -52,8 +53,9 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert broken["version"] is None and broken["reason"].startswith("error before the gate") \
         and "not reachable" in broken["reason"]
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
-    with pytest.raises(FileNotFoundError, match="not evaluated.*auggt"):
-        main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--methods", "auggt"])
+    assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home),
+                 "--methods", "auggt"]) == 2
+    assert re.search(r"xc promote: error: not evaluated.*auggt.*xc eval", capsys.readouterr().err)
 
 
 def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -> None:

@@ -136,11 +136,9 @@ def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, 
         raise FileNotFoundError(f"not evaluated in {home}: {', '.join(missing)}; run `xc eval --dataset {dataset} "
                                 f"--method NAME --profile {profile} --home {home}` (or `xc run`) first")
     started = time.perf_counter()
-    decisions = _promote_each(dataset, profile, methods, {"xc_home": XcHome(home=str(home))}, _instance(home))
-    promoted = [d for d in decisions if d["promoted"]]
-    summary: dict[str, object] = {"dataset": dataset, "profile": profile, "promotion": decisions,
-                                  "champion": promoted[-1] if promoted else None,
-                                  "success": all(d["version"] is not None for d in decisions)}
+    summary: dict[str, object] = {"dataset": dataset, "profile": profile, "success": True}
+    _add_promotion(summary, _promote_each(dataset, profile, methods, {"xc_home": XcHome(home=str(home))},
+                                          _instance(home)))
     return _finish(summary, home, started)
 
 
@@ -157,11 +155,18 @@ def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...]
 
 
 def _add_training(summary: dict[str, object], trained: dict[str, Any]) -> None:
-    # a rejected challenger is a success of the gate; a registration that errored is a failed run
-    summary["success"] = trained.pop("success") and all(d["version"] is not None for d in trained["promotion"])
+    summary["success"] = trained.pop("success")
     summary.update(trained)
-    promoted = [d for d in trained["promotion"] if d["promoted"]]
+    _add_promotion(summary, trained["promotion"])
+
+
+def _add_promotion(summary: dict[str, object], decisions: list[dict[str, Any]]) -> None:
+    """Decisions, the last promoted model, and success: a rejected challenger is a success of the gate; a
+    registration that errored before the gate fails the run."""
+    promoted = [d for d in decisions if d["promoted"]]
+    summary["promotion"] = decisions
     summary["champion"] = promoted[-1] if promoted else None
+    summary["success"] = bool(summary["success"]) and all(d["version"] is not None for d in decisions)
 
 
 def _finish(summary: dict[str, object], home: Path, started: float) -> dict[str, object]:

@@ -249,7 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI boundary turns known errors into one clear line
         from xc_core.logs.errors import IngestError
 
-        if isinstance(exc, IngestError):
+        # bad input or missing prerequisites (no evaluation yet, no champion, a tracking server down): one line
+        # that says what to do, not a traceback; anything else is a bug and keeps its traceback
+        if isinstance(exc, (IngestError, FileNotFoundError, LookupError, ConnectionError)):
             print(f"xc {args.command}: error: {exc}", file=sys.stderr)
             return 2
         raise

@@ -135,6 +135,19 @@ def paired_bootstrap_ratio_diff(numerator_a: np.ndarray, denominator_a: np.ndarr
     return _paired(float(difference(np.arange(len(num_a)))), resampled, alpha)
 
 
+def paired_metric_diff(rows_a: dict[str, np.ndarray], rows_b: dict[str, np.ndarray], metric: str,
+                       alpha: float = 0.05) -> tuple[float, float, float, float] | None:
+    """Paired bootstrap of ``metric`` (a − b) from two :func:`per_row_metrics` results on the same rows:
+    a mean of per-row values (P@k, R@k) or a ratio of totals (PSP@k, stored as numerator/denominator);
+    None when either side lacks the metric."""
+    if metric in rows_a and metric in rows_b:
+        return paired_bootstrap_diff(rows_a[metric], rows_b[metric], alpha=alpha)
+    num, den = f"{metric}__numerator", f"{metric}__denominator"
+    if num in rows_a and num in rows_b:
+        return paired_bootstrap_ratio_diff(rows_a[num], rows_a[den], rows_b[num], rows_b[den], alpha=alpha)
+    return None
+
+
 def per_row_metrics(y_true: sp.spmatrix, top: np.ndarray,
                     inv_propensity: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Per-row values for the confidence intervals of :data:`PER_ROW_METRICS`.

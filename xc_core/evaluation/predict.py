@@ -22,6 +22,7 @@ class Predictions:
     index_ms_per_query: float
     exact_ms_per_query: float
     index_dir: Path
+    test_split: str  # fingerprint_test_split of the data set the predictions are for
 
 
 def fingerprint_test_split(dataset: XCDataset) -> str:
@@ -73,10 +74,11 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     recall = recall_against_exact(index, labels, np.arange(len(labels)), sample, k=10)
     np.save(index_dir / "test_top_ids.npy", ids)
     np.save(index_dir / "test_top_scores.npy", scores)
+    split = fingerprint_test_split(dataset)
     (index_dir / "index_report.json").write_text(json.dumps(
         {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
-         "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": fingerprint_test_split(dataset)}))
-    return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir)
+         "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": split}))
+    return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir, split)
 
 
 def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, index_dir: Path, model_uri: str,
@@ -87,7 +89,8 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     its manifest checks (checksum, model, data set), so a stale or corrupt folder is never trusted."""
     report_path = index_dir / "index_report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
-    fresh = (report.get("model_uri") == model_uri and report.get("test_split") == fingerprint_test_split(dataset)
+    split = fingerprint_test_split(dataset)
+    fresh = (report.get("model_uri") == model_uri and report.get("test_split") == split
              and report.get("k", 0) >= k and (index_dir / "test_top_ids.npy").exists())
     if not fresh:
         return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, model_uri, k=k, progress=progress)
@@ -95,4 +98,4 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     ids = np.load(index_dir / "test_top_ids.npy")[:, :k]
     scores = np.load(index_dir / "test_top_scores.npy")[:, :k]
     return Predictions(to_csr(scores, ids, dataset.n_labels), float(report["hnsw_recall@10"]),
-                       float(report["ms_per_query"]), float(report["exact_ms_per_query"]), index_dir)
+                       float(report["ms_per_query"]), float(report["exact_ms_per_query"]), index_dir, split)

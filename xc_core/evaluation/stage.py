@@ -14,7 +14,7 @@ import polars as pl
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.registry import dataset_slug
 from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_propensity, top_k
-from xc_core.evaluation.predict import load_or_predict, fingerprint_test_split
+from xc_core.evaluation.predict import load_or_predict
 from xc_core.evaluation.report import MethodResult, render_report
 
 REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5")
@@ -87,7 +87,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
     summary = {"dataset": dataset.name, "method": method, "profile": profile, **metrics,
                "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
                "exact_ms_per_query": preds.exact_ms_per_query, "test_documents": len(dataset.test_texts),
-               "test_split": fingerprint_test_split(dataset),
+               "test_split": preds.test_split,
                "subsets": subsets, "mlflow_run_id": trained["mlflow_run_id"],
                "seconds": round(time.perf_counter() - started, 2)}
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
@@ -116,21 +116,17 @@ def _method_result(folder: Path) -> MethodResult:
 
 
 def _paired_rows(home: Path, dataset: str, profile: str, a: str, b: str) -> list[dict[str, Any]]:
-    from xc_core.evaluation import paired_bootstrap_diff, paired_bootstrap_ratio_diff
+    from xc_core.evaluation import paired_metric_diff
 
     fa, fb = eval_dir(home, dataset, a, profile), eval_dir(home, dataset, b, profile)
     if not (fa / "per_row.npz").exists() or not (fb / "per_row.npz").exists():
         return []
     ra, rb = dict(np.load(fa / "per_row.npz")), dict(np.load(fb / "per_row.npz"))
     rows = []
-    for key in ("P@1", "P@5", "R@10"):
-        if key in ra:
-            diff, low, high, p = paired_bootstrap_diff(ra[key], rb[key])
-            rows.append({"comparison": f"{a} − {b}", "metric": key, "diff": diff, "low": low, "high": high, "p": p})
-    for key in ("PSP@1", "PSP@5"):
-        if f"{key}__numerator" in ra:
-            diff, low, high, p = paired_bootstrap_ratio_diff(ra[f"{key}__numerator"], ra[f"{key}__denominator"],
-                                                             rb[f"{key}__numerator"], rb[f"{key}__denominator"])
+    for key in ("P@1", "P@5", "R@10", "PSP@1", "PSP@5"):
+        result = paired_metric_diff(ra, rb, key)
+        if result is not None:
+            diff, low, high, p = result
             rows.append({"comparison": f"{a} − {b}", "metric": key, "diff": diff, "low": low, "high": high, "p": p})
     return rows
 

@@ -113,21 +113,16 @@ def paired_lead(home: Path, challenger_tags: dict[str, str], champion_tags: dict
                 confidence: float = 0.95) -> PairedLead | None:
     """Challenger − champion on ``metric`` over the same test queries, or None when the two evaluations
     are not on the same test split (or one is missing): a paired interval is then meaningless."""
-    from xc_core.evaluation import paired_bootstrap_diff, paired_bootstrap_ratio_diff
+    from xc_core.evaluation import paired_metric_diff
 
     a, b = _eval_rows(home, challenger_tags), _eval_rows(home, champion_tags)
     if a is None or b is None or a[0] != b[0]:
         return None
-    (_, ra), (_, rb), alpha = a, b, 1 - confidence
-    if metric in ra and metric in rb:
-        result = paired_bootstrap_diff(ra[metric], rb[metric], alpha=alpha)
-    elif f"{metric}__numerator" in ra and f"{metric}__numerator" in rb:
-        result = paired_bootstrap_ratio_diff(ra[f"{metric}__numerator"], ra[f"{metric}__denominator"],
-                                             rb[f"{metric}__numerator"], rb[f"{metric}__denominator"], alpha=alpha)
-    else:
+    result = paired_metric_diff(a[1], b[1], metric, alpha=1 - confidence)
+    if result is None:
         return None
     diff, low, high, p = result
-    return PairedLead(diff, low, high, p, len(next(iter(ra.values()))), confidence)
+    return PairedLead(diff, low, high, p, len(next(iter(a[1].values()))), confidence)
 
 
 def gate(home: Path | None, challenger: Any, champion: Any | None, policy: PromotionPolicy) -> Decision:
