@@ -44,6 +44,9 @@ def test_two_partition_runs_at_once_on_the_multiprocess_executor_stay_consistent
     home, dagster_home = tmp_path / "home", tmp_path / "dagster"
     dagster_home.mkdir()
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    with dg.DagsterInstance.get():  # the instance exists before the runs, as in any deployment: two processes
+        pass                        # creating a fresh sqlite instance at once race in Dagster's own migrations
     a = _events(tmp_path / "a.csv", 1, 12, "a")   # days 1-12
     b = _events(tmp_path / "b.csv", 9, 12, "b")   # days 9-20: days 9-12 written by both runs
     runs = [_launch(home, dagster_home, a, "2006-03-01", "2006-03-12"),
@@ -51,7 +54,6 @@ def test_two_partition_runs_at_once_on_the_multiprocess_executor_stay_consistent
     outputs = [p.communicate(timeout=600)[0] for p in runs]
     assert [p.returncode for p in runs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
 
-    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     with dg.DagsterInstance.get() as instance:
         records = instance.get_run_records()
         assert len(records) == 2 and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in records)
