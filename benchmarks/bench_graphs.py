@@ -1,11 +1,18 @@
 """Graph benchmarks (issue 4).
 
 (a) graph tables from 10M simulated events: seconds and peak RSS (goal ≤ 60 s, ≤ 4 GB);
-(b) RWR on a 1M-node / 10M-edge node–anchor graph (goal ≤ 60 s on 2 cores), its speed against the
-    straightforward per-node Python walker on a 10k-start sample (goal ≥ 20×), and its top-10
-    agreement with exact personalised PageRank on a 128-start sample (goal ≥ 0.9).
+(b) RWR on a 1M-node / 10M-edge node–anchor graph with the default config (every visited anchor kept;
+    goal ≤ 60 s on 2 cores), its speed against the straightforward per-node Python walker on a 10k-start
+    sample (goal ≥ 20×), and on a 128-start sample: the top-10 agreement of a ``top_k=10`` walk with exact
+    personalised PageRank (goal ≥ 0.9), and the recall of exact PPR's top 10 by the default walk's anchor set,
+    alone and joined with the start's own anchors as ``expand_anchor_set`` builds it;
+(c) ``--part prune`` (not in ``all``: needs the wikispeedia files and the MiniLM weights): on wikispeedia's
+    ``links``, anchors per train document natively, after the old top-10 walk and after RWR as configured
+    now, and how the pruning rule (cosine > 0) treats link edges, random (document, anchor) pairs, true
+    (document, label) pairs and random (document, label) pairs, raw and mean-centred, with MiniLM-L6 and
+    MiniLM cut to 3 layers.
 
-    .venv/bin/python benchmarks/bench_graphs.py [--part rwr|tables|all] [--events 10000000]
+    .venv/bin/python benchmarks/bench_graphs.py [--part rwr|tables|prune|all] [--events 10000000]
 """
 
 from __future__ import annotations
@@ -71,6 +78,19 @@ def first_k(top, k: int):  # type: ignore[no-untyped-def]
     return TopK(top.start[keep], top.node[keep], top.score[keep])
 
 
+def recall_of(exact, walk, graph: sp.csr_matrix | None = None) -> float:  # type: ignore[no-untyped-def]
+    """Mean over starts of the share of ``exact``'s anchors that ``walk`` has (plus the start's own
+    neighbours in ``graph`` when given; ``start`` indexes ``check`` positionally in both)."""
+    got = walk.as_sets()
+    shares = []
+    for s, nodes in exact.as_sets().items():
+        have = set(got.get(s, []))
+        if graph is not None:
+            have |= set(graph.indices[graph.indptr[s]: graph.indptr[s + 1]].tolist())
+        shares.append(len(set(nodes) & have) / len(nodes))
+    return float(np.mean(shares)) if shares else 0.0
+
+
 def bench_rwr(n_nodes: int, n_edges: int) -> dict[str, float]:
     from xc_core.graphs.rwr import RWRConfig, personalized_pagerank, python_walker, random_walk_with_restart, top_k_overlap
 
@@ -87,15 +107,66 @@ def bench_rwr(n_nodes: int, n_edges: int) -> dict[str, float]:
     python_walker(graph, sample, anchors, cfg)
     py_s = time.perf_counter() - t
     check = sample[:128]
-    walk = random_walk_with_restart(graph, check, anchors, cfg)
+    walk10 = random_walk_with_restart(graph, check, anchors, cfg.model_copy(update={"top_k": 10}))
+    walk_all = random_walk_with_restart(graph, check, anchors, cfg)
     exact_all = personalized_pagerank(graph, check, anchors, restart=cfg.restart, top_k=200)
-    exact = first_k(exact_all, cfg.top_k)
-    return {"nodes": n_nodes, "edges": int(graph.nnz // 2), "starts": len(starts), "rwr_seconds": round(seconds, 2),
-            "anchors_kept": int(len(full.node)), "sample_vectorised_seconds": round(vec_s, 3),
+    exact = first_k(exact_all, 10)
+    own = graph[check]  # the sample's rows, so row j is start j as in the TopKs
+    degree = np.diff(graph.indptr)[starts]
+    return {"nodes": n_nodes, "edges": int(graph.nnz // 2), "starts": len(starts), "top_k": cfg.top_k,
+            "rwr_seconds": round(seconds, 2), "anchors_kept": int(len(full.node)),
+            "anchors_per_start": round(len(full.node) / len(starts), 2),
+            "native_anchors_per_start": round(float(degree.mean()), 2),
+            "sample_vectorised_seconds": round(vec_s, 3),
             "sample_python_seconds": round(py_s, 2), "speedup_vs_python": round(py_s / vec_s, 1),
-            "top10_overlap_vs_exact_ppr": round(top_k_overlap(walk, exact), 3),
-            "top10_tie_aware_precision_vs_exact_ppr": round(tie_aware_precision(walk, exact_all), 3),
+            "top10_overlap_vs_exact_ppr": round(top_k_overlap(walk10, exact), 3),
+            "top10_tie_aware_precision_vs_exact_ppr": round(tie_aware_precision(walk10, exact_all), 3),
+            "exact_ppr_top10_recall_by_walk": round(recall_of(exact, walk_all), 3),
+            "exact_ppr_top10_recall_by_walk_and_native": round(recall_of(exact, walk_all, own), 3),
             "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def bench_prune() -> dict[str, dict[str, float]]:
+    from xc_core.datasets.wikispeedia import build_wikispeedia
+    from xc_core.encoders import EncoderConfig, TextEncoder
+    from xc_core.graphs.pruning import embedding_center, pair_cosine, prune_pass_rates
+    from xc_core.graphs.rwr import RWRConfig, anchor_graph, expand_anchor_set, random_walk_with_restart
+    from xc_core.paths import shared_data_dir
+
+    data = build_wikispeedia(shared_data_dir() / "wikispeedia", seed=0)
+    links, n_docs, n_labels = data.anchor_sets["links"], len(data.train_texts), data.n_labels
+    graph = anchor_graph(links, n_docs, n_labels)
+    old = random_walk_with_restart(graph, np.arange(n_docs), np.arange(graph.shape[0]) >= n_docs + n_labels,
+                                   RWRConfig(top_k=10))  # the walk alone, as expand_anchor_set did before
+    native = set(map(tuple, links.doc_edges.tolist()))
+    old_edges = set(zip(old.start.tolist(), (old.node - n_docs - n_labels).tolist(), strict=True))
+    out: dict[str, dict[str, float]] = {"rwr_links_per_doc": {
+        "native": round(len(native) / n_docs, 2), "old_top10_walk": round(len(old_edges) / n_docs, 2),
+        "old_top10_walk_native_kept": round(len(native & old_edges) / n_docs, 2),
+        "now": round(len(expand_anchor_set(data, "links", RWRConfig()).doc_edges) / n_docs, 2)}}
+    rng = np.random.default_rng(0)
+    docs, anchors = rng.integers(0, n_docs, 20_000), rng.integers(0, len(links.texts), 20_000)
+    edges = links.doc_edges
+    for tag, layers in (("minilm_l6", None), ("minilm_l3", 3)):
+        encoder = TextEncoder(EncoderConfig(n_layers=layers))
+        doc_emb, label_emb = encoder.encode(data.train_texts), encoder.encode(data.label_texts)
+        anchor_emb = encoder.encode(links.texts)
+        raw_edge = pair_cosine(doc_emb, anchor_emb, edges[:, 0], edges[:, 1])
+        raw_random = pair_cosine(doc_emb, anchor_emb, docs, anchors)
+        center = embedding_center(doc_emb, label_emb, anchor_emb)
+        row = {"raw_link_cosine_p5": round(float(np.percentile(raw_edge, 5)), 3),
+               "raw_random_doc_anchor_cosine_median": round(float(np.median(raw_random)), 3)}
+        for mode, c in (("raw", None), ("centred", center)):
+            row[f"{mode}_link_edges_kept"] = round(float(np.mean(
+                pair_cosine(doc_emb, anchor_emb, edges[:, 0], edges[:, 1], c) > 0)), 3)
+            row[f"{mode}_random_doc_anchor_kept"] = round(float(np.mean(
+                pair_cosine(doc_emb, anchor_emb, docs, anchors, c) > 0)), 3)
+            rates = prune_pass_rates(doc_emb, label_emb, data.y_train, 0.0, c, np.random.default_rng(0),
+                                     doc_rows=np.arange(n_docs))
+            row[f"{mode}_true_doc_label_kept"] = round(rates["positive_kept_share"], 3)
+            row[f"{mode}_random_doc_label_kept"] = round(rates["random_kept_share"], 3)
+        out[tag] = row
+    return out
 
 
 def bench_tables(events: int, tmp: Path) -> dict[str, float]:
@@ -125,7 +196,7 @@ def bench_tables(events: int, tmp: Path) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", choices=["rwr", "tables", "all"], default="all")
+    parser.add_argument("--part", choices=["rwr", "tables", "prune", "all"], default="all")
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--edges", type=int, default=10_000_000)
     parser.add_argument("--events", type=int, default=10_000_000, help=argparse.SUPPRESS)
@@ -133,7 +204,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:  # each part in its own process so its peak RSS is its own
         with tempfile.TemporaryDirectory() as tmp:
-            out = bench_rwr(args.nodes, args.edges) if args.part == "rwr" else bench_tables(args.events, Path(tmp))
+            out = (bench_rwr(args.nodes, args.edges) if args.part == "rwr" else bench_prune() if args.part == "prune"
+                   else bench_tables(args.events, Path(tmp)))
         print(json.dumps(out))
         return
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

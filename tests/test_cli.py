@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_xc_ingest_prints_one_json_summary(aol_slice: Path, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "xc_core.cli", "ingest", "--source", "aol", str(aol_slice),
@@ -40,3 +42,18 @@ def test_every_registered_method_is_a_dagster_partition_headline_first() -> None
 
     keys = method_partitions.get_partition_keys()
     assert keys[:3] == ["pretrained", "dual_encoder", "ramen"] and sorted(keys) == sorted(METHODS)
+
+
+def test_min_lead_is_a_flag_of_xc_promote_and_xc_run_defaulting_to_no_threshold(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from xc_core.cli import build_parser
+
+    parser = build_parser()
+    for command in ("promote", "run"):
+        assert parser.parse_args([command]).min_lead == 0.0
+        assert parser.parse_args([command, "--min-lead", "0.005"]).min_lead == 0.005
+        with pytest.raises(SystemExit):  # a negative lead, or one given in points instead of a fraction
+            parser.parse_args([command, "--min-lead", "-0.01"])
+        with pytest.raises(SystemExit):
+            parser.parse_args([command, "--min-lead", "5"])
+    assert "half a P@1 point" in capsys.readouterr().err

@@ -67,7 +67,7 @@ def _of(assets: list[dg.AssetsDefinition], dataset: str) -> dg.AssetsDefinition:
 
 
 def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[str, ...],
-                        instance: dg.DagsterInstance) -> dict[str, Any]:
+                        instance: dg.DagsterInstance, min_lead: float = 0.0) -> dict[str, Any]:
     """One run per method partition (encoder → label_index → offline_eval), then the report run."""
     p = prefix(dataset)
     resources = {"xc_home": XcHome(home=str(home))}
@@ -91,21 +91,34 @@ def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[s
     for event in report.get_asset_materialization_events():
         out["report"] = event.step_materialization_data.materialization.metadata["report"].value
     out["success"] = report.success and all(m["success"] for m in out["methods"].values())
-    out["promotion"] = _promote_each(dataset, profile, methods, resources, instance)
+    out["promotion"] = _promote_each(dataset, profile, methods, resources, instance, min_lead)
     return out
 
 
-def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resources: dict[str, Any],
-                  instance: dg.DagsterInstance) -> list[dict[str, Any]]:
-    """Register every evaluated method in turn; the blocking check decides whether it becomes champion."""
+def _promotion_selection(dataset: str) -> list[Any]:
+    """challenger → blocking check beats_champion → champion for one data set."""
     p = prefix(dataset)
     check = next(c for c in registry_assets.promotion_checks if any(k.asset_key.path[0] == p for k in c.check_keys))
+    return [_of(registry_assets.challenger_assets, dataset), check, _of(registry_assets.champion_assets, dataset)]
+
+
+def promotion_run_config(dataset: str, method: str, profile: str, min_lead: float = 0.0) -> dict[str, Any]:
+    """Which method to register, and the gate's policy for both steps that apply it: the check decides and
+    the champion step re-decides before moving the alias, so they must not disagree."""
+    challenger, check, champion = _promotion_selection(dataset)
+    policy = {"config": {"min_lead": min_lead}}
+    return {"ops": {challenger.node_def.name: {"config": {"method": method, "profile": profile}},
+                    check.node_def.name: policy, champion.node_def.name: policy}}
+
+
+def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resources: dict[str, Any],
+                  instance: dg.DagsterInstance, min_lead: float = 0.0) -> list[dict[str, Any]]:
+    """Register every evaluated method in turn; the blocking check decides whether it becomes champion."""
     decisions = []
     for method in methods:
         result = dg.materialize(
-            [_of(registry_assets.challenger_assets, dataset), check, _of(registry_assets.champion_assets, dataset)],
-            instance=instance, resources=resources, raise_on_error=False,
-            run_config={"ops": {f"{p}__challenger": {"config": {"method": method, "profile": profile}}}},
+            _promotion_selection(dataset), instance=instance, resources=resources, raise_on_error=False,
+            run_config=promotion_run_config(dataset, method, profile, min_lead),
             tags={"xc/dataset": dataset, "xc/method": method})
         gate = next((e for e in result.get_asset_check_evaluations()), None)
         decisions.append({"method": method, "version": gate.metadata["challenger_version"].value if gate else None,
@@ -126,9 +139,11 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
     return "error before the gate: " + ("; ".join(errors) if errors else "run failed")
 
 
-def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, ...]) -> dict[str, object]:
+def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, ...],
+                    min_lead: float = 0.0) -> dict[str, object]:
     """Register each evaluated method in turn and run the promotion gate (``xc promote``): the same Dagster
-    runs as the end of ``xc run``, for models that are already trained and evaluated."""
+    runs as the end of ``xc run``, for models that are already trained and evaluated. ``min_lead``: the
+    smallest primary-metric lead promoted (see :class:`xc_core.tracking.registry.PromotionPolicy`)."""
     from xc_core.evaluation.stage import eval_dir
 
     missing = [m for m in methods if not (eval_dir(home, dataset, m, profile) / "metrics.json").exists()]
@@ -138,11 +153,12 @@ def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, 
     started = time.perf_counter()
     summary: dict[str, object] = {"dataset": dataset, "profile": profile, "success": True}
     _add_promotion(summary, _promote_each(dataset, profile, methods, {"xc_home": XcHome(home=str(home))},
-                                          _instance(home)))
+                                          _instance(home), min_lead))
     return _finish(summary, home, started)
 
 
-def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...], started: float) -> dict[str, object]:
+def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...], started: float,
+                min_lead: float) -> dict[str, object]:
     from xc_core.graphs.stage import anchors_dir
 
     folder = anchors_dir(home, dataset)
@@ -150,7 +166,7 @@ def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...]
         raise FileNotFoundError(f"--reuse-data: no anchor sets at {folder}; run `xc run --dataset {dataset} "
                                 f"--profile {profile} --home {home}` once without --reuse-data")
     summary: dict[str, object] = {"dataset": dataset, "profile": profile, "reused_data": str(folder)}
-    _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, _instance(home)))
+    _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, _instance(home), min_lead))
     return _finish(summary, home, started)
 
 
@@ -176,14 +192,15 @@ def _finish(summary: dict[str, object], home: Path, started: float) -> dict[str,
 
 
 def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] = DEFAULT_METHODS,
-                 reuse_data: bool = False) -> dict[str, object]:
+                 reuse_data: bool = False, min_lead: float = 0.0) -> dict[str, object]:
     """Data lineage in one run (with its checks), then training/evaluation per method and the report.
 
     ``reuse_data`` skips the lineage run when its anchor sets are already materialized in ``home`` (e.g. to
-    train more methods on aol-1000 without re-ingesting); it refuses when they are missing."""
+    train more methods on aol-1000 without re-ingesting); it refuses when they are missing. ``min_lead`` goes
+    to the promotion gate (as in :func:`promote_methods`)."""
     started = time.perf_counter()
     if reuse_data:
-        return _reuse_data(dataset, profile, home, methods, started)
+        return _reuse_data(dataset, profile, home, methods, started, min_lead)
     assets, checks = _selection(dataset)
     ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}}}
     if dataset == "synthetic":
@@ -206,5 +223,5 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
             summary[materialization.asset_key.to_user_string()] = meta
     summary["checks"] = {e.asset_check_key.to_user_string(): e.passed for e in result.get_asset_check_evaluations()}
     if result.success and methods:
-        _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, instance))
+        _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, instance, min_lead))
     return _finish(summary, home, started)

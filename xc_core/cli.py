@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from xc_core.paths import aol_archive, resolve_home
+from xc_core.profiles import PROFILE_NAMES
 
 
 def _emit(payload: dict[str, object]) -> None:
@@ -73,16 +74,22 @@ def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
 
 def cmd_train(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.datasets.container import XCDataset
-    from xc_core.graphs.stage import anchors_dir
+    from xc_core.graphs.stage import anchors_dir, load_with_anchors
+    from xc_core.methods import get_method
+    from xc_core.profiles import get_profile
     from xc_core.training.stage import train_method
 
     home = resolve_home(args.home)
     folder = anchors_dir(home, args.dataset)
-    if not (folder / "meta.json").exists():
-        raise SystemExit(f"xc train: no anchor sets at {folder} — run `xc anchors --name {args.dataset} "
-                         f"--profile {args.profile} --home {home}` first")
-    return train_method(XCDataset.load(folder), args.method, args.profile, home, resume=args.resume,
-                        progress=not args.quiet)
+    method = get_method(args.method)
+    if method.needs_anchor_sets and not (folder / "meta.json").exists():
+        raise SystemExit(f"xc train: {method.name} trains on anchor sets and there are none at {folder} — run "
+                         f"`xc anchors --name {args.dataset} --profile {args.profile} --home {home}` first")
+    # Methods that use no graph (pretrained, dual_encoder) train on the data set as built when no anchor
+    # stage has run: the untrained floor never waits for RWR.
+    dataset = XCDataset.load(folder) if method.needs_anchor_sets else load_with_anchors(home, args.dataset)
+    profile = get_profile(args.profile).model_copy(update={"seed": args.seed})
+    return train_method(dataset, args.method, profile, home, resume=args.resume, progress=not args.quiet)
 
 
 def _anchored(home: Path, name: str) -> object:
@@ -141,10 +148,25 @@ def _methods(args: argparse.Namespace) -> tuple[str, ...]:
     return methods
 
 
+def _min_lead(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: a lead in the metric's own units, a fraction in [0, 1) "
+                                         "(0.005 = half a P@1 point)")
+    return value
+
+
+def _add_min_lead(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--min-lead", type=_min_lead, default=0.0, metavar="LEAD",
+                         help="promote only if the primary metric's lead over the champion (point estimate, a "
+                              "fraction: 0.005 = half a P@1 point) is at least LEAD, besides being significant "
+                              "(default 0: any significant lead)")
+
+
 def cmd_promote(args: argparse.Namespace) -> dict[str, object]:
     runner = importlib.import_module("xc_assets.run")  # through Dagster, like `xc run`
     result: dict[str, object] = runner.promote_methods(args.dataset, args.profile, resolve_home(args.home),
-                                                       _methods(args))
+                                                       _methods(args), min_lead=args.min_lead)
     return result
 
 
@@ -154,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     methods = _methods(args)
     result: dict[str, object] = runner.run_pipeline(dataset=args.dataset, profile=args.profile,
                                                     home=resolve_home(args.home), methods=methods,
-                                                    reuse_data=args.reuse_data)
+                                                    reuse_data=args.reuse_data, min_lead=args.min_lead)
     return result
 
 
@@ -189,14 +211,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     anchors = sub.add_parser("anchors", parents=[common], help="ANN proxies → RWR expansion → pruning, coverage")
     anchors.add_argument("--name", default="synthetic")
-    anchors.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    anchors.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     anchors.set_defaults(func=cmd_anchors)
 
     train = sub.add_parser("train", parents=[common], help="train an encoder (one MLflow run)")
     train.add_argument("--dataset", default="synthetic")
     train.add_argument("--method", default="ramen", help="ramen | dual_encoder | pretrained | auggt | ramen_no_*")
-    train.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    train.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    train.add_argument("--seed", type=int, default=0, help="training seed (validation split, batches, bandit)")
     train.set_defaults(func=cmd_train)
 
     for name, func, text in (("index", cmd_index, "build and measure the method's HNSW label index"),
@@ -204,12 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, parents=[common], help=text)
         command.add_argument("--dataset", default="synthetic")
         command.add_argument("--method", default="ramen")
-        command.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+        command.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
         command.set_defaults(func=func)
 
     report = sub.add_parser("report", parents=[common], help="HTML report over every evaluated method")
     report.add_argument("--dataset", default="synthetic")
-    report.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    report.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     report.set_defaults(func=cmd_report)
 
     serve = sub.add_parser("predict", parents=[common], help="top-k labels from the registry's champion")
@@ -220,18 +243,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
     run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
-    run.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    run.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     run.add_argument("--methods", default="pretrained,dual_encoder,ramen",
                      help="comma-separated methods to train and evaluate, or 'all' (empty: data stages only)")
     run.add_argument("--reuse-data", action="store_true",
                      help="skip the data lineage run and train on the anchor sets already materialized in --home")
+    _add_min_lead(run)
     run.set_defaults(func=cmd_run)
 
     promote = sub.add_parser("promote", parents=[common],
                              help="register evaluated methods in turn and run the promotion gate (Dagster)")
     promote.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
-    promote.add_argument("--profile", default="demo", choices=["tiny", "demo", "full"])
+    promote.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     promote.add_argument("--methods", default="pretrained,dual_encoder,ramen", help="comma-separated, or 'all'")
+    _add_min_lead(promote)
     promote.set_defaults(func=cmd_promote)
     return parser
 

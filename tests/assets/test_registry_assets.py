@@ -73,3 +73,17 @@ def test_xc_predict_answers_from_the_champion(tiny_home: Path) -> None:
     answer = json.loads(done.stdout)
     assert answer["method"] == "ramen" and answer["model"] == "xc-encoder-synthetic@champion"
     assert len(answer["labels"]) == 3 and answer["labels"][0]["score"] >= answer["labels"][-1]["score"]
+
+
+def test_min_lead_reaches_both_steps_of_the_gate_and_defaults_to_zero(tmp_path: Path) -> None:
+    from xc_assets.defs.assets.registry_assets import PolicyConfig, _policy
+    from xc_assets.run import _promotion_selection, promotion_run_config
+
+    challenger, check, champion = _promotion_selection("synthetic")
+    job = dg.Definitions(assets=[challenger, champion], asset_checks=[check],
+                         resources={"xc_home": XcHome(home=str(tmp_path))}).resolve_implicit_global_asset_job_def()
+    ops = dg.validate_run_config(job, promotion_run_config("synthetic", "ramen", "tiny", min_lead=0.005))["ops"]
+    # the check decides and the champion step re-decides before the alias move: the same policy for both
+    for step in ("synthetic__challenger_beats_champion", "synthetic__champion"):
+        assert _policy(PolicyConfig(**ops[step]["config"])).min_lead == 0.005
+    assert _policy(PolicyConfig()).min_lead == 0.0

@@ -6,8 +6,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.graphs.rwr import (RWRConfig, expand_anchor_set, personalized_pagerank, random_walk_with_restart,
-                                top_k_overlap)
+from xc_core.graphs.rwr import (RWRConfig, anchor_graph, expand_anchor_set, personalized_pagerank,
+                                random_walk_with_restart, top_k_overlap)
 
 
 def _multigraph(n_starts: int, seed: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
@@ -51,6 +51,26 @@ def test_rwr_is_deterministic_for_a_seed_and_varies_with_it() -> None:
     assert not np.array_equal(runs[0].score, runs[2].score)
 
 
+def test_rwr_without_top_k_keeps_every_visited_anchor_and_top_k_cuts_to_the_most_visited() -> None:
+    graph, starts, anchors = _multigraph(200, seed=4)
+    every = random_walk_with_restart(graph, starts, anchors, RWRConfig(seed=5))
+    cut = random_walk_with_restart(graph, starts, anchors, RWRConfig(seed=5, top_k=3))
+    assert RWRConfig().top_k is None
+    assert np.bincount(every.start).max() > 3 and np.bincount(cut.start).max() == 3
+    # Same seed, same walks: the cut is the 3 most visited of the full visit counts, the full set has all of them.
+    full = {(s, n): c for s, n, c in zip(every.start.tolist(), every.node.tolist(), every.score.tolist(), strict=True)}
+    assert all(full[(s, n)] == c for s, n, c in zip(cut.start.tolist(), cut.node.tolist(), cut.score.tolist(),
+                                                     strict=True))
+    for s, nodes in cut.as_sets().items():
+        ranked = sorted((-c, n) for (t, n), c in full.items() if t == s)
+        assert nodes == [n for _, n in ranked[:3]]
+    # Three hops out (anchor → the other start sharing it → its anchors) the walk finds anchors that are not the
+    # start's own neighbours; ~80 moves in 400 hops do not always visit a neighbour with 1 edge in 64, though.
+    neighbours = {s: set(graph.indices[graph.indptr[s]: graph.indptr[s + 1]].tolist()) for s in starts.tolist()}
+    assert any(set(nodes) - neighbours[s] for s, nodes in every.as_sets().items())
+    assert any(neighbours[s] - set(nodes) for s, nodes in every.as_sets().items())
+
+
 def test_rwr_never_returns_the_start_or_non_candidates_and_keeps_at_most_k() -> None:
     graph, starts, anchors = _multigraph(50, seed=2)
     top = random_walk_with_restart(graph, starts, anchors, RWRConfig(top_k=3))
@@ -67,3 +87,37 @@ def test_expansion_reaches_anchors_of_documents_sharing_an_anchor() -> None:
     assert {tuple(e) for e in expanded.doc_edges.tolist()} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     assert {tuple(e) for e in expanded.label_edges.tolist()} == {(0, 0), (0, 1)}
     assert expanded.texts == ["a0", "a1"]
+
+
+def _star_with_many_anchors(n_anchors: int) -> XCDataset:
+    """doc0 has ``n_anchors`` native anchors, more than its ~80 moves in 400 hops can all visit; doc1 shares a0
+    with doc0 and also has a private anchor; label0 has one proxy edge to a1."""
+    texts = [f"a{i}" for i in range(n_anchors + 1)]
+    doc_edges = [(0, i) for i in range(n_anchors)] + [(1, 0), (1, n_anchors)]
+    anchors = AnchorSet("links", texts, doc_edges=doc_edges, label_edges=[(0, 1)], label_proxy=np.array([True]))
+    return XCDataset("toy", ["d0", "d1"], ["t0"], ["l0"], y_train=sp.csr_matrix(np.ones((2, 1))),
+                     y_test=sp.csr_matrix(np.ones((1, 1))), anchor_sets={"links": anchors})
+
+
+def test_expansion_always_keeps_every_native_edge_even_those_the_walk_misses() -> None:
+    data = _star_with_many_anchors(300)
+    for cfg in (RWRConfig(seed=0), RWRConfig(seed=0, top_k=2)):
+        expanded = expand_anchor_set(data, "links", cfg)
+        native = {tuple(e) for e in data.anchor_sets["links"].doc_edges.tolist()}
+        got = [tuple(e) for e in expanded.doc_edges.tolist()]
+        assert native <= set(got) and len(got) == len(set(got))  # kept, and deduplicated
+        assert got == sorted(got)
+        assert (0, 1) in {tuple(e) for e in expanded.label_edges.tolist()}
+    walk = random_walk_with_restart(anchor_graph(data.anchor_sets["links"], 2, 1), np.array([0]),
+                                    np.arange(2 + 1 + 301) >= 3, RWRConfig(seed=0))
+    assert len(walk.node) < 300  # the walk alone would lose some of doc0's anchors
+
+
+def test_expansion_adds_walk_anchors_and_keeps_proxy_flags_of_the_edges_it_had() -> None:
+    data = _star_with_many_anchors(3)
+    expanded = expand_anchor_set(data, "links", RWRConfig(seed=0, walk_length=4000))
+    edges = {tuple(e): p for e, p in zip(expanded.doc_edges.tolist(), expanded.doc_proxy.tolist(), strict=True)}
+    assert set(edges) == {(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)}  # via the shared a0
+    assert not any(edges.values())
+    labels = {tuple(e): p for e, p in zip(expanded.label_edges.tolist(), expanded.label_proxy.tolist(), strict=True)}
+    assert labels[(0, 1)] and not any(p for e, p in labels.items() if e != (0, 1))  # only the proxy edge is one

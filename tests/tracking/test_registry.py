@@ -79,6 +79,38 @@ def test_a_lead_within_noise_is_rejected_and_a_significant_one_promoted() -> Non
     assert decide({"P@1": 0.3994}, {"P@1": 0.3972}, policy.model_copy(update={"confidence": 0.0}), noise).promote
 
 
+def test_a_significant_but_small_lead_is_rejected_by_min_lead_and_promoted_without() -> None:
+    from xc_core.tracking.registry import PairedLead
+
+    policy = PromotionPolicy(primary="P@1", guards={})
+    strict = policy.model_copy(update={"min_lead": 0.005})  # half a P@1 point
+    # aol-1000's ramen_no_bandit: +0.07 points, significant over ~55k paired queries
+    small = PairedLead(diff=0.0007, low=0.0001, high=0.0012, p=0.01, rows=54994, confidence=0.95)
+    assert decide({"P@1": 0.4007}, {"P@1": 0.4000}, policy, small).promote
+    held = decide({"P@1": 0.4007}, {"P@1": 0.4000}, strict, small)
+    assert not held.promote and "within noise" not in held.reason
+    assert "lead +0.0007 is below the minimum lead min_lead = 0.0050" in held.reason
+    assert "[+0.0001, +0.0012]" in held.reason  # the interval still shows: significant, just too small
+    clear = PairedLead(diff=0.047, low=0.036, high=0.059, p=0.001, rows=2744, confidence=0.95)
+    passed = decide({"P@1": 0.3994}, {"P@1": 0.3520}, strict, clear)
+    assert passed.promote and "lead +0.0474 ≥ min_lead 0.0050" in passed.reason
+    assert decide({"P@1": 0.405}, {"P@1": 0.400}, strict).promote  # exactly min_lead, despite float rounding
+    # a lead within noise is named as such first: significance is checked before size
+    noise = PairedLead(diff=0.002, low=-0.0015, high=0.0055, p=0.24, rows=2744, confidence=0.95)
+    assert "within noise" in decide({"P@1": 0.3994}, {"P@1": 0.3972}, strict, noise).reason
+
+
+def test_a_lead_below_min_lead_is_rejected_without_a_paired_comparison_too() -> None:
+    strict = PromotionPolicy(primary="P@1", guards={}, min_lead=0.005)
+    for policy in (strict, strict.model_copy(update={"confidence": 0.0})):
+        alone = decide({"P@1": 0.4030}, {"P@1": 0.4000}, policy, None)
+        assert not alone.promote and "lead +0.0030 is below the minimum lead min_lead = 0.0050" in alone.reason
+        assert decide({"P@1": 0.4100}, {"P@1": 0.4000}, policy, None).promote
+    assert decide({"P@1": 0.3}, None, strict).promote  # the first model has no lead to measure
+    with pytest.raises(ValueError, match="min_lead"):
+        PromotionPolicy(min_lead=-0.01)
+
+
 def _evaluation(home: Path, method: str, run_id: str, hits: np.ndarray, split: str = "split-a") -> dict[str, str]:
     """The files an evaluation leaves (metrics.json, per_row.npz) and the tags its registered version gets."""
     from xc_core.evaluation.stage import eval_dir

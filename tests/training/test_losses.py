@@ -149,3 +149,53 @@ def test_vectorised_loss_matches_the_loop_definition(b: int, hard: int | None, s
 def test_docstring_examples_hold() -> None:
     for module in (triplet_module, graph_regularizer_module):
         assert doctest.testmod(module, raise_on_error=False).failed == 0
+
+
+# -- in-batch softmax family -----------------------------------------------------------------------------
+def test_softmax_loss_is_cross_entropy_over_the_scaled_row_scores() -> None:
+    from xc_core.training.losses import InBatchSoftmaxLoss
+
+    loss = InBatchSoftmaxLoss(scale=2.0)(DOCS, LABELS, ONLY_SELF)
+    scores = 2.0 * (DOCS @ LABELS.T)
+    expected = float(torch.nn.functional.cross_entropy(scores, torch.arange(3)))
+    assert _close(loss, expected)
+
+
+def test_softmax_loss_keeps_known_positives_out_of_the_denominator() -> None:
+    from xc_core.training.losses import InBatchSoftmaxLoss
+
+    mask = ONLY_SELF.clone()
+    mask[0, 1] = True  # z_1 is also a positive of x_0: it must not compete with z_0
+    loss = InBatchSoftmaxLoss(scale=2.0)(DOCS, LABELS, mask)
+    scores = 2.0 * (DOCS @ LABELS.T)
+    row0 = -torch.log_softmax(scores[0, [0, 2]], dim=0)[0]
+    rest = [-torch.log_softmax(scores[i], dim=0)[i] for i in (1, 2)]
+    assert _close(loss, float((row0 + sum(rest)) / 3))
+
+
+def test_softmax_regularizer_ignores_rows_without_an_anchor_and_their_columns() -> None:
+    from xc_core.training.losses import SoftmaxGraphRegularizer
+
+    valid = torch.tensor([True, True, False])
+    reg = SoftmaxGraphRegularizer(scale=2.0)(DOCS, LABELS, valid, torch.zeros(3, 3, dtype=torch.bool))
+    scores = 2.0 * (DOCS @ LABELS.T)[:2, :2]  # row 2 and column 2 (padding) take no part
+    assert _close(reg, float(torch.nn.functional.cross_entropy(scores, torch.arange(2))))
+    none = SoftmaxGraphRegularizer()(DOCS, LABELS, torch.zeros(3, dtype=torch.bool), torch.zeros(3, 3, dtype=torch.bool))
+    assert float(none) == 0.0
+
+
+def test_softmax_module_docstrings_run() -> None:
+    from xc_core.training.losses import softmax as softmax_module
+
+    assert doctest.testmod(softmax_module).failed == 0
+
+
+def test_loss_family_names_every_pair_and_refuses_unknown_names() -> None:
+    from xc_core.training.config import TrainConfig
+    from xc_core.training.losses import LOSS_FAMILIES, loss_family
+
+    for name in LOSS_FAMILIES:
+        task, regularizer = loss_family(name, TrainConfig())
+        assert isinstance(task, torch.nn.Module) and isinstance(regularizer, torch.nn.Module)
+    with pytest.raises(ValueError, match="unknown loss"):
+        loss_family("hinge", TrainConfig())

@@ -2,8 +2,18 @@
 
 From every start node (train documents and labels) walk ``walk_length`` hops over the undirected
 node–anchor graph; at each hop, with probability ``restart`` jump back to the start, otherwise move to a
-uniformly random neighbour (a node without neighbours restarts). The ``top_k`` most visited *anchor*
-nodes become the start node's expanded anchor set. RAMEN's defaults: 400 hops, restart 0.8, top 10.
+uniformly random neighbour (a node without neighbours restarts). RAMEN (App. B): 400 hops, restart 0.8.
+The paper keeps the walk's anchors and says nothing about a top-k cut, so by default *every* anchor the
+walk visits joins the start node's set (``top_k=None``), and :func:`expand_anchor_set` always keeps the
+node's own edges too: the walk adds anchors, it never removes one (with ~80 moves per start a node with
+many native anchors would otherwise lose the ones the walk happened not to visit). ``top_k=k`` keeps only
+the k most visited anchors (ties: smaller id first), for graphs where the full set is too dense.
+
+With restart 0.8 a walk rarely strays: a move to a node's own anchor has probability 0.2, a move on to an
+anchor three hops away 0.2³, so most visits land on native anchors and the walk adds a few anchors of
+nodes sharing one. Memory per chunk of ``chunk_size`` starts is one int64 key per move
+(≈ chunk_size · walk_length · (1 − restart)), whatever ``top_k``; the result holds at most one row per
+distinct (start, visited anchor).
 
 All walks of a chunk of start nodes advance together as numpy arrays over the CSR adjacency (no
 per-node Python loop). :func:`personalized_pagerank` is the exact reference (power iteration of the
@@ -25,14 +35,15 @@ from xc_core.datasets.container import AnchorSet, XCDataset
 class RWRConfig(BaseModel):
     walk_length: int = Field(default=400, ge=1, description="hops per start node (RAMEN: 400)")
     restart: float = Field(default=0.8, gt=0, lt=1, description="restart probability per hop (RAMEN: 0.8)")
-    top_k: int = Field(default=10, ge=1, description="most visited anchors kept per node")
+    top_k: int | None = Field(default=None, ge=1, description="keep only the k most visited anchors per node; "
+                              "None keeps every visited anchor (RAMEN: no cut)")
     seed: int = Field(default=0, description="random seed: same seed, same anchors")
     chunk_size: int = Field(default=100_000, ge=1, description="start nodes walked at once (bounds memory)")
 
 
 @dataclass(frozen=True)
 class TopK:
-    """Top-k anchors per start: parallel arrays sorted by (start, -score, node)."""
+    """Top-k (or all, k = None) anchors per start: parallel arrays sorted by (start, -score, node)."""
 
     start: np.ndarray
     node: np.ndarray
@@ -45,22 +56,24 @@ class TopK:
         return out
 
 
-def _top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, k: int) -> TopK:
-    """Best k (row, col) per row by score, ties broken by smaller col."""
+def _top_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, k: int | None) -> TopK:
+    """Best k (every one when k is None) (row, col) per row by score, ties broken by smaller col."""
     order = np.lexsort((cols, -scores, rows))
     return _first_k(rows[order], cols[order], scores[order], k)
 
 
-def _first_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, k: int) -> TopK:
+def _first_k(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, k: int | None) -> TopK:
+    if k is None:
+        return TopK(rows, cols, scores)
     first = np.r_[True, rows[1:] != rows[:-1]]
     group_start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
     keep = (np.arange(len(rows)) - group_start) < k
     return TopK(rows[keep], cols[keep], scores[keep])
 
 
-def _top_k_counts(keys: np.ndarray, n: int, k: int) -> TopK:
-    """Top-k visited nodes per walker from visit keys (walker * n + node): one sort for counting and one
-    stable int64 sort for ranking, instead of a three-key lexsort."""
+def _top_k_counts(keys: np.ndarray, n: int, k: int | None) -> TopK:
+    """Top-k (all when k is None) visited nodes per walker from visit keys (walker * n + node): one sort for
+    counting and one stable int64 sort for ranking, instead of a three-key lexsort. Sorts ``keys`` in place."""
     keys.sort()
     boundary = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     uniq = keys[boundary]
@@ -73,8 +86,8 @@ def _top_k_counts(keys: np.ndarray, n: int, k: int) -> TopK:
 
 def random_walk_with_restart(adjacency: sp.csr_matrix, starts: np.ndarray, candidates: np.ndarray,
                              cfg: RWRConfig | None = None, progress: bool = False) -> TopK:
-    """Top-k visited candidate nodes (never the start itself) for each start; ``TopK.start`` indexes
-    ``starts`` positionally and ``score`` is the visit count."""
+    """Visited candidate nodes (never the start itself) for each start, the ``cfg.top_k`` most visited or all
+    of them; ``TopK.start`` indexes ``starts`` positionally and ``score`` is the visit count."""
     cfg = cfg or RWRConfig()
     adjacency = sp.csr_matrix(adjacency)
     indptr, indices = adjacency.indptr.astype(np.int64), adjacency.indices.astype(np.int64)
@@ -205,9 +218,23 @@ def anchor_graph(anchor_set: AnchorSet, n_docs: int, n_labels: int) -> sp.csr_ma
     return graph
 
 
+def _union_edges(own: np.ndarray, own_proxy: np.ndarray, walked: np.ndarray,
+                 n_anchors: int) -> tuple[np.ndarray, np.ndarray]:
+    """Deduplicated union of one side's own edges and the walk's, sorted by (node, anchor), with proxy flags:
+    an edge stays a proxy edge when every own copy of it is one; an edge only the walk found is not."""
+    keys, inverse = np.unique(np.r_[own[:, 0] * n_anchors + own[:, 1], walked[:, 0] * n_anchors + walked[:, 1]],
+                              return_inverse=True)
+    own_native = np.bincount(inverse[:len(own)], weights=~np.asarray(own_proxy, bool), minlength=len(keys))
+    own_count = np.bincount(inverse[:len(own)], minlength=len(keys))
+    proxy = (own_count > 0) & (own_native == 0)
+    return np.stack([keys // n_anchors, keys % n_anchors], axis=1), proxy
+
+
 def expand_anchor_set(dataset: XCDataset, name: str, cfg: RWRConfig | None = None,
                       progress: bool = False) -> AnchorSet:
-    """RWR-expanded copy of ``dataset.anchor_sets[name]``: each doc/label keeps its top-k visited anchors."""
+    """RWR-expanded copy of ``dataset.anchor_sets[name]``: each doc/label keeps every edge it has and gains
+    the anchors its walks visit (all of them, or the ``cfg.top_k`` most visited). Edges come out
+    deduplicated and sorted by (node, anchor); proxy flags of the kept edges are carried over."""
     cfg = cfg or RWRConfig()
     native = dataset.anchor_sets[name]
     n_docs, n_labels = len(dataset.train_texts), dataset.n_labels
@@ -218,8 +245,11 @@ def expand_anchor_set(dataset: XCDataset, name: str, cfg: RWRConfig | None = Non
     top = random_walk_with_restart(graph, starts, candidates, cfg, progress=progress)
     anchor = top.node - n_docs - n_labels
     is_doc = top.start < n_docs
-    return AnchorSet(
-        name=name, texts=list(native.texts),
-        doc_edges=np.stack([top.start[is_doc], anchor[is_doc]], axis=1),
-        label_edges=np.stack([top.start[~is_doc] - n_docs, anchor[~is_doc]], axis=1),
-    )
+    n_anchors = max(len(native.texts), 1)
+    doc_edges, doc_proxy = _union_edges(native.doc_edges, native.doc_proxy,  # type: ignore[arg-type]
+                                        np.stack([top.start[is_doc], anchor[is_doc]], axis=1), n_anchors)
+    label_edges, label_proxy = _union_edges(native.label_edges, native.label_proxy,  # type: ignore[arg-type]
+                                            np.stack([top.start[~is_doc] - n_docs, anchor[~is_doc]], axis=1),
+                                            n_anchors)
+    return AnchorSet(name=name, texts=list(native.texts), doc_edges=doc_edges, label_edges=label_edges,
+                     doc_proxy=doc_proxy, label_proxy=label_proxy)

@@ -2,11 +2,13 @@
 
 from xc_core.methods.base import Method, register
 
-RAMEN_NO_PRUNING = register(Method("ramen_no_pruning", "RAMEN without anchor pruning",
-                                   overrides={"regularize": True, "prune": False, "bandit": True}))
-RAMEN_NO_DOC_GRAPH = register(Method("ramen_no_doc_graph", "RAMEN with label-side regularizers only",
-                                     overrides={"regularize": True, "doc_sets": [], "prune": True, "bandit": True}))
-RAMEN_NO_LABEL_GRAPH = register(Method("ramen_no_label_graph", "RAMEN with document-side regularizers only",
-                                       overrides={"regularize": True, "label_sets": [], "prune": True, "bandit": True}))
-RAMEN_NO_BANDIT = register(Method("ramen_no_bandit", "RAMEN with fixed uniform λ (no bandit)",
-                                  overrides={"regularize": True, "prune": True, "bandit": False}))
+
+def _ablation(name: str, description: str, **overrides: object) -> Method:
+    switches = {"regularize": True, "prune": True, "bandit": True, **overrides}
+    return register(Method(name, description, overrides=switches, needs_anchor_sets=True))
+
+
+RAMEN_NO_PRUNING = _ablation("ramen_no_pruning", "RAMEN without anchor pruning", prune=False)
+RAMEN_NO_DOC_GRAPH = _ablation("ramen_no_doc_graph", "RAMEN with label-side regularizers only", doc_sets=[])
+RAMEN_NO_LABEL_GRAPH = _ablation("ramen_no_label_graph", "RAMEN with document-side regularizers only", label_sets=[])
+RAMEN_NO_BANDIT = _ablation("ramen_no_bandit", "RAMEN with fixed uniform λ (no bandit)", bandit=False)

@@ -47,4 +47,4 @@ def _augment(dataset: XCDataset, cfg: TrainConfig) -> XCDataset:
 
 
 AUGGT = register(Method("auggt", "text-only on label-propagated ground truth (AugGT)",
-                        overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment))
+                        overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment, needs_anchor_sets=True))

@@ -21,6 +21,8 @@ class Method:
     train: bool = True  # False: the encoder as shipped (the zero-shot floor)
     overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields this method sets
     transform: Callable[[XCDataset, TrainConfig], XCDataset] | None = None  # e.g. AugGT's label propagation
+    needs_anchor_sets: bool = False  # trains on the graph: refuse to run without materialized anchor sets
+    encoder_overrides: dict[str, Any] = field(default_factory=dict)  # EncoderConfig fields this method sets
 
     def configure(self, base: TrainConfig) -> TrainConfig:
         return base.model_copy(update=self.overrides)

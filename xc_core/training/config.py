@@ -13,6 +13,10 @@ class TrainConfig(BaseModel):
     lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate (RAMEN full: 2e-4 at batch 1024)")
     weight_decay: float = 0.01
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1, description="linear LR warm-up share of all steps")
+    loss: Literal["softmax", "triplet"] = Field(
+        default="softmax", description="loss family of the task loss and the regularizers: in-batch softmax "
+        "(default; see losses/softmax.py) or RAMEN's hardest-negative triplet")
+    softmax_scale: float = Field(default=20.0, gt=0, description="inverse temperature of the softmax loss")
     margin: float = Field(default=0.3, description="triplet margin γ (RAMEN: 0.3)")
     hard_negatives: int = Field(default=3, ge=1, description="hardest in-batch negatives per row")
     batching: Literal["clusters", "random"] = "clusters"
@@ -25,7 +29,13 @@ class TrainConfig(BaseModel):
     prune: bool = Field(default=True, description="prune anchors by encoder cosine during training")
     prune_warmup_epochs: int = Field(default=2, ge=0, description="epochs on unpruned anchors (RAMEN: 10)")
     prune_every: int = Field(default=2, ge=1, description="epochs between re-pruning (RAMEN: 5)")
-    prune_threshold: float = 0.0
+    prune_threshold: float = Field(default=0.0, description="keep anchors with cosine > threshold (RAMEN: 0)")
+    prune_center: bool = Field(default=True, description="cosine on mean-centred embeddings: mean-pooled encoders "
+                               "are anisotropic, so raw cosine > 0 keeps every edge")
+    exclude_heldout_anchors: bool = Field(default=True, description="drop anchor edges whose anchor text is a "
+                                          "validation or test document: held-out queries never act as anchors")
+    select_best: bool = Field(default=True, description="keep the epoch (0 = the starting encoder) with the best "
+                              "validation metric, so a fine-tune is never worse than its start on validation")
     anchor_grad: bool = Field(default=True, description="backpropagate through anchor encodings (RAMEN eq. 2); "
                               "False: anchors are fixed targets, deduplicated and encoded without gradient")
     bandit: bool = Field(default=True, description="tune the λs online (RAMEN §3); False: fixed λ")

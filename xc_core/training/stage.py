@@ -70,7 +70,7 @@ def _curves(history: list[dict[str, float]], trajectory: list[dict[str, Any]], o
 
 def train_config(method: Any, profile: Profile, dataset: str, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Profile → data set settings → caller's overrides → the method's own switches, in that order."""
-    return method.configure(train_settings(profile, dataset).model_copy(update=overrides or {}))
+    return method.configure(train_settings(profile).model_copy(update=overrides or {}))
 
 
 def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, home: Path, resume: bool = False,
@@ -86,7 +86,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     profile = get_profile(profile) if isinstance(profile, str) else profile
     method = get_method(method_name)
     cfg = train_config(method, profile, dataset.name, overrides)
-    enc_cfg = encoder_config(profile, home)
+    enc_cfg = encoder_config(profile, home).model_copy(update=method.encoder_overrides)
     out = model_dir(home, dataset.name, method.name, profile.name)
     if not resume and out.exists():
         shutil.rmtree(out)
@@ -105,7 +105,10 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
             result = trainer.fit(resume=resume)
             encoder_dir, history = result.encoder_dir, result.history
             summary = {"epochs": result.epochs, "steps": result.steps, "final_task_loss": result.final_task_loss,
-                       f"val_recall@{cfg.val_k}": result.val_recall, "examples_per_s": round(result.examples_per_s, 2)}
+                       f"val_recall@{cfg.val_k}": result.val_recall, "examples_per_s": round(result.examples_per_s, 2),
+                       "selected_epoch": result.selected_epoch, "heldout_anchor_edges": result.heldout_anchor_edges,
+                       "history": history}
+            mlflow.log_dict({"history": history, "selected_epoch": result.selected_epoch}, "validation_history.json")
             (out / "lambda_trajectory.json").write_text(json.dumps(result.lambda_trajectory))
             (out / "prune_log.json").write_text(json.dumps(result.prune_log))
             mlflow.log_artifact(str(out / "lambda_trajectory.json"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -54,6 +55,8 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     prune_log: list[dict[str, Any]] = field(default_factory=list)
     lambda_trajectory: list[dict[str, Any]] = field(default_factory=list)
+    selected_epoch: int = 0  # the epoch whose weights were kept (0: the starting encoder)
+    heldout_anchor_edges: dict[str, int] = field(default_factory=dict)
 
 
 def dist_info() -> tuple[int, int]:
@@ -75,20 +78,22 @@ def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
-def recall_at_k(doc_emb: np.ndarray, label_emb: np.ndarray, y: sp.csr_matrix, k: int) -> float:
-    """Mean over documents of |top-k ∩ positives| / |positives| (exact search; rows without positives → 0)."""
+def top_k_exact(doc_emb: np.ndarray, label_emb: np.ndarray, k: int) -> np.ndarray:
+    """(n_docs, min(k, n_labels)) indices of each document's best-scored labels, best first (exact search)."""
     import torch
 
-    hits = []
     labels = torch.from_numpy(label_emb)
-    for start in range(0, len(doc_emb), 1024):
-        scores = torch.from_numpy(doc_emb[start: start + 1024]) @ labels.T
-        top = torch.topk(scores, min(k, labels.shape[0]), dim=1).indices.numpy()
-        rows = y[start: start + 1024]
-        for i, row in enumerate(top):
-            positives = rows.indices[rows.indptr[i]: rows.indptr[i + 1]]
-            hits.append(np.isin(row, positives).sum() / len(positives) if len(positives) else 0.0)
-    return float(np.mean(hits)) if hits else 0.0
+    k = min(k, labels.shape[0])
+    out = [torch.topk(torch.from_numpy(doc_emb[s: s + 1024]) @ labels.T, k, dim=1).indices.numpy()
+           for s in range(0, len(doc_emb), 1024)]
+    return np.concatenate(out) if out else np.zeros((0, k), np.int64)
+
+
+def recall_at_k(top: np.ndarray, y: sp.csr_matrix) -> float:
+    """Mean over documents of |top ∩ positives| / |positives| (rows without positives → 0)."""
+    from xc_core.evaluation.metrics import recall_per_row
+
+    return float(recall_per_row(y, top, top.shape[1]).mean()) if len(top) else 0.0
 
 
 class Trainer:
@@ -105,12 +110,17 @@ class Trainer:
         if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
             keep = np.random.default_rng([cfg.seed, 23]).choice(len(self.train_idx), cfg.max_train_docs, replace=False)
             self.train_idx = np.sort(self.train_idx[keep])
-        self.full_anchors = self._reachable(dataset.anchor_sets) if cfg.regularize else {}
+        self.heldout_anchor_edges: dict[str, int] = {}
+        self.full_anchors = self._reachable(self._without_heldout(dataset.anchor_sets)) if cfg.regularize else {}
         self.doc_sets = [s for s in (cfg.doc_sets if cfg.doc_sets is not None else self.full_anchors)
                          if s in self.full_anchors and len(self.full_anchors[s].doc_edges)]
         self.label_sets = [s for s in (cfg.label_sets if cfg.label_sets is not None else self.full_anchors)
                            if s in self.full_anchors and len(self.full_anchors[s].label_edges)]
+        if cfg.regularize:
+            self._check_anchor_sets(dataset)
         self.anchors: dict[str, AnchorSet] = dict(self.full_anchors)
+        #: the selected epoch (0: the starting encoder) and its validation metric; see ``select_best``
+        self.best: dict[str, float] = {"epoch": -1, "metric": float("-inf")}
         self.terms = ["task", *(f"doc/{s}" for s in self.doc_sets), *(f"label/{s}" for s in self.label_sets)]
         self._build_losses()
         self.builder = self._builder()
@@ -118,13 +128,47 @@ class Trainer:
     # -- construction ------------------------------------------------------------------------
     def _build_losses(self) -> None:
         from xc_core.training.bandit import LambdaBandit
-        from xc_core.training.losses import GraphRegularizer, TripletLoss
+        from xc_core.training.losses import loss_family
 
-        self.task_loss = TripletLoss(margin=self.cfg.margin, hard_negatives=self.cfg.hard_negatives)
-        self.regularizer = GraphRegularizer(margin=self.cfg.margin, hard_negatives=self.cfg.hard_negatives)
+        self.task_loss, self.regularizer = loss_family(self.cfg.loss, self.cfg)
         initial = {t: (self.cfg.lambda_task if t == "task" else self.cfg.lambda_reg) for t in self.terms}
         self.bandit = LambdaBandit(self.terms, initial, variance=self.cfg.bandit_variance, lr=self.cfg.bandit_lr,
                                    period=self.cfg.bandit_period, seed=self.cfg.seed, fixed=not self.cfg.bandit)
+
+    def _check_anchor_sets(self, dataset: XCDataset) -> None:
+        """A regularized method with nothing to regularize with is an error, never a silent text-only run."""
+        cfg = self.cfg
+        unknown = [s for s in (cfg.doc_sets or []) + (cfg.label_sets or []) if s not in dataset.anchor_sets]
+        if unknown:
+            raise ValueError(f"anchor sets {unknown} requested but data set '{dataset.name}' has "
+                             f"{sorted(dataset.anchor_sets) or 'none'}")
+        if not self.doc_sets and not self.label_sets:
+            raise ValueError(f"this method trains with graph regularizers, but data set '{dataset.name}' has no "
+                             f"usable anchor sets ({sorted(dataset.anchor_sets) or 'none'}, after dropping held-out "
+                             "anchors): build them with `xc anchors`, or train a text-only method (dual_encoder)")
+
+    def _without_heldout(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
+        """Drop edges to anchors whose text is a validation or test document (document-space sets only, see
+        ``meta["anchor_spaces"]``): otherwise the regularizer trains on held-out queries, e.g. aol-1000's label
+        side, where the queries that clicked a label include validation queries."""
+        if not self.cfg.exclude_heldout_anchors:
+            return dict(anchor_sets)
+        heldout = {self.data.train_texts[i] for i in self.val_idx} | set(self.data.test_texts)
+        spaces = self.data.meta.get("anchor_spaces", {})
+        out = {}
+        for name, a in anchor_sets.items():
+            if spaces.get(name, "documents") != "documents":
+                out[name] = a
+                continue
+            bad = np.array([t in heldout for t in a.texts], dtype=bool)
+            keep_doc = ~bad[a.doc_edges[:, 1]] if len(a.doc_edges) else np.zeros(0, bool)
+            keep_label = ~bad[a.label_edges[:, 1]] if len(a.label_edges) else np.zeros(0, bool)
+            self.heldout_anchor_edges[name] = int((~keep_doc).sum() + (~keep_label).sum())
+            out[name] = AnchorSet(name, a.texts, a.doc_edges[keep_doc], a.label_edges[keep_label],
+                                  doc_proxy=np.asarray(a.doc_proxy)[keep_doc],
+                                  label_proxy=np.asarray(a.label_proxy)[keep_label])
+        log.info("held-out anchors dropped (edges per set): %s", self.heldout_anchor_edges)
+        return out
 
     def _reachable(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
         """Only the edges a batch can ever draw: documents of ``train_idx`` and labels that are their positives.
@@ -212,12 +256,23 @@ class Trainer:
     def encode(self, texts: list[str]) -> np.ndarray:
         return self.encoder.encode(texts, progress=False)
 
-    def validation_recall(self) -> float:
+    def validation_metrics(self) -> dict[str, float]:
+        """recall@val_k, P@1 and P@5 of the current encoder on the validation documents (exact search over
+        :attr:`val_label_space`)."""
+        from xc_core.evaluation.metrics import precision_per_row
+
         docs = self.encode([self.data.train_texts[i] for i in self.val_idx])
-        truth = sp.csr_matrix(self.val_truth)[self.val_idx]
         space = self.val_label_space
+        truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
         labels = self.encode([self.data.label_texts[i] for i in space])
-        return recall_at_k(docs, labels, truth[:, space], self.cfg.val_k)
+        k = self.cfg.val_k
+        top = top_k_exact(docs, labels, max(k, 5))
+        return {f"recall@{k}": recall_at_k(top[:, :k], truth),
+                "P@1": float(precision_per_row(truth, top, 1).mean()),
+                "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan")}
+
+    def validation_recall(self) -> float:
+        return self.validation_metrics()[f"recall@{self.cfg.val_k}"]
 
     @cached_property
     def val_label_space(self) -> np.ndarray:
@@ -255,16 +310,32 @@ class Trainer:
         return out
 
     def _prune(self, epoch: int) -> dict[str, Any]:
-        """Re-prune the reachable anchor edges with the current encoder (each needed text encoded once)."""
+        """Re-prune the reachable anchor edges with the current encoder (each needed text encoded once).
+
+        With ``prune_center`` the cosine is taken on embeddings centred on the mean of every text encoded here
+        (documents, labels, anchors): mean-pooled encoders are anisotropic, so raw cosine > 0 keeps all.
+        The record also says how the rule treats (document, true label) pairs against random pairs."""
+        from xc_core.graphs.pruning import embedding_center, prune_pass_rates
+
         sets = self.full_anchors.values()
-        doc_emb = self._encode_rows(self.data.train_texts, np.concatenate([a.doc_edges[:, 0] for a in sets]))
-        label_emb = self._encode_rows(self.data.label_texts, np.concatenate([a.label_edges[:, 0] for a in sets]))
+        doc_rows = np.concatenate([a.doc_edges[:, 0] for a in sets])
+        label_rows = np.concatenate([a.label_edges[:, 0] for a in sets])
+        doc_emb = self._encode_rows(self.data.train_texts, doc_rows)
+        label_emb = self._encode_rows(self.data.label_texts, label_rows)
+        anchor_emb = {name: self._encode_rows(full.texts, np.concatenate([full.doc_edges[:, 1], full.label_edges[:, 1]]))
+                      for name, full in self.full_anchors.items()}
+        center = embedding_center(doc_emb, label_emb, *anchor_emb.values()) if self.cfg.prune_center else None
         record: dict[str, Any] = {"epoch": epoch}
         for name, full in self.full_anchors.items():
-            used = np.concatenate([full.doc_edges[:, 1], full.label_edges[:, 1]])
-            self.anchors[name], counts = prune_anchor_set(full, doc_emb, label_emb, self._encode_rows(full.texts, used),
-                                                          self.cfg.prune_threshold)
+            self.anchors[name], counts = prune_anchor_set(full, doc_emb, label_emb, anchor_emb[name],
+                                                          self.cfg.prune_threshold, center=center)
             record[name] = counts.as_dict()
+        rows = np.intersect1d(self.train_idx, doc_rows)
+        if len(rows) and len(label_rows):
+            record["pass_rates"] = prune_pass_rates(
+                doc_emb, label_emb, self.data.y_train, self.cfg.prune_threshold, center,
+                np.random.default_rng([self.cfg.seed, epoch, 41]), doc_rows=rows, label_rows=np.unique(label_rows))
+        log.info("pruning at epoch %d: %s", epoch, record)
         self.builder = self._builder()
         return record
 
@@ -296,7 +367,8 @@ class Trainer:
         arrays = {"assign": assign if assign is not None else np.zeros(0, np.int64)}
         for name, a in self.anchors.items():
             arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"] = a.doc_edges, a.label_edges
-        state = {"epoch": epoch, "step": step, "global_step": global_step, "history": history, "prune_log": prune_log}
+        state = {"epoch": epoch, "step": step, "global_step": global_step, "history": history, "prune_log": prune_log,
+                 "best": self.best}
         torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                        "bandit": self.bandit.state_dict()}
         save_checkpoint(self.checkpoint_dir, self.encoder.model, self.encoder.tokenizer, state, arrays, torch_state)
@@ -314,7 +386,46 @@ class Trainer:
             self.anchors[name] = AnchorSet(name, full.texts, arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"])
         self.builder = self._builder()
         assign = arrays["assign"] if arrays["assign"].size else None
+        self.best = state.get("best", self.best)
         return state, assign
+
+    # -- the loop ----------------------------------------------------------------------------
+    # -- model selection ---------------------------------------------------------------------
+    @property
+    def best_dir(self) -> Path:
+        return self.out / "best_encoder"
+
+    def _validate(self, epoch: int, global_step: int, task_value: float) -> dict[str, float]:
+        """Validation metrics of the current encoder as a history record; keeps the best epoch's weights."""
+        metrics = self.validation_metrics()
+        record = {"epoch": epoch, "task_loss": task_value, **{f"val_{k}": v for k, v in metrics.items()}}
+        if self.rank == 0:
+            self.sink.log_metrics({f"val/{k}": v for k, v in metrics.items()}, global_step)
+        value = metrics[f"recall@{self.cfg.val_k}"]
+        if self.cfg.select_best and value > self.best["metric"]:
+            self.best = {"epoch": epoch, "metric": value}
+            if self.rank == 0:
+                self._save_encoder(self.best_dir)
+        log.info("epoch %d: %s", epoch, record)
+        return record
+
+    def _save_encoder(self, folder: Path) -> None:
+        """Atomic save of the current weights and tokenizer (a kill mid-save leaves the previous folder)."""
+        tmp = folder.with_name(folder.name + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        self.encoder.model.save_pretrained(tmp, safe_serialization=True)
+        self.encoder.tokenizer.save_pretrained(tmp)
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+
+    def _restore_best(self) -> None:
+        """Load the selected epoch's weights into the model (they already are when the last epoch won)."""
+        from safetensors.torch import load_file
+
+        weights = load_file(str(self.best_dir / "model.safetensors"))
+        self.encoder.model.load_state_dict(weights, strict=False)
 
     # -- the loop ----------------------------------------------------------------------------
     def fit(self, resume: bool = False) -> TrainResult:
@@ -337,6 +448,12 @@ class Trainer:
             start_epoch, start_step, global_step = state["epoch"], state["step"], state["global_step"]
             history, prune_log = state["history"], state["prune_log"]
             log.info("resumed at epoch %d step %d", start_epoch, start_step)
+        else:
+            # Epoch 0 is the starting encoder: a candidate for selection like any epoch, and the bandit's
+            # first reference level.
+            history.append(self._validate(0, 0, float("nan")))
+            if cfg.bandit:
+                self.bandit.begin(self.validation_task_loss())
         started, examples, task_value = time.perf_counter(), 0, float("nan")
         for epoch in range(start_epoch, cfg.epochs):
             if cfg.batching == "clusters" and (assign is None or (epoch % cfg.cluster_refresh_every == 0
@@ -365,38 +482,44 @@ class Trainer:
                 if self.bandit.due(global_step):
                     self.bandit.update(self.validation_task_loss())
                 if global_step % cfg.log_every_steps == 0 and self.rank == 0:
-                    metrics = {f"loss/{t}": float(v.detach()) for t, v in terms.items()}
-                    metrics.update({f"lambda/{t}": w for t, w in weights.items()})
-                    metrics["loss/total"] = float(total.detach())
-                    metrics["examples_per_s"] = examples / max(time.perf_counter() - started, 1e-9)
-                    self.sink.log_metrics(metrics, global_step)
+                    self._log_step(terms, total, weights, examples / max(time.perf_counter() - started, 1e-9),
+                                   global_step)
                 bar.set_postfix(task=f"{task_value:.4f}")
                 bar.update(1)
                 if cfg.checkpoint_every_steps and global_step % cfg.checkpoint_every_steps == 0:
                     self._save(epoch, step + 1, global_step, assign, optimizer, scheduler, history, prune_log)
             bar.close()
             start_step = 0
-            recall = self.validation_recall()
-            record = {"epoch": epoch + 1, "task_loss": task_value, f"val_recall@{cfg.val_k}": recall}
-            history.append(record)
-            if self.rank == 0:
-                self.sink.log_metrics({f"val/recall@{cfg.val_k}": recall}, global_step)
-            log.info("epoch %d: %s", epoch + 1, record)
+            history.append(self._validate(epoch + 1, global_step, task_value))
             if self._prune_due(epoch + 1):
                 prune_log.append(self._prune(epoch + 1))
                 if self.rank == 0:
-                    self.sink.log_metrics({f"prune/{s}/{k}": v for s, c in prune_log[-1].items() if s != "epoch"
-                                           for k, v in c.items()}, global_step)
+                    self.sink.log_metrics({f"prune/{s}/{k}": float(v) for s, c in prune_log[-1].items()
+                                           if s != "epoch" for k, v in c.items()}, global_step)
             self._save(epoch + 1, 0, global_step, assign, optimizer, scheduler, history, prune_log)
         seconds = time.perf_counter() - started
+        if cfg.select_best and self.best["epoch"] != cfg.epochs and self.best_dir.exists():
+            self._restore_best()
+        selected = next((h for h in history if h["epoch"] == self.best["epoch"]), history[-1] if history else {})
         encoder_dir = self.out / "encoder"
         if self.rank == 0:
             self.encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
             self.encoder.tokenizer.save_pretrained(encoder_dir)
-        final = history[-1] if history else {}
+            self.sink.log_metrics({"selected_epoch": float(selected.get("epoch", cfg.epochs))}, global_step)
         return TrainResult(
-            epochs=cfg.epochs, steps=global_step, final_task_loss=float(final.get("task_loss", task_value)),
-            val_recall=float(final.get(f"val_recall@{cfg.val_k}", float("nan"))),
+            epochs=cfg.epochs, steps=global_step, final_task_loss=float(history[-1].get("task_loss", task_value)),
+            val_recall=float(selected.get(f"val_recall@{cfg.val_k}", float("nan"))),
             examples_per_s=examples / max(seconds, 1e-9), seconds=seconds, encoder_dir=encoder_dir,
             history=history, prune_log=prune_log, lambda_trajectory=list(self.bandit.trajectory),
+            selected_epoch=int(selected.get("epoch", cfg.epochs)), heldout_anchor_edges=dict(self.heldout_anchor_edges),
         )
+
+    def _log_step(self, terms: dict[str, Any], total: Any, weights: dict[str, float], examples_per_s: float,
+                  step: int) -> None:
+        """Losses, the learned λ (``lambda/``) and the perturbed λ̂ that weighed this step (``lambda_hat/``)."""
+        metrics = {f"loss/{t}": float(v.detach()) for t, v in terms.items()}
+        metrics.update({f"lambda/{t}": w for t, w in self.bandit.lambdas().items()})
+        metrics.update({f"lambda_hat/{t}": w for t, w in weights.items()})
+        metrics["loss/total"] = float(total.detach())
+        metrics["examples_per_s"] = examples_per_s
+        self.sink.log_metrics(metrics, step)

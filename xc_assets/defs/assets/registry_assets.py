@@ -20,12 +20,15 @@ class PolicyConfig(dg.Config):
     confidence: float = Field(default=0.95, ge=0, lt=1,
                               description="the primary lead must hold at this confidence on the same test queries "
                                           "(paired bootstrap); 0 compares point estimates only")
+    min_lead: float = Field(default=0.0, ge=0,
+                            description="smallest primary lead (challenger − champion point estimate, a fraction: "
+                                        "0.005 = half a P@1 point) worth promoting; 0 accepts any strict lead")
 
 
 def _policy(config: PolicyConfig):  # type: ignore[no-untyped-def]
     from xc_core.tracking.registry import PromotionPolicy
 
-    return PromotionPolicy(primary=config.primary, confidence=config.confidence,
+    return PromotionPolicy(primary=config.primary, confidence=config.confidence, min_lead=config.min_lead,
                            guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance})
 
 
@@ -60,8 +63,8 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
 
     @dg.asset_check(asset=[p, "challenger"], name="beats_champion", blocking=True,
                     description="Promotion gate: primary metric strictly better with its paired-bootstrap interval "
-                                "above 0 on the same test queries, no guard metric regressing beyond its tolerance "
-                                "(the first model always passes)")
+                                "above 0 on the same test queries and a lead of at least min_lead, no guard metric "
+                                "regressing beyond its tolerance (the first model always passes)")
     def beats_champion(config: PolicyConfig, xc_home: XcHome) -> dg.AssetCheckResult:
         from dataclasses import asdict
 

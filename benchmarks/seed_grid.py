@@ -1,0 +1,74 @@
+"""Resumable method × seed grid on one data set: one home per seed, each step skipped when its output exists.
+
+    .venv/bin/python benchmarks/seed_grid.py --dataset wikispeedia --profile cpu --seeds 0 1 2 \
+        --methods pretrained,dual_encoder,ramen --root /tmp/xc-grid [--anchors-profile cpu]
+
+Per seed it runs, through the `xc` CLI: `dataset` → `anchors` (only if a method needs them) → per method
+`train --seed S` → `eval`. A killed grid restarts where it stopped (a half-finished training restarts from
+its last epoch checkpoint with `--resume`). Then `benchmarks/seed_table.py` turns the homes into the table.
+Progress goes to ``<root>/grid.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+XC = [sys.executable, "-m", "xc_core.cli"]
+
+
+def _run(args: list[str], log: Path) -> None:
+    started = time.perf_counter()
+    with log.open("a") as handle:
+        handle.write(f"$ xc {' '.join(args)}\n")
+        handle.flush()
+        result = subprocess.run([*XC, *args, "--quiet"], stdout=handle, stderr=subprocess.STDOUT, check=False)
+        handle.write(f"# exit {result.returncode} after {time.perf_counter() - started:.0f} s\n")
+    if result.returncode != 0:
+        raise SystemExit(f"xc {' '.join(args)} failed (exit {result.returncode}); see {log}")
+
+
+def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, methods: list[str], root: Path) -> None:
+    from xc_core.datasets.registry import dataset_dir
+    from xc_core.evaluation.stage import eval_dir
+    from xc_core.graphs.stage import anchors_dir
+    from xc_core.methods import get_method
+    from xc_core.training.stage import model_dir
+
+    home = root / f"{dataset}-s{seed}"
+    log = root / "grid.log"
+    common = ["--home", str(home)]
+    if not (dataset_dir(home, dataset) / "meta.json").exists():
+        _run(["dataset", "--name", dataset, *common], log)
+    if any(get_method(m).needs_anchor_sets for m in methods) and not (anchors_dir(home, dataset) / "meta.json").exists():
+        _run(["anchors", "--name", dataset, "--profile", anchors_profile, *common], log)
+    for method in methods:
+        trained = model_dir(home, dataset, method, profile)
+        if not (trained / "train_summary.json").exists():
+            resume = ["--resume"] if (trained / "checkpoint").exists() else []
+            _run(["train", "--dataset", dataset, "--method", method, "--profile", profile, "--seed", str(seed),
+                  *resume, *common], log)
+        if not (eval_dir(home, dataset, method, profile) / "metrics.json").exists():
+            _run(["eval", "--dataset", dataset, "--method", method, "--profile", profile, *common], log)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--anchors-profile", default=None, help="profile of the anchor stage (default: --profile)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--methods", default="pretrained,dual_encoder,ramen")
+    parser.add_argument("--root", type=Path, required=True)
+    args = parser.parse_args()
+    args.root.mkdir(parents=True, exist_ok=True)
+    for seed in args.seeds:
+        run_seed(args.dataset, args.profile, args.anchors_profile or args.profile, seed, args.methods.split(","),
+                 args.root)
+
+
+if __name__ == "__main__":
+    main()

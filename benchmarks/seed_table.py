@@ -1,0 +1,132 @@
+"""Results over several training seeds: one home per seed, the same data set and test split in each.
+
+    .venv/bin/python benchmarks/seed_table.py --dataset wikispeedia --profile cpu \
+        --homes /tmp/xc-s0 /tmp/xc-s1 /tmp/xc-s2 --methods pretrained,dual_encoder,ramen \
+        [--pairs ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained] [--json out.json]
+
+For each method: the per-query metric averaged over the seeds it was trained with, then the mean and a
+bootstrap 95% CI over test queries. Paired differences a − b use the same per-query seed averages (paired
+bootstrap over queries, so the interval reflects the test sample with the seed noise averaged out), plus
+the per-seed differences so the seed spread stays visible. Every home must hold the same test split
+(checked by its fingerprint). Prints markdown; ``--json`` also writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
+
+
+def _per_row(home: Path, dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], str] | None:
+    from xc_core.evaluation.stage import eval_dir
+
+    folder = eval_dir(home, dataset, method, profile)
+    if not (folder / "per_row.npz").exists():
+        return None
+    rows = {k.replace("__", "/"): v for k, v in np.load(folder / "per_row.npz").items()}
+    split = json.loads((folder / "metrics.json").read_text()).get("test_split", "")
+    return rows, split
+
+
+def seed_average(homes: list[Path], dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], int]:
+    """Per-row arrays averaged over the homes that evaluated ``method`` (and how many did)."""
+    found = [r for r in (_per_row(h, dataset, method, profile) for h in homes) if r is not None]
+    if not found:
+        return {}, 0
+    splits = {s for _, s in found}
+    if len(splits) > 1:
+        raise ValueError(f"{method}: homes hold different test splits {splits}; seeds must share one split")
+    keys = found[0][0].keys()
+    return {k: np.mean([rows[k] for rows, _ in found], axis=0) for k in keys}, len(found)
+
+
+def _value(rows: dict[str, np.ndarray], metric: str) -> float:
+    if metric in rows:
+        return float(rows[metric].mean())
+    return float(rows[f"{metric}/numerator"].sum() / max(rows[f"{metric}/denominator"].sum(), 1e-12))
+
+
+def _ci(rows: dict[str, np.ndarray], metric: str) -> tuple[float, float]:
+    from xc_core.evaluation.analyses import bootstrap_ci, bootstrap_ratio_ci
+
+    if metric in rows:
+        return bootstrap_ci(rows[metric])[1:]
+    return bootstrap_ratio_ci(rows[f"{metric}/numerator"], rows[f"{metric}/denominator"])[1:]
+
+
+def _paired(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str) -> tuple[float, float, float, float]:
+    from xc_core.evaluation.analyses import paired_metric_diff
+
+    aa = {k.replace("/", "__"): v for k, v in a.items()}
+    bb = {k.replace("/", "__"): v for k, v in b.items()}
+    result = paired_metric_diff(aa, bb, metric)
+    assert result is not None, metric
+    return result
+
+
+def per_seed_diffs(homes: list[Path], dataset: str, profile: str, a: str, b: str, metric: str) -> list[float]:
+    out = []
+    for home in homes:
+        ra, rb = _per_row(home, dataset, a, profile), _per_row(home, dataset, b, profile)
+        if ra is not None and rb is not None:
+            out.append(_value(ra[0], metric) - _value(rb[0], metric))
+    return out
+
+
+def build(homes: list[Path], dataset: str, profile: str, methods: list[str],
+          pairs: list[tuple[str, str]]) -> dict[str, object]:
+    averaged = {m: seed_average(homes, dataset, m, profile) for m in methods}
+    table = {m: {"seeds": n, **{k: {"value": _value(r, k), "ci": _ci(r, k)} for k in METRICS}}
+             for m, (r, n) in averaged.items() if n}
+    diffs = {}
+    for a, b in pairs:
+        if averaged.get(a, ({}, 0))[1] and averaged.get(b, ({}, 0))[1]:
+            diffs[f"{a} − {b}"] = {k: {"diff": (d := _paired(averaged[a][0], averaged[b][0], k))[0],
+                                       "ci": d[1:3], "p": d[3],
+                                       "per_seed": per_seed_diffs(homes, dataset, profile, a, b, k)}
+                                   for k in METRICS}
+    return {"dataset": dataset, "profile": profile, "homes": [str(h) for h in homes], "methods": table,
+            "paired": diffs}
+
+
+def markdown(result: dict[str, object]) -> str:
+    methods: dict = result["methods"]  # type: ignore[assignment]
+    lines = ["| method | seeds | " + " | ".join(METRICS) + " |", "|---|---|" + "---|" * len(METRICS)]
+    for m, row in methods.items():
+        cells = [f"{100 * row[k]['value']:.2f} [{100 * row[k]['ci'][0]:.2f}, {100 * row[k]['ci'][1]:.2f}]"
+                 for k in METRICS]
+        lines.append(f"| {m} | {row['seeds']} | " + " | ".join(cells) + " |")
+    paired: dict = result["paired"]  # type: ignore[assignment]
+    if paired:
+        lines += ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---|" + "---|" * len(METRICS)]
+        for name, row in paired.items():
+            cells = [f"{100 * row[k]['diff']:+.2f} [{100 * row[k]['ci'][0]:+.2f}, {100 * row[k]['ci'][1]:+.2f}]"
+                     for k in METRICS]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", required=True)
+    parser.add_argument("--homes", nargs="+", required=True, type=Path)
+    parser.add_argument("--methods", default="pretrained,dual_encoder,ramen")
+    parser.add_argument("--pairs", default="ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    pairs = [tuple(p.split(":")) for p in args.pairs.split(",") if p]
+    result = build(args.homes, args.dataset, args.profile, args.methods.split(","), pairs)  # type: ignore[arg-type]
+    print(markdown(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

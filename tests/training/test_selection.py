@@ -1,0 +1,83 @@
+"""Training never silently degrades: the starting encoder is a selection candidate, held-out documents never
+act as anchors, and a graph method without a graph is an error."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xc_core.datasets.container import AnchorSet, XCDataset
+
+
+def _trainer(data: XCDataset, home: Path, out: Path, **overrides: object):  # type: ignore[no-untyped-def]
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    return Trainer(data, encoder_config(profile, home), profile.train.model_copy(update=overrides), out)
+
+
+def test_the_kept_encoder_is_the_best_validation_epoch_starting_point_included(tiny_data: XCDataset,
+                                                                              tiny_home: Path, tmp_path: Path) -> None:
+    # lr 0.05 wrecks a BERT within an epoch: selection must fall back on the best epoch, possibly epoch 0.
+    trainer = _trainer(tiny_data, tiny_home, tmp_path / "m", lr=0.05, epochs=2, prune=False)
+    start = trainer.validation_recall()
+    result = trainer.fit()
+    recalls = {h["epoch"]: h["val_recall@10"] for h in result.history}
+    assert set(recalls) == {0, 1, 2} and recalls[0] == pytest.approx(start)
+    assert result.selected_epoch == max(recalls, key=lambda e: (recalls[e], -e))
+    assert result.val_recall == pytest.approx(max(recalls.values()))
+    assert trainer.validation_recall() == pytest.approx(max(recalls.values()))  # the weights kept are that epoch's
+    assert result.val_recall >= start
+
+
+def test_without_selection_the_last_epoch_is_kept(tiny_data: XCDataset, tiny_home: Path, tmp_path: Path) -> None:
+    trainer = _trainer(tiny_data, tiny_home, tmp_path / "m", lr=0.05, epochs=2, prune=False, select_best=False)
+    result = trainer.fit()
+    assert trainer.validation_recall() == pytest.approx(result.history[-1]["val_recall@10"])
+
+
+def test_validation_and_test_documents_never_act_as_anchors(tiny_data: XCDataset, tiny_home: Path,
+                                                            tmp_path: Path) -> None:
+    probe = _trainer(tiny_data, tiny_home, tmp_path / "probe", exclude_heldout_anchors=False)
+    val_text, test_text = tiny_data.train_texts[probe.val_idx[0]], tiny_data.test_texts[0]
+    # An anchor set whose anchors are a validation document, a test document and an ordinary text.
+    texts = [val_text, test_text, "an ordinary anchor"]
+    doc_edges = np.array([[i, a] for i in probe.train_idx[:6] for a in range(3)])
+    label_rows = np.unique(tiny_data.y_train[probe.train_idx[:6]].indices)
+    label_edges = np.array([[j, a] for j in label_rows for a in range(3)])
+    data = dataclasses.replace(tiny_data, anchor_sets={"probe": AnchorSet("probe", texts, doc_edges, label_edges)},
+                               meta={**tiny_data.meta, "anchor_spaces": {"probe": "documents"}})
+    trainer = _trainer(data, tiny_home, tmp_path / "m")
+    kept = trainer.full_anchors["probe"]
+    assert set(kept.doc_edges[:, 1]) == {2} and set(kept.label_edges[:, 1]) == {2}
+    assert trainer.heldout_anchor_edges["probe"] == 2 * (len(doc_edges) + len(label_edges)) // 3
+    # A set of another space (items, categories) may share a text with a query by chance: left alone.
+    other = dataclasses.replace(data, meta={**data.meta, "anchor_spaces": {"probe": "labels"}})
+    assert len(_trainer(other, tiny_home, tmp_path / "o").full_anchors["probe"].doc_edges) == len(doc_edges)
+
+
+def test_a_graph_method_on_a_data_set_without_anchor_sets_is_an_error(tiny_data: XCDataset, tiny_home: Path,
+                                                                      tmp_path: Path) -> None:
+    bare = dataclasses.replace(tiny_data, anchor_sets={})
+    with pytest.raises(ValueError, match="no usable anchor sets"):
+        _trainer(bare, tiny_home, tmp_path / "m", regularize=True)
+    with pytest.raises(ValueError, match=r"anchor sets \['links'\] requested"):
+        _trainer(tiny_data, tiny_home, tmp_path / "n", regularize=True, doc_sets=["links"])
+    _trainer(bare, tiny_home, tmp_path / "t", regularize=False)  # text-only needs none
+
+
+def test_train_cli_refuses_a_graph_method_without_anchor_sets_and_runs_pretrained(tmp_path: Path) -> None:
+    from xc_core.cli import main
+    from xc_core.datasets.stage import materialize_dataset
+    from xc_core.simulate.pipeline import simulate_into_store
+
+    home = tmp_path / "home"
+    simulate_into_store("tiny", 0, home)
+    materialize_dataset("synthetic", home)
+    with pytest.raises(SystemExit, match="ramen trains on anchor sets"):
+        main(["train", "--method", "ramen", "--profile", "tiny", "--home", str(home), "--quiet"])
+    assert main(["train", "--method", "pretrained", "--profile", "tiny", "--home", str(home), "--quiet"]) == 0

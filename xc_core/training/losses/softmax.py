@@ -1,0 +1,110 @@
+"""In-batch softmax (InfoNCE / multiple-negatives ranking) loss over cosine scores, with masked false negatives."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from xc_core.training.losses.triplet import _check
+
+
+def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float,
+                     valid: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over valid rows of −log softmax_j(scale · s_ij)[i], j over the row's allowed negatives and itself.
+
+    ``scores[i, j]`` = cos(left_i, right_j) and the positive of row i is ``scores[i, i]``. Column j ≠ i enters
+    row i's softmax only if ``negatives[i, j]`` (and, when ``valid`` is given, both rows are valid). Invalid
+    rows add nothing; with no valid row the result is a zero still connected to ``scores``.
+    """
+    _check(scores, negatives, "negatives")
+    allowed = negatives.to(device=scores.device, dtype=torch.bool).clone()
+    allowed.fill_diagonal_(True)  # the positive is always in its own softmax
+    rows = torch.ones(scores.shape[0], dtype=torch.bool, device=scores.device)
+    if valid is not None:
+        rows = valid.to(device=scores.device, dtype=torch.bool)
+        allowed &= rows[None, :] | torch.eye(len(rows), dtype=torch.bool, device=scores.device)
+    if not rows.any():
+        return scores.sum() * 0.0
+    logits = (scale * scores).masked_fill(~allowed, float("-inf"))
+    target = torch.arange(scores.shape[0], device=scores.device)
+    return F.cross_entropy(logits[rows], target[rows])
+
+
+class InBatchSoftmaxLoss(nn.Module):
+    """Task loss L as an in-batch softmax: each document must pick its label among the batch's labels.
+
+    Papers: the multiple-negatives ranking loss of Henderson et al. 2017 ("Efficient Natural Language Response
+    Suggestion for Smart Reply") and sentence-transformers' ``MultipleNegativesRankingLoss`` (scale 20);
+    InfoNCE (van den Oord et al. 2018). xc uses it instead of RAMEN's hardest-negative triplet loss because on
+    sparse-label sets the hardest in-batch "negatives" are often unrecorded positives; the softmax spreads the
+    push over every negative in proportion to its score (measured in issue #11: a text-only fine-tune with this
+    loss beat the untrained encoder where the triplet loss fell below it).
+
+    Formula: with s_ij = cos(x_i, z_j) and N_i the in-batch labels that are not positives of x_i,
+
+        L = mean_i −log( exp(τ s_ii) / (exp(τ s_ii) + Σ_{j ∈ N_i} exp(τ s_ij)) ),     τ = ``scale``.
+
+    Batch layout: as :class:`~xc_core.training.losses.TripletLoss` — ``doc_emb`` and ``label_emb`` [B, d] unit
+    rows, row i a positive pair; ``positive_mask`` [B, B] True where label j is also a positive of document i
+    (kept out of the softmax's denominator).
+
+    Example:
+        >>> import torch
+        >>> docs = torch.eye(2)
+        >>> labels = torch.eye(2)                               # each document matches its own label
+        >>> loss = InBatchSoftmaxLoss(scale=20.0)
+        >>> float(loss(docs, labels, torch.eye(2, dtype=torch.bool))) < 1e-6
+        True
+    """
+
+    def __init__(self, scale: float = 20.0) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, doc_emb: torch.Tensor, label_emb: torch.Tensor, positive_mask: torch.Tensor) -> torch.Tensor:
+        scores = doc_emb @ label_emb.T
+        _check(scores, positive_mask, "positive_mask")
+        return in_batch_softmax(scores, ~positive_mask.to(device=scores.device, dtype=torch.bool), self.scale)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}"
+
+
+class SoftmaxGraphRegularizer(nn.Module):
+    """RAMEN's regularizer R^t in softmax form: each node must pick its own anchor among the batch's anchors.
+
+    The same pull/push as :class:`~xc_core.training.losses.GraphRegularizer` (RAMEN eq. 2) with the hinge over
+    the hardest negatives replaced by an in-batch softmax, so task and regularizers share one loss family.
+
+    Formula: with v_i the node of row i, a_i its sampled anchor of set t, V the rows with an anchor and N_i the
+    anchors a_j (j ∈ V, j ≠ i) that are not anchors of v_i,
+
+        R^t = mean_{i ∈ V} −log( exp(τ s_ii) / (exp(τ s_ii) + Σ_{j ∈ N_i} exp(τ s_ij)) ).
+
+    Batch layout: as :class:`~xc_core.training.losses.GraphRegularizer` (``valid`` marks rows with an anchor,
+    ``anchor_is_neighbour`` [B, B] the anchors never pushed away).
+
+    Example:
+        >>> import torch
+        >>> reg = SoftmaxGraphRegularizer(scale=20.0)
+        >>> valid = torch.tensor([True, True, False])
+        >>> float(reg(torch.eye(3), torch.eye(3), valid, torch.zeros(3, 3, dtype=torch.bool))) < 1e-6
+        True
+    """
+
+    def __init__(self, scale: float = 20.0) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, node_emb: torch.Tensor, anchor_emb: torch.Tensor, valid: torch.Tensor,
+                anchor_is_neighbour: torch.Tensor) -> torch.Tensor:
+        scores = node_emb @ anchor_emb.T
+        _check(scores, anchor_is_neighbour, "anchor_is_neighbour")
+        if valid.shape != scores.shape[:1]:
+            raise ValueError(f"valid must have shape ({scores.shape[0]},), got {tuple(valid.shape)}")
+        negatives = ~anchor_is_neighbour.to(device=scores.device, dtype=torch.bool)
+        return in_batch_softmax(scores, negatives, self.scale, valid=valid)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}"
