@@ -20,7 +20,8 @@ def test_rows_carry_a_true_positive_and_masks_cover_every_false_negative(tiny_da
         y = tiny_data.y_train
         assert all(y[d, l] for d, l in zip(batch.doc_ids, batch.label_ids, strict=True))
         truth = y[batch.doc_ids][:, batch.label_ids].toarray() > 0
-        assert np.array_equal(batch.positive_mask, truth | np.eye(len(ids), dtype=bool))
+        same = np.array([[d == lab for lab in batch.label_texts] for d in batch.doc_texts])
+        assert np.array_equal(batch.positive_mask, truth | same | np.eye(len(ids), dtype=bool))
         for name, side in batch.doc_anchors.items():
             incidence = tiny_data.anchor_sets[name].doc_matrix(len(tiny_data.train_texts))
             texts = tiny_data.anchor_sets[name].texts
@@ -44,3 +45,21 @@ def test_balanced_kmeans_clusters_have_equal_sizes_and_batches_keep_clusters_who
     assert sorted(np.concatenate(batches).tolist()) == list(range(103))
     assert cluster_size_at(0, 8, 25, 64) == 8 and cluster_size_at(25, 8, 25, 64) == 16
     assert cluster_size_at(200, 8, 25, 64) == 64
+
+
+def test_a_text_identical_to_the_row_own_text_is_never_a_negative() -> None:
+    import scipy.sparse as sp
+
+    from xc_core.datasets.container import AnchorSet
+
+    # doc 0 "jupiter" has label 1 ("saturn"); doc 1 "saturn" has label 0 ("jupiter"): each row's label is the
+    # other row's own text, and each row's anchor is the other row's text too.
+    docs, labels = ["jupiter", "saturn"], ["jupiter", "saturn"]
+    y = sp.csr_matrix(np.array([[0, 1], [1, 0]], dtype=np.float32))
+    anchors = AnchorSet("links", ["saturn", "jupiter"], doc_edges=[(0, 0), (1, 1)], label_edges=[])
+    builder = BatchBuilder.from_anchor_sets(docs, labels, y, {"links": anchors}, ["links"], [])
+    batch = builder.build(np.array([0, 1]), np.random.default_rng(0))
+    # Row 1's label "jupiter" is doc 0 itself, row 0's label "saturn" is doc 1: neither is a negative.
+    assert batch.label_texts == ["saturn", "jupiter"] and batch.positive_mask.all()
+    side = batch.doc_anchors["links"]
+    assert side.neighbour_mask[0, 1] and side.neighbour_mask[1, 0]

@@ -81,3 +81,22 @@ def test_train_cli_refuses_a_graph_method_without_anchor_sets_and_runs_pretraine
     with pytest.raises(SystemExit, match="ramen trains on anchor sets"):
         main(["train", "--method", "ramen", "--profile", "tiny", "--home", str(home), "--quiet"])
     assert main(["train", "--method", "pretrained", "--profile", "tiny", "--home", str(home), "--quiet"]) == 0
+
+
+def test_anchor_pairs_control_trains_on_the_label_side_anchor_pairs(tiny_data: XCDataset, tiny_home: Path,
+                                                                    tmp_path: Path) -> None:
+    probe = _trainer(tiny_data, tiny_home, tmp_path / "probe", regularize=False, max_train_docs=50)
+    tested = set(tiny_data.test_texts)  # a train query also asked in the test period is held out as an anchor
+    outside = np.array([d for d in np.setdiff1d(np.arange(len(tiny_data.train_texts)), np.r_[probe.train_idx, probe.val_idx])
+                        if tiny_data.train_texts[d] not in tested][:3])
+    label = int(tiny_data.y_train[probe.train_idx[0]].indices[0])  # a label the subsample reaches
+    texts = [tiny_data.train_texts[d] for d in outside]
+    anchors = AnchorSet("clicks", texts, np.empty((0, 2)), np.array([[label, a] for a in range(3)]))
+    data = dataclasses.replace(tiny_data, anchor_sets={"clicks": anchors},
+                               meta={**tiny_data.meta, "anchor_spaces": {"clicks": "documents"}})
+    trainer = _trainer(data, tiny_home, tmp_path / "m", regularize=False, max_train_docs=50, anchor_pairs=True)
+    assert set(outside) <= set(trainer.train_idx) and len(trainer.train_idx) == len(probe.train_idx) + 3
+    for d in outside:  # a joining document brings exactly the anchor pair, not its other labels
+        assert trainer.data.y_train[d].indices.tolist() == [label]
+    assert trainer.anchor_pairs_added >= 3 and trainer.full_anchors == {}
+    assert (trainer.val_truth != tiny_data.y_train).nnz == 0  # validation still scores the original labels

@@ -8,7 +8,10 @@ items first clicked in test are *novel labels* (reachable only through their tex
 Anchor sets come from the train-window graph tables (:mod:`xc_core.graphs.tables`):
 
 - ``cosession_queries`` — anchors are query texts. Document side: the query's co-session queries.
-  Label side: the queries that clicked the item (click graph), which carry the item's alias vocabulary.
+- ``click_graph`` — anchors are query texts. Label side: the train queries that clicked the item. Named for
+  what it is: these (query, item) pairs are training pairs, so this set adds labelled pairs a subsampled
+  trainer would not otherwise see rather than new graph signal (the ``dual_encoder_anchor_pairs`` control
+  trains on exactly those pairs).
 - ``coclick_items`` — anchors are item texts. Label side: items co-clicked in one session.
 """
 
@@ -166,7 +169,8 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
     coclick_lbl = _top_edges(coclick, "i1", "i2", "sessions", cfg.label_anchors).with_columns(
         pl.col("i2").replace_strict(item_text, default=pl.col("i2"))).rename({"i1": "node", "i2": "anchor"})
     anchors = {
-        "cosession_queries": _anchor_set("cosession_queries", cos_doc, cos_lbl, d_ix, l_ix),
+        "cosession_queries": _anchor_set("cosession_queries", cos_doc, None, d_ix, l_ix),
+        "click_graph": _anchor_set("click_graph", None, cos_lbl, d_ix, l_ix),
         "coclick_items": _anchor_set("coclick_items", None, coclick_lbl, d_ix, l_ix),
     }
     dataset = XCDataset(
@@ -178,7 +182,8 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         meta={"protocol": cfg.protocol, "psp_A": cfg.psp_A, "psp_B": cfg.psp_B, "markets": cfg.markets,
               "train_start": first.isoformat(), "split": split.isoformat(), "test_end": end.isoformat(),
               "graphs_dir": str(graphs_dir),
-              "anchor_spaces": {"cosession_queries": "documents", "coclick_items": "labels"}},
+              "anchor_spaces": {"cosession_queries": "documents", "click_graph": "documents",
+                                "coclick_items": "labels"}},
     )
     log.info("built %s", dataset.summary())
     return dataset

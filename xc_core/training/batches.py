@@ -3,7 +3,10 @@
 A batch is a set of train documents. For each document: one random positive label, and one random anchor
 from each document-side anchor set; for each chosen label: one random anchor from each label-side anchor
 set. Negatives are in-batch (other rows' labels / anchors) and a row never uses as a negative something that
-is one of its own positives (``positive_mask``) or one of its own anchors (``neighbour_mask``).
+is one of its own positives (``positive_mask``) or one of its own anchors (``neighbour_mask``), nor a text
+identical to its own: no encoder can separate two equal strings, so pushing one from the other only
+damages it (on wikispeedia a document's own article is a label and an anchor of other rows; a query and an
+item may read the same).
 """
 
 from __future__ import annotations
@@ -52,10 +55,20 @@ def _membership(matrix: sp.csr_matrix, rows: np.ndarray, cols: np.ndarray) -> np
     return sub
 
 
-def _side(incidence: sp.csr_matrix, rows: np.ndarray, texts: list[str], rng: np.random.Generator) -> AnchorSide:
+def same_text(left: list[str], right: list[str]) -> np.ndarray:
+    """(len(left), len(right)) bool: left[i] == right[j]."""
+    codes = {t: i for i, t in enumerate(dict.fromkeys([*left, *right]))}
+    a = np.array([codes[t] for t in left])
+    b = np.array([codes[t] for t in right])
+    return a[:, None] == b[None, :]
+
+
+def _side(incidence: sp.csr_matrix, rows: np.ndarray, texts: list[str], rng: np.random.Generator,
+          node_texts: list[str]) -> AnchorSide:
     anchors = _pick(incidence, rows, rng)
     valid = anchors >= 0
     neighbour = _membership(incidence, rows, anchors)
+    neighbour |= same_text(node_texts, [texts[a] if a >= 0 else "" for a in anchors]) & valid[None, :]
     np.fill_diagonal(neighbour, False)
     return AnchorSide([texts[a] if a >= 0 else "" for a in anchors], valid, neighbour)
 
@@ -86,12 +99,11 @@ class BatchBuilder:
         labels = _pick(self.y, doc_ids, rng)
         if (labels < 0).any():
             raise ValueError("every training document needs at least one positive label")
-        positive = _membership(self.y, doc_ids, labels)
+        doc_texts, label_texts = [self.doc_texts[i] for i in doc_ids], [self.label_texts[j] for j in labels]
+        positive = _membership(self.y, doc_ids, labels) | same_text(doc_texts, label_texts)
         np.fill_diagonal(positive, True)
         return Batch(
-            doc_ids=doc_ids, label_ids=labels,
-            doc_texts=[self.doc_texts[i] for i in doc_ids], label_texts=[self.label_texts[j] for j in labels],
-            positive_mask=positive,
-            doc_anchors={s: _side(m, doc_ids, t, rng) for s, (m, t) in self.doc_side.items()},
-            label_anchors={s: _side(m, labels, t, rng) for s, (m, t) in self.label_side.items()},
+            doc_ids=doc_ids, label_ids=labels, doc_texts=doc_texts, label_texts=label_texts, positive_mask=positive,
+            doc_anchors={s: _side(m, doc_ids, t, rng, doc_texts) for s, (m, t) in self.doc_side.items()},
+            label_anchors={s: _side(m, labels, t, rng, label_texts) for s, (m, t) in self.label_side.items()},
         )

@@ -34,6 +34,9 @@ class TrainConfig(BaseModel):
                                "are anisotropic, so raw cosine > 0 keeps every edge")
     exclude_heldout_anchors: bool = Field(default=True, description="drop anchor edges whose anchor text is a "
                                           "validation or test document: held-out queries never act as anchors")
+    anchor_pairs: bool = Field(default=False, description="control for label-side anchor sets of documents (e.g. "
+                               "the click graph): add each (anchor document, label) edge as a training pair instead "
+                               "of a regularizer, so 'more labelled pairs' and 'graph signal' can be told apart")
     select_best: bool = Field(default=True, description="keep the epoch (0 = the starting encoder) with the best "
                               "validation metric, so a fine-tune is never worse than its start on validation")
     anchor_grad: bool = Field(default=True, description="backpropagate through anchor encodings (RAMEN eq. 2); "

@@ -12,6 +12,7 @@ checkpoint, so a run killed at any point and resumed ends with the same paramete
 from __future__ import annotations
 
 import logging
+import dataclasses
 import os
 import shutil
 import time
@@ -78,14 +79,21 @@ def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
-def top_k_exact(doc_emb: np.ndarray, label_emb: np.ndarray, k: int) -> np.ndarray:
-    """(n_docs, min(k, n_labels)) indices of each document's best-scored labels, best first (exact search)."""
+def top_k_exact(doc_emb: np.ndarray, label_emb: np.ndarray, k: int,
+                exclude: np.ndarray | None = None) -> np.ndarray:
+    """(n_docs, min(k, n_labels)) indices of each document's best-scored labels, best first (exact search);
+    ``exclude`` (pairs of document row, label column) are never returned."""
     import torch
 
     labels = torch.from_numpy(label_emb)
     k = min(k, labels.shape[0])
-    out = [torch.topk(torch.from_numpy(doc_emb[s: s + 1024]) @ labels.T, k, dim=1).indices.numpy()
-           for s in range(0, len(doc_emb), 1024)]
+    exclude = np.empty((0, 2), np.int64) if exclude is None else np.asarray(exclude, np.int64).reshape(-1, 2)
+    out = []
+    for start in range(0, len(doc_emb), 1024):
+        scores = torch.from_numpy(doc_emb[start: start + 1024]) @ labels.T
+        mine = exclude[(exclude[:, 0] >= start) & (exclude[:, 0] < start + len(scores))]
+        scores[torch.from_numpy(mine[:, 0] - start), torch.from_numpy(mine[:, 1])] = float("-inf")
+        out.append(torch.topk(scores, k, dim=1).indices.numpy())
     return np.concatenate(out) if out else np.zeros((0, k), np.int64)
 
 
@@ -111,6 +119,9 @@ class Trainer:
             keep = np.random.default_rng([cfg.seed, 23]).choice(len(self.train_idx), cfg.max_train_docs, replace=False)
             self.train_idx = np.sort(self.train_idx[keep])
         self.heldout_anchor_edges: dict[str, int] = {}
+        self.anchor_pairs_added = 0
+        if cfg.anchor_pairs:
+            self._add_anchor_pairs(self._reachable(self._without_heldout(dataset.anchor_sets)))
         self.full_anchors = self._reachable(self._without_heldout(dataset.anchor_sets)) if cfg.regularize else {}
         self.doc_sets = [s for s in (cfg.doc_sets if cfg.doc_sets is not None else self.full_anchors)
                          if s in self.full_anchors and len(self.full_anchors[s].doc_edges)]
@@ -169,6 +180,36 @@ class Trainer:
                                   label_proxy=np.asarray(a.label_proxy)[keep_label])
         log.info("held-out anchors dropped (edges per set): %s", self.heldout_anchor_edges)
         return out
+
+    def _add_anchor_pairs(self, anchor_sets: dict[str, AnchorSet]) -> None:
+        """The ``anchor_pairs`` control: every label-side edge (label, anchor) of a document-space set whose
+        anchor is a training document becomes the training pair (that document, label) — the labelled pairs a
+        regularizer on that set would reach, given to the task loss instead. Documents outside the training
+        subsample join it with only those pairs; validation documents never do (already excluded as anchors)."""
+        doc_of = {t: i for i, t in enumerate(self.data.train_texts)}
+        spaces = self.data.meta.get("anchor_spaces", {})
+        rows, cols = [], []
+        for name, a in anchor_sets.items():
+            if spaces.get(name, "documents") != "documents":
+                continue
+            for label, anchor in a.label_edges.tolist():
+                doc = doc_of.get(a.texts[anchor])
+                if doc is not None:
+                    rows.append(doc)
+                    cols.append(label)
+        y = sp.csr_matrix(self.data.y_train)
+        extra = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=y.shape)
+        outside = np.ones(y.shape[0], bool)
+        outside[self.train_idx] = False
+        keep_rows = sp.diags((~outside).astype(np.float32))  # subsample rows keep their labels; others get only extra
+        merged = sp.csr_matrix(keep_rows @ y + extra)
+        merged.data[:] = 1.0
+        self.anchor_pairs_added = int(merged.nnz - (keep_rows @ y).nnz)
+        new_docs = np.unique(np.asarray(rows, np.int64)[outside[np.asarray(rows, np.int64)]]) if rows else np.zeros(0, np.int64)
+        self.train_idx = np.union1d(self.train_idx, new_docs)
+        self.data = dataclasses.replace(self.data, y_train=merged)
+        log.info("anchor_pairs: %d labelled pairs added, %d documents joined the training set",
+                 self.anchor_pairs_added, len(new_docs))
 
     def _reachable(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
         """Only the edges a batch can ever draw: documents of ``train_idx`` and labels that are their positives.
@@ -266,10 +307,18 @@ class Trainer:
         truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
         labels = self.encode([self.data.label_texts[i] for i in space])
         k = self.cfg.val_k
-        top = top_k_exact(docs, labels, max(k, 5))
+        top = top_k_exact(docs, labels, max(k, 5), exclude=self._val_self_pairs(space))
         return {f"recall@{k}": recall_at_k(top[:, :k], truth),
                 "P@1": float(precision_per_row(truth, top, 1).mean()),
                 "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan")}
+
+    def _val_self_pairs(self, space: np.ndarray) -> np.ndarray:
+        """(validation row, label column) where the label is the document itself (same id): never scored, as
+        the test filter removes a test document's own label (wikispeedia; XC folders with shared ids)."""
+        column = {self.data.label_ids[j]: c for c, j in enumerate(space)}  # type: ignore[index]
+        pairs = [(r, column[self.data.train_ids[i]]) for r, i in enumerate(self.val_idx)  # type: ignore[index]
+                 if self.data.train_ids[i] in column]  # type: ignore[index]
+        return np.array(pairs, np.int64).reshape(-1, 2)
 
     def validation_recall(self) -> float:
         return self.validation_metrics()[f"recall@{self.cfg.val_k}"]
