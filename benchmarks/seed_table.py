@@ -2,13 +2,13 @@
 
     .venv/bin/python benchmarks/seed_table.py --dataset wikispeedia --profile cpu \
         --homes /tmp/xc-s0 /tmp/xc-s1 /tmp/xc-s2 --methods pretrained,dual_encoder,ramen \
-        [--pairs ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained] [--json out.json]
+        [--pairs ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained] [--json out.json] [--html out.html]
 
 For each method: the per-query metric averaged over the seeds it was trained with, then the mean and a
 bootstrap 95% CI over test queries. Paired differences a − b use the same per-query seed averages (paired
 bootstrap over queries, so the interval reflects the test sample with the seed noise averaged out), plus
 the per-seed differences so the seed spread stays visible. Every home must hold the same test split
-(checked by its fingerprint). Prints markdown; ``--json`` also writes the figures.
+(checked by its fingerprint). Prints markdown; ``--json`` also writes the figures, ``--html`` a report.
 """
 
 from __future__ import annotations
@@ -111,6 +111,31 @@ def markdown(result: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+HTML = """<!doctype html><html><head><meta charset="utf-8"><title>{{ r.dataset }} ({{ r.profile }}): seeds</title>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:first-child{text-align:left}
+.pos{color:#080}.neg{color:#a00}</style></head><body>
+<h1>{{ r.dataset }} — profile {{ r.profile }}, {{ r.homes|length }} seed homes</h1>
+<p>Per-query metrics averaged over seeds; 95% bootstrap intervals over test queries.</p>
+<table><tr><th>method</th><th>seeds</th>{% for k in metrics %}<th>{{ k }}</th>{% endfor %}</tr>
+{% for m, row in r.methods.items() %}<tr><td>{{ m }}</td><td>{{ row.seeds }}</td>{% for k in metrics %}
+<td>{{ "%.2f"|format(100 * row[k].value) }} [{{ "%.2f"|format(100 * row[k].ci[0]) }}, {{ "%.2f"|format(100 * row[k].ci[1]) }}]</td>
+{% endfor %}</tr>{% endfor %}</table>
+<h2>Paired differences (same test queries)</h2>
+<table><tr><th>a − b</th>{% for k in metrics %}<th>{{ k }}</th>{% endfor %}</tr>
+{% for name, row in r.paired.items() %}<tr><td>{{ name }}</td>{% for k in metrics %}
+<td class="{{ 'pos' if row[k].ci[0] > 0 else ('neg' if row[k].ci[1] < 0 else '') }}">{{ "%+.2f"|format(100 * row[k].diff) }}
+[{{ "%+.2f"|format(100 * row[k].ci[0]) }}, {{ "%+.2f"|format(100 * row[k].ci[1]) }}]<br><small>per seed:
+{% for v in row[k].per_seed %}{{ "%+.2f"|format(100 * v) }} {% endfor %}</small></td>{% endfor %}</tr>{% endfor %}
+</table></body></html>"""
+
+
+def html(result: dict[str, object]) -> str:
+    import jinja2
+
+    return jinja2.Template(HTML, autoescape=True).render(r=result, metrics=METRICS)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", required=True)
@@ -119,6 +144,7 @@ def main() -> None:
     parser.add_argument("--methods", default="pretrained,dual_encoder,ramen")
     parser.add_argument("--pairs", default="ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--html", type=Path, default=None, help="also write the tables as an HTML report")
     args = parser.parse_args()
     pairs = [tuple(p.split(":")) for p in args.pairs.split(",") if p]
     result = build(args.homes, args.dataset, args.profile, args.methods.split(","), pairs)  # type: ignore[arg-type]
@@ -126,6 +152,9 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if args.html:
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(html(result))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
 
-SIM_SCALE = {"tiny": "tiny", "demo": "demo", "full": "large"}
+SIM_SCALE = {"tiny": "tiny", "demo": "demo", "cpu": "demo", "full": "large"}
 SUMMARY_KEYS = ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "documents", "labels",
                 "train_documents", "test_documents", "leaked_test_nodes", "proxy_edges", "reachable_train_labels")
 

@@ -30,7 +30,7 @@ class DatasetConfig(dg.Config):
 
 
 class AnchorSetsConfig(dg.Config):
-    profile: str = Field(default="demo", description="tiny | demo | full: encoder and RWR settings")
+    profile: str = Field(default="demo", description="tiny | demo | cpu | full: encoder and RWR settings")
     min_coverage: float = Field(default=0.5, ge=0, le=1,
                                 description="gate: share of nodes with ≥1 anchor after RWR, per set and side")
     use_encoder: bool = Field(default=True, description="ANN proxies and pruning need the encoder")

@@ -15,7 +15,7 @@ method_partitions = dg.StaticPartitionsDefinition(method_names())  # a new metho
 
 
 class EncoderConfig(dg.Config):
-    profile: str = Field(default="demo", description="tiny | demo | full")
+    profile: str = Field(default="demo", description="tiny | demo | cpu | full")
     epochs: int = Field(default=0, ge=0, description="override the profile's epochs (0: keep)")
     lr: float = Field(default=0.0, ge=0, description="override the profile's learning rate (0: keep)")
     batch_size: int = Field(default=0, ge=0, description="override the profile's batch size (0: keep)")
