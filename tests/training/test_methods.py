@@ -73,3 +73,17 @@ def test_data_set_settings_apply_before_overrides_and_the_methods_switches() -> 
     assert train_config(get_method("ramen"), demo, "synthetic").lr == demo.train.lr
     assert train_config(get_method("dual_encoder"), demo, "wikispeedia", {"lr": 1e-4, "regularize": True}).lr == 1e-4
     assert not train_config(get_method("dual_encoder"), demo, "wikispeedia", {"regularize": True}).regularize
+
+
+def test_a_graph_method_restricted_to_some_anchor_sets_is_a_method_variant() -> None:
+    from xc_core.methods import get_method
+
+    links = get_method("ramen@links")
+    assert links.name == "ramen@links" and links.needs_anchor_sets
+    assert links.overrides["doc_sets"] == ["links"] and links.overrides["label_sets"] == ["links"]
+    # an ablation keeps its own cut: no document graph stays no document graph
+    assert get_method("ramen_no_doc_graph@links+categories").overrides["doc_sets"] == []
+    with pytest.raises(ValueError, match="only a method that trains on anchor sets"):
+        get_method("dual_encoder@links")
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        get_method("nope@links")

@@ -7,7 +7,7 @@ module, so ``get_method(name)`` sees all of them. Adding a method is adding a mo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from xc_core.datasets.container import XCDataset
@@ -42,6 +42,23 @@ def register(method: Method) -> Method:
 
 
 def get_method(name: str) -> Method:
-    if name not in METHODS:
-        raise ValueError(f"unknown method '{name}': choose one of {', '.join(sorted(METHODS))}")
-    return METHODS[name]
+    """A registered method, or a graph method restricted to some anchor sets: ``ramen@links`` or
+    ``ramen@links+categories`` (both sides, only those sets) — the "which graph helps" ablation on any data
+    set without a module per set name."""
+    base, _, restrict = name.partition("@")
+    if base not in METHODS:
+        raise ValueError(f"unknown method '{base}': choose one of {', '.join(sorted(METHODS))}")
+    method = METHODS[base]
+    if not restrict:
+        return method
+    if not method.needs_anchor_sets:
+        raise ValueError(f"'{name}': only a method that trains on anchor sets can be restricted to some")
+    sets = restrict.split("+")
+
+    def only(current: list[str] | None) -> list[str]:
+        return [s for s in sets if current is None or s in current]
+
+    overrides = {**method.overrides, "doc_sets": only(method.overrides.get("doc_sets")),
+                 "label_sets": only(method.overrides.get("label_sets"))}
+    return replace(method, name=name, description=f"{method.description}; anchor sets {', '.join(sets)} only",
+                   overrides=overrides)
