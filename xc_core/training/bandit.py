@@ -9,7 +9,7 @@ The objective is λ_l·L + Σ_t (λ_x^t R_x^t + λ_z^t R_z^t); λ_l starts at 1 
 and λ̂ weighs the objective for the next ``period`` iterations. At the period's end the caller measures the
 task loss L_k on a held-out validation batch and calls ``update(L_k)``. The period is judged by
 
-    reward      Δ_k = L_k − L_{k−1}                      (how much the period changed the validation loss)
+    reward      Δ_k = L_k − L_{k−1}      (how much the period changed the validation loss: lower is better)
     centred     c_k = Δ_k − b,       b = exponential mean of the earlier Δ         (``decay`` β = 0.9)
     standardized r̃_k = c_k / max(s, min_scale),  s = exponential RMS of the c up to and including c_k
 
@@ -21,10 +21,12 @@ Both exponential means are bias-corrected as in Adam, so early on they are plain
 b and the earlier c do not depend on the current z and E[z] = 0, so the baseline adds no bias; s includes
 c_k (as Adam's second moment includes the current gradient) so the very first step already has unit scale
 and |r̃| ≤ 1/√(1−β) ≈ 3.2: no single period can throw λ far. r̃ and z/σ are both unit-scale, so ``lr`` is
-the typical move of λ per period in λ's own units, whatever the magnitude of the loss (``min_scale``, in
-the loss's units, keeps a loss that has stopped moving from being blown up into unit-scale noise): with a reward that
+the typical move of λ per period in λ's own units, whatever the magnitude of the loss: when the reward
 reflects one λ's perturbation with correlation ρ, that λ drifts by ≈ ρ·lr per period (lr 0.01: 0.01 per
-period at most, ≈ 0.3 over 100 periods at ρ = 0.3); ``variance`` only sets how widely λ̂ explores.
+period at most, ≈ 0.3 over 100 periods at ρ = 0.3); ``variance`` only sets how widely λ̂ explores. The
+price of unit scale: a λ whose term has no effect on the loss random-walks by ≈ lr·√k over k periods
+(0.1 over 100 at lr 0.01) instead of standing still. ``min_scale`` (in the loss's units) keeps a loss that
+has stopped moving altogether from being blown up into unit-scale noise.
 
 What differs from the paper, and why:
 
@@ -35,11 +37,14 @@ What differs from the paper, and why:
   every earlier period's progress, which drifts down as the encoder learns and swamps the effect of the
   current λ̂; the change removes that common history. The running baseline then removes what drift is left
   in the changes (they shrink as training converges).
-* The paper steps by η·P/(λ̂ − λ) = η·P/z: unbounded as z → 0, and with a raw loss of ≈ 0.05 and
-  η = 0.01 its typical step is ~0.002 — on a real run λ_reg stayed in 0.096–0.103 while λ̂ swung 0 … 0.23.
-  We use the Gaussian-smoothing form r·z/σ, with the reward standardized, so a step has the scale ``lr``.
-* λ and λ̂ are clipped to [0, ``lambda_max``] (default 1: a regularizer never outweighs the task term it
-  serves); the paper only implies λ ≥ 0.
+* The paper steps by η·P/(λ̂ − λ) = η·P/z: unbounded as z → 0, and since P > 0 always its sign is the
+  sign of z whatever P says. Flaxman et al.'s estimate is f·z (over the smoothing radius), and with a
+  baseline (f − b)·z/σ². This module's previous version used that on the raw loss level: with a loss of
+  ≈ 0.05 and lr 0.01 a step moved λ by ≈ 0.002 — on a real run λ_reg stayed in 0.096–0.103 while λ̂ swung
+  0 … 0.23. Standardizing the reward and dividing by σ, not σ², gives a step of scale ``lr`` instead.
+* λ and λ̂ are clipped to [0, ``lambda_max``]; the paper only implies λ ≥ 0. The default 2 bounds a
+  runaway (a regularizer may reach twice the task's weight, no more) and still lets a tuned task weight
+  (``frozen=[]``, starting at 1) be perturbed upward as well as downward.
 * ``frozen`` names keep their initial λ; by default the first name, which the trainer makes the task term.
   Scaling every λ by c only rescales the objective — a change of learning rate for SGD, nothing at all for
   Adam but its ε — so λ_l is redundant; tuning it (as the paper does) would add a perturbation that only
@@ -94,7 +99,7 @@ class LambdaBandit:
 
     def __init__(self, names: list[str], initial: dict[str, float], variance: float = 0.01, lr: float = 0.01,
                  period: int = 30, seed: int = 0, fixed: bool = False, frozen: Sequence[str] | None = None,
-                 lambda_max: float = 1.0, decay: float = 0.9, min_scale: float = 1e-6) -> None:
+                 lambda_max: float = 2.0, decay: float = 0.9, min_scale: float = 1e-6) -> None:
         if not names or len(set(names)) != len(names):
             raise ValueError(f"names must be non-empty and unique, got {names}")
         if missing := [n for n in names if n not in initial]:

@@ -501,7 +501,7 @@ class Trainer:
             # Epoch 0 is the starting encoder: a candidate for selection like any epoch, and the bandit's
             # first reference level.
             history.append(self._validate(0, 0, float("nan")))
-            if cfg.bandit:
+            if len(self.terms) > 1:  # also for a fixed bandit (ramen_no_bandit): it records every period's change
                 self.bandit.begin(self.validation_task_loss())
         started, examples, task_value = time.perf_counter(), 0, float("nan")
         for epoch in range(start_epoch, cfg.epochs):
@@ -528,8 +528,9 @@ class Trainer:
                 global_step += 1
                 examples += len(batch.doc_texts) * self.world
                 task_value = float(terms["task"].detach())
-                if self.bandit.due(global_step):
+                if len(self.terms) > 1 and self.bandit.due(global_step):
                     self.bandit.update(self.validation_task_loss())
+                    self._log_bandit(global_step)
                 if global_step % cfg.log_every_steps == 0 and self.rank == 0:
                     self._log_step(terms, total, weights, examples / max(time.perf_counter() - started, 1e-9),
                                    global_step)
@@ -562,6 +563,13 @@ class Trainer:
             history=history, prune_log=prune_log, lambda_trajectory=list(self.bandit.trajectory),
             selected_epoch=int(selected.get("epoch", cfg.epochs)), heldout_anchor_edges=dict(self.heldout_anchor_edges),
         )
+
+    def _log_bandit(self, step: int) -> None:
+        """The period's judged change of the validation task loss (raw and standardized), when it had one."""
+        last = self.bandit.trajectory[-1]
+        metrics = {f"bandit/{k}": float(last[k]) for k in ("loss", "reward", "reward_std") if last.get(k) is not None}
+        if metrics and self.rank == 0:
+            self.sink.log_metrics(metrics, step)
 
     def _log_step(self, terms: dict[str, Any], total: Any, weights: dict[str, float], examples_per_s: float,
                   step: int) -> None:
