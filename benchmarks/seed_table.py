@@ -85,11 +85,13 @@ def build(homes: list[Path], dataset: str, profile: str, methods: list[str],
              for m, (r, n) in averaged.items() if n}
     diffs = {}
     for a, b in pairs:
-        if averaged.get(a, ({}, 0))[1] and averaged.get(b, ({}, 0))[1]:
-            diffs[f"{a} − {b}"] = {k: {"diff": (d := _paired(averaged[a][0], averaged[b][0], k))[0],
-                                       "ci": d[1:3], "p": d[3],
-                                       "per_seed": per_seed_diffs(homes, dataset, profile, a, b, k)}
-                                   for k in METRICS}
+        # only the seeds that evaluated both methods, so a pair never mixes seed sets
+        both = [h for h in homes if _per_row(h, dataset, a, profile) and _per_row(h, dataset, b, profile)]
+        if not both:
+            continue
+        ra, rb = seed_average(both, dataset, a, profile)[0], seed_average(both, dataset, b, profile)[0]
+        diffs[f"{a} − {b}"] = {k: {"diff": (d := _paired(ra, rb, k))[0], "ci": d[1:3], "p": d[3], "seeds": len(both),
+                                   "per_seed": per_seed_diffs(both, dataset, profile, a, b, k)} for k in METRICS}
     return {"dataset": dataset, "profile": profile, "homes": [str(h) for h in homes], "methods": table,
             "paired": diffs}
 
@@ -107,7 +109,7 @@ def markdown(result: dict[str, object]) -> str:
         for name, row in paired.items():
             cells = [f"{100 * row[k]['diff']:+.2f} [{100 * row[k]['ci'][0]:+.2f}, {100 * row[k]['ci'][1]:+.2f}]"
                      for k in METRICS]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {name} ({row[METRICS[0]]['seeds']} seeds) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
