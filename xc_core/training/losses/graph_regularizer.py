@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from xc_core.training.losses.triplet import _check, hard_triplet_margin
+from xc_core.training.losses.triplet import anchor_scores, hard_triplet_margin
 
 
 class GraphRegularizer(nn.Module):
@@ -42,11 +42,7 @@ class GraphRegularizer(nn.Module):
 
     def forward(self, node_emb: torch.Tensor, anchor_emb: torch.Tensor, valid: torch.Tensor,
                 anchor_is_neighbour: torch.Tensor) -> torch.Tensor:
-        scores = node_emb @ anchor_emb.T
-        _check(scores, anchor_is_neighbour, "anchor_is_neighbour")
-        if valid.shape != scores.shape[:1]:
-            raise ValueError(f"valid must have shape ({scores.shape[0]},), got {tuple(valid.shape)}")
-        negatives = ~anchor_is_neighbour.to(device=scores.device, dtype=torch.bool)
+        scores, negatives = anchor_scores(node_emb, anchor_emb, valid, anchor_is_neighbour)
         return hard_triplet_margin(scores, negatives, self.margin, self.hard_negatives, valid=valid)
 
     def extra_repr(self) -> str:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from xc_core.training.losses.triplet import _check
+from xc_core.training.losses.triplet import _check, anchor_scores
 
 
 def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float,
@@ -99,11 +99,7 @@ class SoftmaxGraphRegularizer(nn.Module):
 
     def forward(self, node_emb: torch.Tensor, anchor_emb: torch.Tensor, valid: torch.Tensor,
                 anchor_is_neighbour: torch.Tensor) -> torch.Tensor:
-        scores = node_emb @ anchor_emb.T
-        _check(scores, anchor_is_neighbour, "anchor_is_neighbour")
-        if valid.shape != scores.shape[:1]:
-            raise ValueError(f"valid must have shape ({scores.shape[0]},), got {tuple(valid.shape)}")
-        negatives = ~anchor_is_neighbour.to(device=scores.device, dtype=torch.bool)
+        scores, negatives = anchor_scores(node_emb, anchor_emb, valid, anchor_is_neighbour)
         return in_batch_softmax(scores, negatives, self.scale, valid=valid)
 
     def extra_repr(self) -> str:

@@ -13,6 +13,16 @@ def _check(scores: torch.Tensor, mask: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} must have the shape of scores {tuple(scores.shape)}, got {tuple(mask.shape)}")
 
 
+def anchor_scores(node_emb: torch.Tensor, anchor_emb: torch.Tensor, valid: torch.Tensor,
+                  anchor_is_neighbour: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A regularizer's batch, checked: (scores [B, B] = node_i · anchor_j, negatives [B, B] = not an own anchor)."""
+    scores = node_emb @ anchor_emb.T
+    _check(scores, anchor_is_neighbour, "anchor_is_neighbour")
+    if valid.shape != scores.shape[:1]:
+        raise ValueError(f"valid must have shape ({scores.shape[0]},), got {tuple(valid.shape)}")
+    return scores, ~anchor_is_neighbour.to(device=scores.device, dtype=torch.bool)
+
+
 def hard_triplet_margin(scores: torch.Tensor, negatives: torch.Tensor, margin: float, hard_negatives: int | None,
                         valid: torch.Tensor | None = None) -> torch.Tensor:
     """Mean hinge max(0, γ − s_ii + s_ij) over the ``hard_negatives`` hardest allowed negatives j of each valid row.
