@@ -11,8 +11,8 @@ checkpoint, so a run killed at any point and resumed ends with the same paramete
 
 from __future__ import annotations
 
-import logging
 import dataclasses
+import logging
 import os
 import shutil
 import time
@@ -120,9 +120,11 @@ class Trainer:
             self.train_idx = np.sort(self.train_idx[keep])
         self.heldout_anchor_edges: dict[str, int] = {}
         self.anchor_pairs_added = 0
+        graph_used = cfg.regularize or cfg.anchor_pairs
+        clean = self._reachable(self._without_heldout(dataset.anchor_sets)) if graph_used else {}
         if cfg.anchor_pairs:
-            self._add_anchor_pairs(self._reachable(self._without_heldout(dataset.anchor_sets)))
-        self.full_anchors = self._reachable(self._without_heldout(dataset.anchor_sets)) if cfg.regularize else {}
+            self._add_anchor_pairs(clean)
+        self.full_anchors = clean if cfg.regularize else {}
         self.doc_sets = [s for s in (cfg.doc_sets if cfg.doc_sets is not None else self.full_anchors)
                          if s in self.full_anchors and len(self.full_anchors[s].doc_edges)]
         self.label_sets = [s for s in (cfg.label_sets if cfg.label_sets is not None else self.full_anchors)
@@ -438,7 +440,6 @@ class Trainer:
         self.best = state.get("best", self.best)
         return state, assign
 
-    # -- the loop ----------------------------------------------------------------------------
     # -- model selection ---------------------------------------------------------------------
     @property
     def best_dir(self) -> Path:
@@ -553,8 +554,7 @@ class Trainer:
         selected = next((h for h in history if h["epoch"] == self.best["epoch"]), history[-1] if history else {})
         encoder_dir = self.out / "encoder"
         if self.rank == 0:
-            self.encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
-            self.encoder.tokenizer.save_pretrained(encoder_dir)
+            self._save_encoder(encoder_dir)
             self.sink.log_metrics({"selected_epoch": float(selected.get("epoch", cfg.epochs))}, global_step)
         return TrainResult(
             epochs=cfg.epochs, steps=global_step, final_task_loss=float(history[-1].get("task_loss", task_value)),
