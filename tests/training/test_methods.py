@@ -63,16 +63,16 @@ def test_auggt_validation_recall_is_scored_on_the_original_labels(tiny_data: XCD
     assert as_trained.validation_recall() != pytest.approx(reference.validation_recall())
 
 
-def test_data_set_settings_apply_before_overrides_and_the_methods_switches() -> None:
+def test_every_data_set_gets_the_profile_recipe_then_overrides_then_the_methods_switches() -> None:
     from xc_core.profiles import get_profile
     from xc_core.training.stage import train_config
 
     demo = get_profile("demo")
-    wiki = train_config(get_method("ramen"), demo, "wikispeedia")
+    wiki = train_config(get_method("ramen"), demo)
     assert (wiki.lr, wiki.batching, wiki.regularize) == (2e-5, "random", True)
-    assert train_config(get_method("ramen"), demo, "synthetic").lr == demo.train.lr
-    assert train_config(get_method("dual_encoder"), demo, "wikispeedia", {"lr": 1e-4, "regularize": True}).lr == 1e-4
-    assert not train_config(get_method("dual_encoder"), demo, "wikispeedia", {"regularize": True}).regularize
+    assert train_config(get_method("ramen"), demo).lr == demo.train.lr
+    assert train_config(get_method("dual_encoder"), demo, {"lr": 1e-4, "regularize": True}).lr == 1e-4
+    assert not train_config(get_method("dual_encoder"), demo, {"regularize": True}).regularize
 
 
 def test_a_graph_method_restricted_to_some_anchor_sets_is_a_method_variant() -> None:

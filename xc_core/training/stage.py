@@ -68,8 +68,8 @@ def _curves(history: list[dict[str, float]], trajectory: list[dict[str, Any]], o
     return out
 
 
-def train_config(method: Any, profile: Profile, dataset: str, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Profile → data set settings → caller's overrides → the method's own switches, in that order."""
+def train_config(method: Any, profile: Profile, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Profile (one recipe for every data set) → caller's overrides → the method's own switches, in that order."""
     return method.configure(train_settings(profile).model_copy(update=overrides or {}))
 
 
@@ -85,7 +85,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     started = time.perf_counter()
     profile = get_profile(profile) if isinstance(profile, str) else profile
     method = get_method(method_name)
-    cfg = train_config(method, profile, dataset.name, overrides)
+    cfg = train_config(method, profile, overrides)
     enc_cfg = encoder_config(profile, home).model_copy(update=method.encoder_overrides)
     out = model_dir(home, dataset.name, method.name, profile.name)
     if not resume and out.exists():
