@@ -13,7 +13,7 @@ export XC_HOME
 MLFLOW_STORE := $(CURDIR)/mlflow
 MLFLOW_URI := sqlite:///$(MLFLOW_STORE)/mlflow.db
 
-.PHONY: install run test ui ui-snapshot mlflow-ui bench clean
+.PHONY: install peers run test ui ui-snapshot mlflow-ui bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The linear peer (PECOS XR-Linear) in its own environment: libpecos pins numpy<2 / scipy<1.14.
+# xc talks to it through files only (benchmarks/peers/pecos_peer.py); xc's environment never imports it.
+PEERS := .venv-peers
+$(PEERS)/.installed: benchmarks/peers/requirements.txt
+	test -d $(PEERS) || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/pip install --quiet --upgrade pip
+	$(PEERS)/bin/pip install --quiet -r benchmarks/peers/requirements.txt
+	touch $@
+
+peers: $(PEERS)/.installed
 
 $(XC_DAGSTER_STATE):
 	mkdir -p $(XC_DAGSTER_STATE)

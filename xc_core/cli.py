@@ -99,15 +99,14 @@ def _anchored(home: Path, name: str) -> object:
 
 
 def cmd_index(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.evaluation.predict import encoder_for, predict
-    from xc_core.evaluation.stage import trained_summary, index_dir
+    from xc_core.evaluation.predict import predict_trained
+    from xc_core.evaluation.stage import index_dir, trained_summary
 
     home = resolve_home(args.home)
     dataset = _anchored(home, args.dataset)
     trained = trained_summary(home, args.dataset, args.method, args.profile)
-    encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
-    preds = predict(dataset, encoder, index_dir(home, args.dataset, args.method, args.profile),  # type: ignore[arg-type]
-                    trained["model_uri"], progress=not args.quiet)
+    preds = predict_trained(dataset, trained, index_dir(home, args.dataset, args.method, args.profile),  # type: ignore[arg-type]
+                            progress=not args.quiet)
     return {"dataset": args.dataset, "method": args.method, "index_dir": str(preds.index_dir),
             "labels": preds.scores.shape[1], "hnsw_recall@10": preds.index_recall_at_10,
             "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query}

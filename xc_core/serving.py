@@ -7,7 +7,8 @@ from typing import Any
 
 
 def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> dict[str, Any]:
-    """Top-k labels for ``query`` from the champion encoder and its (manifest-checked) label index."""
+    """Top-k labels for ``query`` from the champion encoder and its (manifest-checked) label index; a champion
+    with a classifier stage searches its classifier index too and fuses both (the evaluation's search path)."""
     import mlflow
     import numpy as np
 
@@ -25,10 +26,20 @@ def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> 
     activate(uri)
     model = mlflow.pyfunc.load_model(f"models:/{model_name(dataset)}@{CHAMPION}")
     method, profile = version.tags["method"], version.tags["profile"]
-    index = LabelIndex.load(index_dir(home, dataset, method, profile), expect_dataset=dataset)
+    folder = index_dir(home, dataset, method, profile)
+    index = LabelIndex.load(folder, expect_dataset=dataset)
     data = XCDataset.load(dataset_dir(home, dataset))
     labels, label_ids = data.label_texts, data.label_ids or []
-    scores, ids = index.search(np.asarray(model.predict([query]), dtype=np.float32), k)
+    vector = np.asarray(model.predict([query]), dtype=np.float32)
+    fused = getattr(model.unwrap_python_model(), "classifier", None)
+    if fused is None:
+        scores, ids = index.search(vector, k)
+    else:
+        from xc_core.classifier.fusion import fused_search
+        from xc_core.evaluation.predict import CLASSIFIER_INDEX
+
+        classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
+        scores, ids = fused_search(vector, index, classifier_index, np.load(folder / "label_vectors.npy"), fused, k)
     return {"dataset": dataset, "query": query, "model": f"{model_name(dataset)}@{CHAMPION}",
             "version": str(version.version), "method": method,
             "labels": [{"label": labels[i], "label_id": label_ids[i], "score": round(float(s), 4)}

@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,19 +51,36 @@ def to_csr(scores: np.ndarray, ids: np.ndarray, n_labels: int) -> sp.csr_matrix:
                          shape=(len(ids), n_labels))
 
 
+CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
+
+
 def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri: str, k: int = 100,
-            cfg: IndexConfig | None = None, progress: bool = False) -> Predictions:
+            cfg: IndexConfig | None = None, progress: bool = False, classifier_dir: Path | None = None) -> Predictions:
     """Index every label with the encoder, search the test documents, and measure the index.
 
     The index, its report and the test queries' top-k are saved in ``index_dir`` (``label_index``), so the
-    evaluation reuses them (:func:`load_or_predict`) instead of encoding everything a second time."""
-    labels = encoder.encode(dataset.label_texts, progress=progress, desc="labels")
+    evaluation reuses them (:func:`load_or_predict`) instead of encoding everything a second time. With a
+    classifier stage (``classifier_dir``) its vectors get their own index (``index_dir/classifier``) and the
+    test queries go through the fused search, the same path ``xc predict`` serves."""
+    fused = _load_classifier(classifier_dir)
+    labels = _label_vectors(dataset, encoder, classifier_dir, progress)
     queries = encoder.encode(dataset.test_texts, progress=progress, desc="test queries")
     index = LabelIndex.build(labels, None, cfg or IndexConfig(kind="hnsw"), model_uri=model_uri, dataset=dataset.name)
     index.save(index_dir)
     np.save(index_dir / "label_vectors.npy", labels)
+    search = index.search
+    if fused is not None:
+        clf_index = LabelIndex.build(fused.weights, None, cfg or IndexConfig(kind="hnsw"), model_uri=model_uri,
+                                     dataset=dataset.name)
+        clf_index.save(index_dir / CLASSIFIER_INDEX)
+
+        def search(q: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+            from xc_core.classifier.fusion import fused_search
+
+            return fused_search(q, index, clf_index, labels, fused, depth)
+
     started = time.perf_counter()
-    scores, ids = index.search(queries, k)
+    scores, ids = search(queries, k)
     ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
     # exact search latency and HNSW recall on the same sample of real test queries (all 55k on aol-1000
     # would cost minutes of brute force for two numbers a 2,000-query sample estimates well)
@@ -81,8 +99,41 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir, split)
 
 
+def _load_classifier(classifier_dir: Path | None) -> Any:
+    from xc_core.classifier.fusion import FusedClassifier
+
+    return FusedClassifier.load(classifier_dir) if classifier_dir is not None else None
+
+
+def _label_vectors(dataset: XCDataset, encoder: TextEncoder, classifier_dir: Path | None,
+                   progress: bool) -> np.ndarray:
+    """The label embeddings: cached by the classifier stage (same encoder) when it ran, else encoded now."""
+    if classifier_dir is not None:
+        from xc_core.classifier.stage import label_vectors_path
+
+        cached = label_vectors_path(classifier_dir)
+        if cached.exists():
+            vectors = np.load(cached)
+            if vectors.shape[0] == len(dataset.label_texts):
+                return vectors
+    return encoder.encode(dataset.label_texts, progress=progress, desc="labels")
+
+
+def classifier_dir_of(trained: dict[str, Any]) -> Path | None:
+    """The classifier folder a trained method's summary names (None: encoder-only method)."""
+    return Path(trained["classifier_dir"]) if trained.get("classifier_dir") else None
+
+
+def predict_trained(dataset: XCDataset, trained: dict[str, Any], index_dir: Path, progress: bool = False) -> Predictions:
+    """:func:`predict` for a trained method's summary (``train_summary.json``): CLI ``xc index`` and the
+    Dagster ``label_index`` asset."""
+    encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
+    return predict(dataset, encoder, index_dir, trained["model_uri"], progress=progress,
+                   classifier_dir=classifier_dir_of(trained))
+
+
 def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, index_dir: Path, model_uri: str,
-                    k: int = 100, progress: bool = False) -> Predictions:
+                    k: int = 100, progress: bool = False, classifier_dir: Path | None = None) -> Predictions:
     """The predictions ``label_index`` saved for this model and this test split, else :func:`predict` anew.
 
     Reused only when the report names the same model URI and test-split fingerprint and the index passes
@@ -93,7 +144,8 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     fresh = (report.get("model_uri") == model_uri and report.get("test_split") == split
              and report.get("k", 0) >= k and (index_dir / "test_top_ids.npy").exists())
     if not fresh:
-        return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, model_uri, k=k, progress=progress)
+        return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, model_uri, k=k, progress=progress,
+                       classifier_dir=classifier_dir)
     LabelIndex.load(index_dir, expect_model_uri=model_uri, expect_dataset=dataset.name)  # raises when stale/corrupt
     ids = np.load(index_dir / "test_top_ids.npy")[:, :k]
     scores = np.load(index_dir / "test_top_scores.npy")[:, :k]

@@ -14,7 +14,7 @@ import polars as pl
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.registry import dataset_slug
 from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_propensity, top_k
-from xc_core.evaluation.predict import load_or_predict
+from xc_core.evaluation.predict import classifier_dir_of, load_or_predict
 from xc_core.evaluation.report import MethodResult, render_report
 
 REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5")
@@ -55,7 +55,8 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
     started = time.perf_counter()
     trained = trained_summary(home, dataset.name, method, profile)
     preds = load_or_predict(dataset, Path(trained["encoder_dir"]), int(trained.get("max_length", 32)),
-                            index_dir(home, dataset.name, method, profile), trained["model_uri"], progress=progress)
+                            index_dir(home, dataset.name, method, profile), trained["model_uri"], progress=progress,
+                            classifier_dir=classifier_dir_of(trained))
     scores = filter_predictions(preds.scores, dataset.filter_pairs)
     inv = propensity(dataset)
     metrics = {**evaluate(dataset.y_test, scores, k=5, inv_propensity=inv)}

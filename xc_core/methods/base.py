@@ -23,6 +23,7 @@ class Method:
     transform: Callable[[XCDataset, TrainConfig], XCDataset] | None = None  # e.g. AugGT's label propagation
     needs_anchor_sets: bool = False  # trains on the graph: refuse to run without materialized anchor sets
     encoder_overrides: dict[str, Any] = field(default_factory=dict)  # EncoderConfig fields this method sets
+    classifier: bool = False  # ends with the classifier stage: per-label vectors fused with the encoder (#18)
 
     def configure(self, base: TrainConfig) -> TrainConfig:
         return base.model_copy(update=self.overrides)

@@ -13,7 +13,11 @@ PIP_REQUIREMENTS = ["torch==2.13.0", "transformers==5.23.0", "tokenizers==0.23.3
 
 
 class EncoderPyfunc(mlflow.pyfunc.PythonModel):
-    """``predict(list[str]) -> ndarray (n, dim)``; loads the saved HF encoder folder."""
+    """``predict(list[str]) -> ndarray (n, dim)``; loads the saved HF encoder folder.
+
+    A method with the classifier stage ships its per-label vectors and fusion weight in the same model
+    (artifact ``classifier``): ``unwrap_python_model().classifier`` is then a ``FusedClassifier`` that the
+    one search path (``xc_core.classifier.fusion.fused_search``) combines with the label index."""
 
     def load_context(self, context: Any) -> None:
         import json
@@ -22,20 +26,30 @@ class EncoderPyfunc(mlflow.pyfunc.PythonModel):
 
         settings = json.loads(Path(context.artifacts["settings"]).read_text())
         self.encoder = TextEncoder(EncoderConfig(model_path=context.artifacts["encoder"], **settings))
+        self.classifier = None
+        if "classifier" in context.artifacts:
+            from xc_core.classifier.fusion import FusedClassifier
+
+            self.classifier = FusedClassifier.load(Path(context.artifacts["classifier"]))
 
     def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - MLflow reads these hints as the schema
         """Texts in (MLflow validates the list[str] hint), unit embeddings out."""
         return self.encoder.encode([str(t) for t in model_input])
 
 
-def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path) -> Any:
-    """Log the encoder folder as the run's ``encoder`` pyfunc model (explicit requirements: fast)."""
+def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None) -> Any:
+    """Log the encoder folder (and the classifier stage's W + fusion.json, when given) as the run's
+    ``encoder`` pyfunc model (explicit requirements: fast)."""
     import json
 
     settings = work_dir / "encoder_settings.json"
     settings.write_text(json.dumps({"max_length": max_length}))
+    artifacts = {"encoder": str(encoder_dir), "settings": str(settings)}
+    if classifier_dir is not None:
+        artifacts["classifier"] = str(classifier_dir)
     return mlflow.pyfunc.log_model(
         name="encoder", python_model=str(Path(__file__).with_name("encoder_model.py")),  # models from code
-        artifacts={"encoder": str(encoder_dir), "settings": str(settings)},
+        artifacts=artifacts,
         pip_requirements=PIP_REQUIREMENTS, input_example=["running shoes", "bank of america"],
     )
+

@@ -76,11 +76,11 @@ def train_config(method: Any, profile: Profile, overrides: dict[str, Any] | None
 def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, home: Path, resume: bool = False,
                  progress: bool = False, overrides: dict[str, Any] | None = None,
                  on_metrics: Any = None) -> dict[str, Any]:
-    """Train (or, for ``pretrained``, just package) an encoder; log everything to one MLflow run."""
+    """Train (or, for ``pretrained``, just package) an encoder, then — for a ``-clf`` method — its classifier
+    stage; log everything to one MLflow run and one MLflow model (encoder + W + fusion parameters)."""
     import mlflow
 
     from xc_core.methods import get_method
-    from xc_core.training.trainer import Trainer
 
     started = time.perf_counter()
     profile = get_profile(profile) if isinstance(profile, str) else profile
@@ -92,6 +92,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     data = method.prepare(dataset, cfg)
+    reused = _reusable_base(home, dataset.name, method, profile.name, cfg.seed)
     experiment = ensure_experiment(f"xc-{dataset_slug(dataset.name)}", home)
     tags = {"dataset": dataset.name, "method": method.name, "profile": profile.name, "git_commit": git_commit()}
     with mlflow.start_run(experiment_id=experiment, run_name=f"{dataset.name}/{method.name}/{profile.name}",
@@ -99,42 +100,112 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
         mlflow.log_params({k: str(v)[:500] for k, v in {
             **_flat("train.", cfg.model_dump()), **_flat("encoder.", enc_cfg.model_dump()),
             "method": method.name, "method.train": method.train}.items()})
-        trainer = Trainer(data, enc_cfg, cfg, out, sink=MlflowSink(on_metrics), progress=progress,
-                          val_truth=dataset.y_train)  # original labels, whatever the method trains on
-        if method.train:
-            result = trainer.fit(resume=resume)
-            encoder_dir, history = result.encoder_dir, result.history
-            summary = {"epochs": result.epochs, "steps": result.steps, "final_task_loss": result.final_task_loss,
-                       f"val_recall@{cfg.val_k}": result.val_recall, "examples_per_s": round(result.examples_per_s, 2),
-                       "selected_epoch": result.selected_epoch, "heldout_anchor_edges": result.heldout_anchor_edges,
-                       "history": history}
-            mlflow.log_dict({"history": history, "selected_epoch": result.selected_epoch}, "validation_history.json")
-            (out / "lambda_trajectory.json").write_text(json.dumps(result.lambda_trajectory))
-            (out / "prune_log.json").write_text(json.dumps(result.prune_log))
-            mlflow.log_artifact(str(out / "lambda_trajectory.json"))
-            mlflow.log_artifact(str(out / "prune_log.json"))
-            mlflow.log_artifact(str(_curves(history, result.lambda_trajectory, out / "training_curves.png")))
+        if reused is not None:
+            encoder_dir, summary = _copy_base(reused, out)
         else:
-            encoder_dir = out / "encoder"
-            trainer.encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
-            trainer.encoder.tokenizer.save_pretrained(encoder_dir)
-            recall = trainer.validation_recall()
-            mlflow.log_metric(f"val/recall_at_{cfg.val_k}", recall)
-            summary = {"epochs": 0, "steps": 0, "final_task_loss": trainer.validation_task_loss(),
-                       f"val_recall@{cfg.val_k}": recall, "examples_per_s": 0.0}
+            encoder_dir, summary = _fit_encoder(data, dataset, method, enc_cfg, cfg, out, resume, progress, on_metrics)
+        classifier_dir = None
+        if method.classifier:
+            classifier_dir, clf_summary = _fit_classifier(dataset, encoder_dir, enc_cfg.max_length, cfg, out, progress)
+            summary.update(clf_summary)
         mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
                             f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
-        info = _log_model(encoder_dir, enc_cfg.max_length, out)
+        info = _log_model(encoder_dir, enc_cfg.max_length, out, classifier_dir)
         run_id = run.info.run_id
     record = {"dataset": dataset.name, "method": method.name, "profile": profile.name, "mlflow_run_id": run_id,
               "tracking_uri": tracking_uri(home), "model_uri": info.model_uri, "encoder_dir": str(encoder_dir),
-              "max_length": enc_cfg.max_length, **summary, "val_recall@10": summary.get(f"val_recall@{cfg.val_k}"),
+              "max_length": enc_cfg.max_length, "seed": cfg.seed,
+              "classifier_dir": str(classifier_dir) if classifier_dir else None, **summary, "val_recall@10": summary.get(f"val_recall@{cfg.val_k}"),
               "seconds": round(time.perf_counter() - started, 2)}
     (out / "train_summary.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
     return record
 
 
-def _log_model(encoder_dir: Path, max_length: int, work_dir: Path) -> Any:
+def _fit_encoder(data: XCDataset, dataset: XCDataset, method: Any, enc_cfg: Any, cfg: TrainConfig, out: Path,
+                 resume: bool, progress: bool, on_metrics: Any) -> tuple[Path, dict[str, Any]]:
+    """Train the encoder (or, for a method that does not train, save the shipped one) in the active run."""
+    import mlflow
+
+    from xc_core.training.trainer import Trainer
+
+    trainer = Trainer(data, enc_cfg, cfg, out, sink=MlflowSink(on_metrics), progress=progress,
+                      val_truth=dataset.y_train)  # original labels, whatever the method trains on
+    if not method.train:
+        encoder_dir = out / "encoder"
+        trainer.encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
+        trainer.encoder.tokenizer.save_pretrained(encoder_dir)
+        recall = trainer.validation_recall()
+        mlflow.log_metric(f"val/recall_at_{cfg.val_k}", recall)
+        return encoder_dir, {"epochs": 0, "steps": 0, "final_task_loss": trainer.validation_task_loss(),
+                             f"val_recall@{cfg.val_k}": recall, "examples_per_s": 0.0}
+    result = trainer.fit(resume=resume)
+    history = result.history
+    mlflow.log_dict({"history": history, "selected_epoch": result.selected_epoch}, "validation_history.json")
+    (out / "lambda_trajectory.json").write_text(json.dumps(result.lambda_trajectory))
+    (out / "prune_log.json").write_text(json.dumps(result.prune_log))
+    mlflow.log_artifact(str(out / "lambda_trajectory.json"))
+    mlflow.log_artifact(str(out / "prune_log.json"))
+    mlflow.log_artifact(str(_curves(history, result.lambda_trajectory, out / "training_curves.png")))
+    return result.encoder_dir, {
+        "epochs": result.epochs, "steps": result.steps, "final_task_loss": result.final_task_loss,
+        f"val_recall@{cfg.val_k}": result.val_recall, "examples_per_s": round(result.examples_per_s, 2),
+        "selected_epoch": result.selected_epoch, "heldout_anchor_edges": result.heldout_anchor_edges,
+        "history": history}
+
+
+def _reusable_base(home: Path, dataset: str, method: Any, profile: str, seed: int) -> dict[str, Any] | None:
+    """The base method's finished run when a ``-clf`` method can start from its encoder: same data set,
+    profile and seed, so the encoder is the one this method would train (identical switches)."""
+    from xc_core.methods.classifier import base_method_name
+
+    if not method.classifier:
+        return None
+    path = model_dir(home, dataset, base_method_name(method.name), profile) / "train_summary.json"
+    if not path.exists():
+        return None
+    base = json.loads(path.read_text())
+    usable = base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists()
+    return base if usable else None
+
+
+def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
+    """Copy the base run's encoder into this run (a later retrain of the base must not change it)."""
+    import mlflow
+
+    encoder_dir = out / "encoder"
+    shutil.copytree(base["encoder_dir"], encoder_dir, dirs_exist_ok=True)
+    mlflow.set_tag("encoder_from_run", base["mlflow_run_id"])
+    keep = ("epochs", "steps", "final_task_loss", "examples_per_s", "selected_epoch", "history")
+    summary = {k: v for k, v in base.items() if k in keep or k.startswith("val_recall@")}
+    return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
+
+
+def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: TrainConfig, out: Path,
+                    progress: bool) -> tuple[Path, dict[str, Any]]:
+    """The classifier stage on the method's encoder; its settings, alpha curve and W's size go to MLflow."""
+    import mlflow
+
+    from xc_core.classifier.config import ClassifierConfig
+    from xc_core.classifier.stage import fit_classifier_stage
+
+    clf_cfg = ClassifierConfig(seed=cfg.seed)
+    folder = out / "classifier"
+    fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, cfg, folder, progress=progress)
+    mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
+    curve = fused.info["alpha_curve"]
+    for row in curve:
+        mlflow.log_metrics({f"classifier/val_{k.replace('@', '_at_')}": v for k, v in row.items() if k != "alpha"},
+                           step=int(round(100 * row["alpha"])))
+    for row in fused.info["history"]:
+        mlflow.log_metric("classifier/loss", row["loss"], step=int(row["epoch"]))
+    mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/weights_mb": fused.megabytes,
+                        "classifier/train_seconds": fused.info["train_seconds"]})
+    mlflow.log_artifact(str(folder / "fusion.json"))
+    return folder, {"alpha": fused.alpha, "classifier_mb": round(fused.megabytes, 2),
+                    "classifier_seconds": fused.info["train_seconds"], "alpha_curve": curve}
+
+
+def _log_model(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None) -> Any:
     from xc_core.tracking.pyfunc import log_encoder
 
-    return log_encoder(encoder_dir, max_length, work_dir)
+    return log_encoder(encoder_dir, max_length, work_dir, classifier_dir)

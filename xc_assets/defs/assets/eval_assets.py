@@ -27,15 +27,12 @@ def _label_index(dataset: str) -> dg.AssetsDefinition:
               kinds={"faiss"}, description="HNSW inner-product index of every label under the method's encoder, "
                                            "with recall@10 against exact search on the real test queries")
     def label_index(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from pathlib import Path
-
-        from xc_core.evaluation.predict import encoder_for, predict
-        from xc_core.evaluation.stage import trained_summary, index_dir
+        from xc_core.evaluation.predict import predict_trained
+        from xc_core.evaluation.stage import index_dir, trained_summary
 
         data = _dataset(xc_home, dataset)
         trained = trained_summary(xc_home.path, dataset, context.partition_key, config.profile)
-        preds = predict(data, encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32))),
-                        index_dir(xc_home.path, dataset, context.partition_key, config.profile), trained["model_uri"])
+        preds = predict_trained(data, trained, index_dir(xc_home.path, dataset, context.partition_key, config.profile))
         return dg.MaterializeResult(metadata={
             "labels": data.n_labels, "hnsw_recall@10": preds.index_recall_at_10,
             "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query,

@@ -1,0 +1,129 @@
+"""The classifier stage on small real inputs: the tiny simulated data set and a tiny random BERT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xc_core.classifier import ClassifierConfig, FusedClassifier, fused_search
+from xc_core.classifier.train import train_classifier
+from xc_core.datasets.container import XCDataset
+from xc_core.index import IndexConfig, LabelIndex
+
+FLAT = IndexConfig(kind="flat")
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tiny_home: Path) -> Path:
+    from xc_core.profiles import encoder_config, get_profile
+
+    return Path(encoder_config(get_profile("tiny"), tiny_home).model_path or "")
+
+
+def _encode(encoder_dir: Path, texts: list[str]) -> np.ndarray:
+    from xc_core.evaluation.predict import encoder_for
+
+    return encoder_for(encoder_dir, 16).encode(texts)
+
+
+def _search(queries: np.ndarray, labels: np.ndarray, fused: FusedClassifier, k: int) -> np.ndarray:
+    return fused_search(queries, LabelIndex.build(labels, None, FLAT), LabelIndex.build(fused.weights, None, FLAT),
+                        labels, fused, k)[1]
+
+
+def test_a_label_with_an_uninformative_text_is_found_through_its_clicks(tiny_data: XCDataset,
+                                                                         encoder_dir: Path) -> None:
+    """The busiest label gets a meaningless text; half of its clicking documents train W, the other half
+    query: the encoder alone cannot rank it, the fused model does."""
+    y = sp.csr_matrix(tiny_data.y_train)
+    label = int(np.argmax(np.diff(y.tocsc().indptr)))
+    texts = list(tiny_data.label_texts)
+    texts[label] = "zq"
+    docs = np.flatnonzero(y[:, label].toarray().ravel())
+    held_out = docs[::2]
+    train_rows = np.setdiff1d(np.arange(y.shape[0]), held_out)
+    label_vecs = _encode(encoder_dir, texts)
+    doc_vecs = _encode(encoder_dir, tiny_data.train_texts)
+    fit = train_classifier(label_vecs, doc_vecs[train_rows], y[train_rows], ClassifierConfig(epochs=20, lr=0.01))
+    queries = doc_vecs[held_out]
+
+    def found(alpha: float) -> float:
+        top = _search(queries, label_vecs, FusedClassifier(fit.weights, alpha, 20), 10)
+        return float((top == label).any(axis=1).mean())
+
+    assert len(held_out) >= 5
+    # a random tiny BERT puts every text at cosine ~0.9 of every other, so its classifier margins are small
+    # next to the encoder's penalty for "zq": a fused weight of 0.1 on the encoder (real encoders spread
+    # wider; the stage picks alpha on validation)
+    assert found(0.1) >= 0.8, "the fused model ranks the label by its clicks"
+    assert found(1.0) <= 0.2, "the encoder alone cannot know a label called 'zq'"
+
+
+def test_alpha_one_reproduces_the_encoder_only_predictions(tiny_data: XCDataset, encoder_dir: Path,
+                                                           tmp_path: Path) -> None:
+    from xc_core.evaluation.predict import encoder_for, predict
+
+    encoder = encoder_for(encoder_dir, 16)
+    label_vecs = encoder.encode(tiny_data.label_texts)
+    rng = np.random.default_rng(0)
+    weights = label_vecs + rng.normal(0, 0.5, label_vecs.shape).astype(np.float32)  # a W unlike the encoder
+    FusedClassifier(weights / np.linalg.norm(weights, axis=1, keepdims=True), 1.0, 20).save(tmp_path / "clf")
+    plain = predict(tiny_data, encoder, tmp_path / "plain", "runs:/a/encoder", k=10, cfg=FLAT)
+    fused = predict(tiny_data, encoder, tmp_path / "fused", "runs:/a/encoder", k=10, cfg=FLAT,
+                    classifier_dir=tmp_path / "clf")
+    assert (tmp_path / "fused" / "classifier" / "index.faiss").exists()
+    a, b = plain.scores.toarray(), fused.scores.toarray()
+    assert (a != 0).sum() > 0
+    np.testing.assert_array_equal(a != 0, b != 0)
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    # and the same W with alpha 0 is another ranking: the test above could have told them apart
+    FusedClassifier.load(tmp_path / "clf").with_alpha(0.0).save(tmp_path / "clf0")
+    other = predict(tiny_data, encoder, tmp_path / "other", "runs:/a/encoder", k=10, cfg=FLAT,
+                    classifier_dir=tmp_path / "clf0")
+    assert not np.array_equal(a != 0, other.scores.toarray() != 0)
+
+
+def test_a_label_without_training_positives_keeps_its_text_vector_and_is_found_by_it(
+        tiny_data: XCDataset, encoder_dir: Path) -> None:
+    y = sp.lil_matrix(tiny_data.y_train)
+    label = int(np.argmax(np.diff(sp.csr_matrix(tiny_data.y_train).tocsc().indptr)))
+    y[:, label] = 0
+    label_vecs = _encode(encoder_dir, tiny_data.label_texts)
+    doc_vecs = _encode(encoder_dir, tiny_data.train_texts)
+    fit = train_classifier(label_vecs, doc_vecs, sp.csr_matrix(y), ClassifierConfig(epochs=3, lr=0.01))
+    np.testing.assert_allclose(fit.weights[label], label_vecs[label], atol=1e-6)
+    assert fit.labels_trained < len(label_vecs)
+    trained = np.flatnonzero(np.diff(sp.csr_matrix(y).tocsc().indptr))
+    assert not np.allclose(fit.weights[trained], label_vecs[trained], atol=1e-3), "W did move where it had clicks"
+    for alpha in (0.0, 0.5, 1.0):
+        top = _search(label_vecs[[label]], label_vecs, FusedClassifier(fit.weights, alpha, 20), 5)
+        assert label in top[0], f"alpha {alpha}: the label is found by its own text"
+
+
+def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny_data: XCDataset,
+                                                                          tmp_path: Path) -> None:
+    import mlflow
+
+    from xc_core.evaluation.stage import evaluate_method
+    from xc_core.tracking.store import activate, tracking_uri
+    from xc_core.training.stage import train_method
+
+    base = train_method(tiny_data, "pretrained", "tiny", tmp_path)
+    fused = train_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
+    assert fused["encoder_from_run"] == base["mlflow_run_id"]
+    assert 0.0 <= fused["alpha"] <= 1.0 and fused["classifier_mb"] > 0
+    curve = fused["alpha_curve"]
+    assert [row["alpha"] for row in curve] == list(ClassifierConfig().alphas)
+    chosen = max(curve, key=lambda row: (row["nDCG@5"], row["alpha"]))
+    assert chosen["alpha"] == fused["alpha"], "alpha is the validation curve's best"
+    activate(tracking_uri(tmp_path))
+    model = mlflow.pyfunc.load_model(fused["model_uri"])
+    served = model.unwrap_python_model().classifier
+    assert served is not None and served.alpha == fused["alpha"]
+    assert served.weights.shape == (tiny_data.n_labels, model.predict(["a query"]).shape[1])
+    assert mlflow.pyfunc.load_model(base["model_uri"]).unwrap_python_model().classifier is None
+    result = evaluate_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
+    assert 0.0 <= result["P@1"] <= 1.0 and result["test_documents"] == len(tiny_data.test_texts)

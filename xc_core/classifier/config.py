@@ -1,0 +1,30 @@
+"""Settings of the classifier stage: one typed object, the same for every data set."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ClassifierConfig(BaseModel):
+    """Per-label vectors trained over cached (frozen) encoder embeddings, then fused with the encoder.
+
+    Scores are cosines on both sides (the query embedding against the unit-normalised label vector), so
+    ``alpha * encoder + (1 - alpha) * classifier`` mixes numbers on one scale and the classifier side is
+    itself an inner-product ANN index."""
+
+    epochs: int = Field(default=5, ge=1)
+    batch_size: int = Field(default=1024, ge=2, description="(document, positive label) pairs per step")
+    lr: float = Field(default=2e-3, gt=0, description="SparseAdam step: only the rows a batch touches move")
+    scale: float = Field(default=20.0, gt=0, description="softmax inverse temperature (as the encoder's loss)")
+    hard_negatives: int = Field(default=8, ge=0, description="negatives per pair drawn from the encoder's "
+                                "shortlist of its document (NGAME's M4 negatives), besides in-batch labels")
+    random_negatives: int = Field(default=2048, ge=0, description="labels drawn uniformly once per batch and shared "
+                                  "by its rows (a sampled softmax): every label gets pushed from queries that are "
+                                  "not its own, not only those the encoder confuses it with")
+    shortlist_k: int = Field(default=32, ge=1, description="encoder shortlist the hard negatives come from")
+    alphas: tuple[float, ...] = Field(default=tuple(round(0.1 * i, 1) for i in range(11)),
+                                      description="fusion weights tried on the validation rows")
+    select_metric: str = Field(default="nDCG@5", description="validation metric that picks alpha (nDCG@5 "
+                               "rewards the first hit and the next four, so neither P@1 nor P@5 alone decides)")
+    search_k: int = Field(default=100, ge=1, description="candidates taken from each index before re-scoring")
+    seed: int = 0

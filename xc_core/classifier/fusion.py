@@ -1,0 +1,106 @@
+"""The one search path of a method with a classifier stage: eval, ``xc predict`` and the Dagster index asset.
+
+Shortlist = top ``search_k`` of the label-embedding index ∪ top ``search_k`` of the classifier index (both
+faiss), each candidate re-scored exactly as ``alpha * cos(q, label text) + (1 - alpha) * cos(q, w_label)``.
+The union matters: a label whose text says little (``007.info``) is only in the classifier's list, a label
+with no clicks only in the encoder's. ``alpha = 1`` ranks by the encoder alone, ``alpha = 0`` by W alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
+
+
+@dataclass
+class FusedClassifier:
+    weights: np.ndarray  # (n_labels, dim) unit rows
+    alpha: float  # encoder share of the fused score
+    search_k: int = 100
+    info: dict[str, Any] = field(default_factory=dict)  # how alpha was chosen (validation curve), training log
+
+    def save(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(folder / WEIGHTS_FILE, self.weights.astype(np.float32))
+        (folder / FUSION_FILE).write_text(json.dumps(
+            {"alpha": self.alpha, "search_k": self.search_k, **self.info}, indent=2, default=float) + "\n")
+        return folder
+
+    @classmethod
+    def load(cls, folder: Path) -> FusedClassifier:
+        if not (folder / WEIGHTS_FILE).exists() or not (folder / FUSION_FILE).exists():
+            raise FileNotFoundError(f"{folder}: no classifier ({WEIGHTS_FILE} + {FUSION_FILE}); train a '-clf' "
+                                    "method with `xc train --method <method>-clf`")
+        meta = json.loads((folder / FUSION_FILE).read_text())
+        alpha, search_k = float(meta.pop("alpha")), int(meta.pop("search_k"))
+        return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta)
+
+    def with_alpha(self, alpha: float) -> FusedClassifier:
+        return FusedClassifier(self.weights, alpha, self.search_k, self.info)
+
+    @property
+    def megabytes(self) -> float:
+        return self.weights.nbytes / 2**20
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row, the ids of ``a`` ∪ ``b``; duplicates and misses become −1 (order irrelevant)."""
+    ids = np.sort(np.concatenate([a, b], axis=1), axis=1)
+    ids[:, 1:][ids[:, 1:] == ids[:, :-1]] = -1
+    return ids
+
+
+def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,
+            alpha: float, k: int, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, ids) of the best ``k`` candidates per query under the fused score, best first."""
+    n = len(queries)
+    width = min(k, candidates.shape[1])
+    out_scores = np.full((n, width), -np.inf, dtype=np.float32)
+    out_ids = np.full((n, width), -1, dtype=np.int64)
+    for start in range(0, n, chunk):
+        q = queries[start: start + chunk]
+        cand = candidates[start: start + chunk]
+        safe = np.maximum(cand, 0)
+        score = np.zeros(cand.shape, dtype=np.float32)
+        if alpha > 0:
+            score += alpha * np.einsum("rcd,rd->rc", label_vecs[safe], q)
+        if alpha < 1:
+            score += (1 - alpha) * np.einsum("rcd,rd->rc", weights[safe], q)
+        score[cand < 0] = -np.inf
+        best = np.argsort(-score, axis=1, kind="stable")[:, :width]
+        out_scores[start: start + chunk] = np.take_along_axis(score, best, axis=1)
+        out_ids[start: start + chunk] = np.where(np.isfinite(out_scores[start: start + chunk]),
+                                                 np.take_along_axis(cand, best, axis=1), -1)
+    return out_scores, out_ids
+
+
+def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, label_vecs: np.ndarray,
+                 fused: FusedClassifier, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (fused scores, label ids) for each query: both ANN shortlists, united, re-scored."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if fused.alpha >= 1.0:  # the encoder's ranking, as the label index alone gives it (ties included)
+        return label_index.search(queries, k)
+    depth = max(k, fused.search_k)
+    _, enc_ids = label_index.search(queries, depth)
+    _, clf_ids = classifier_index.search(queries, depth)
+    return rescore(queries, _union(enc_ids, clf_ids), label_vecs, fused.weights, fused.alpha, k)
+
+
+def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Remove (row, label) pairs from ranked results (a document's own label), keeping the rest in order."""
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    if not len(pairs):
+        return scores, ids
+    hit = np.zeros(ids.shape, dtype=bool)
+    for row, label in pairs:
+        hit[row] |= ids[row] == label
+    scores = np.where(hit, -np.inf, scores)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    scores = np.take_along_axis(scores, order, axis=1)
+    return scores, np.where(np.isfinite(scores), np.take_along_axis(ids, order, axis=1), -1)

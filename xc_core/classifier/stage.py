@@ -1,0 +1,91 @@
+"""The classifier stage for one trained encoder: cache embeddings, train W, choose alpha on validation, save.
+
+Validation rows are the encoder trainer's own (``split_validation`` with the same seed): held out of the
+encoder's training and of W's, so alpha is chosen on documents neither part has seen. A validation
+document's own label (same id) is never scored, as the test filter removes a test document's own label.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from xc_core.classifier.config import ClassifierConfig
+from xc_core.classifier.fusion import FusedClassifier, _union, drop_pairs, rescore
+from xc_core.classifier.train import train_classifier
+from xc_core.datasets.container import XCDataset
+
+log = logging.getLogger(__name__)
+LABEL_VECTORS = "label_vectors.npy"  # the encoder's label embeddings, beside (not inside) the classifier folder
+
+
+def label_vectors_path(classifier_dir: Path) -> Path:
+    """Where the stage caches the label embeddings it trained from: the index reuses them instead of
+    encoding every label again; outside the folder that becomes the MLflow model."""
+    return classifier_dir.parent / LABEL_VECTORS
+
+
+def self_pairs(dataset: XCDataset, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+    """(position in ``rows``, position in ``columns``) where the label is the train document itself (same id)."""
+    if not dataset.label_ids or not dataset.train_ids:
+        return np.empty((0, 2), np.int64)
+    columns = np.arange(len(dataset.label_ids)) if columns is None else columns
+    column = {dataset.label_ids[j]: c for c, j in enumerate(columns)}
+    pairs = [(r, column[dataset.train_ids[i]]) for r, i in enumerate(rows) if dataset.train_ids[i] in column]
+    return np.array(pairs, np.int64).reshape(-1, 2)
+
+
+def alpha_curve(queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
+                alphas: tuple[float, ...], search_k: int, exclude: np.ndarray,
+                inv_propensity: np.ndarray) -> list[dict[str, float]]:
+    """Validation metrics of every alpha over one exact shortlist (label text ∪ W, ``search_k`` each)."""
+    from xc_core.evaluation.metrics import evaluate
+    from xc_core.evaluation.predict import to_csr
+    from xc_core.index import IndexConfig, LabelIndex
+
+    flat = IndexConfig(kind="flat")
+    depth = search_k + 1  # room for the dropped self pair
+    _, enc_ids = LabelIndex.build(label_vecs, None, flat).search(queries, depth)
+    _, clf_ids = LabelIndex.build(weights, None, flat).search(queries, depth)
+    candidates = _union(enc_ids, clf_ids)
+    curve = []
+    for alpha in alphas:
+        scores, ids = drop_pairs(*rescore(queries, candidates, label_vecs, weights, alpha, depth), exclude)
+        metrics = evaluate(truth, to_csr(scores[:, :search_k], ids[:, :search_k], truth.shape[1]), k=5,
+                           inv_propensity=inv_propensity)
+        curve.append({"alpha": float(alpha), **{key: float(v) for key, v in metrics.items()}})
+    return curve
+
+
+def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
+                         split_seed_cfg: Any, out_dir: Path, progress: bool = False) -> FusedClassifier:
+    """Train the classifier of the encoder in ``encoder_dir`` and pick alpha; saved under ``out_dir``.
+
+    ``split_seed_cfg``: the method's TrainConfig, whose seed and validation sizes fix the validation rows."""
+    from xc_core.evaluation.predict import encoder_for
+    from xc_core.evaluation.stage import propensity
+    from xc_core.training.trainer import split_validation
+
+    encoder = encoder_for(encoder_dir, max_length)
+    label_vecs = encoder.encode(dataset.label_texts, progress=progress, desc="labels")
+    doc_vecs = encoder.encode(dataset.train_texts, progress=progress, desc="train documents")
+    train_rows, val_rows = split_validation(len(dataset.train_texts), split_seed_cfg)
+    y = sp.csr_matrix(dataset.y_train)
+    fit = train_classifier(label_vecs, doc_vecs[train_rows], y[train_rows], cfg, progress=progress)
+    curve = alpha_curve(doc_vecs[val_rows], y[val_rows], label_vecs, fit.weights, cfg.alphas, cfg.search_k,
+                        self_pairs(dataset, val_rows), propensity(dataset))
+    best = max(curve, key=lambda row: (row[cfg.select_metric], row["alpha"]))  # ties → more encoder
+    log.info("classifier: alpha %.2f chosen on %d validation rows (%s %.4f; encoder only %.4f)", best["alpha"],
+             len(val_rows), cfg.select_metric, best[cfg.select_metric],
+             next(r[cfg.select_metric] for r in curve if r["alpha"] == 1.0) if 1.0 in cfg.alphas else float("nan"))
+    fused = FusedClassifier(fit.weights, best["alpha"], cfg.search_k, {
+        "select_metric": cfg.select_metric, "validation_rows": len(val_rows), "alpha_curve": curve,
+        "history": fit.history, "train_seconds": fit.seconds, "train_pairs": fit.pairs,
+        "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts), "config": cfg.model_dump()})
+    fused.save(out_dir)
+    np.save(label_vectors_path(out_dir), label_vecs)
+    return fused
