@@ -107,7 +107,7 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
                                                                           tmp_path: Path) -> None:
     import mlflow
 
-    from xc_core.evaluation.stage import evaluate_method
+    from xc_core.evaluation.stage import eval_dir, evaluate_method
     from xc_core.tracking.store import activate, tracking_uri
     from xc_core.training.stage import train_method
 
@@ -127,3 +127,9 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert mlflow.pyfunc.load_model(base["model_uri"]).unwrap_python_model().classifier is None
     result = evaluate_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
     assert 0.0 <= result["P@1"] <= 1.0 and result["test_documents"] == len(tiny_data.test_texts)
+    # the head/tail trade-off: per-decile shares of each variant sum to its P@5, the fused one to the eval's
+    variants = result["classifier"]["variants"]
+    assert set(variants) == {"encoder only", "classifier only", "fused"}
+    assert variants["fused"]["P@5"] == pytest.approx(result["P@5"], abs=1e-9)
+    assert (eval_dir(tmp_path, tiny_data.name, "pretrained-clf", "tiny") / "tradeoff.png").stat().st_size > 0
+    assert variants["classifier only"]["P@5"] != variants["encoder only"]["P@5"]

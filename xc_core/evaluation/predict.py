@@ -82,6 +82,13 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     started = time.perf_counter()
     scores, ids = search(queries, k)
     ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
+    if fused is not None:  # the same queries under the encoder alone and the classifier alone (tradeoff.py)
+        from xc_core.classifier.fusion import fused_search
+        from xc_core.classifier.tradeoff import VARIANTS_FILE
+
+        np.savez(index_dir / VARIANTS_FILE, encoder=index.search(queries, k)[1].astype(np.int32),
+                 classifier=fused_search(queries, index, clf_index, labels, fused.with_alpha(0.0), k)[1]
+                 .astype(np.int32))
     # exact search latency and HNSW recall on the same sample of real test queries (all 55k on aol-1000
     # would cost minutes of brute force for two numbers a 2,000-query sample estimates well)
     sample = queries[: min(len(queries), 2000)]

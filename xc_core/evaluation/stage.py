@@ -14,7 +14,7 @@ import polars as pl
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.registry import dataset_slug
 from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_propensity, top_k
-from xc_core.evaluation.predict import classifier_dir_of, load_or_predict
+from xc_core.evaluation.predict import classifier_dir_of, fingerprint_test_split, load_or_predict
 from xc_core.evaluation.report import MethodResult, render_report
 
 REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5")
@@ -49,15 +49,60 @@ def propensity(dataset: XCDataset) -> np.ndarray:
 
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> dict[str, Any]:
     """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
-    from xc_core.evaluation import (confidence_intervals, false_negatives_at_k, label_quantiles, per_row_metrics,
-                                    quantile_contributions, subset_metrics)
-
     started = time.perf_counter()
     trained = trained_summary(home, dataset.name, method, profile)
     preds = load_or_predict(dataset, Path(trained["encoder_dir"]), int(trained.get("max_length", 32)),
                             index_dir(home, dataset.name, method, profile), trained["model_uri"], progress=progress,
                             classifier_dir=classifier_dir_of(trained))
-    scores = filter_predictions(preds.scores, dataset.filter_pairs)
+    summary, metrics = evaluate_scores(dataset, preds.scores, eval_dir(home, dataset.name, method, profile), {
+        "dataset": dataset.name, "method": method, "profile": profile,
+        "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
+        "exact_ms_per_query": preds.exact_ms_per_query, "test_split": preds.test_split,
+        "mlflow_run_id": trained["mlflow_run_id"]}, started)
+    _log_to_run(trained, metrics, preds.index_recall_at_10)
+    if classifier_dir_of(trained) is not None:
+        summary["classifier"] = _classifier_tradeoff(dataset, preds, classifier_dir_of(trained),
+                                                     eval_dir(home, dataset.name, method, profile), trained)
+        (eval_dir(home, dataset.name, method, profile) / "metrics.json").write_text(
+            json.dumps(summary, indent=2, default=float) + "\n")
+    return summary
+
+
+def _classifier_tradeoff(dataset: XCDataset, preds: Any, classifier_dir: Path, out: Path,
+                         trained: dict[str, Any]) -> dict[str, Any]:
+    """Per-decile P@5/PSP@5 of encoder-only, classifier-only and fused on the test split (filter applied),
+    the plot beside metrics.json and in the MLflow run; returns the totals and the chosen alpha."""
+    import mlflow
+
+    from xc_core.classifier import FusedClassifier
+    from xc_core.classifier.tradeoff import VARIANTS_FILE, decile_table, plot, summarize
+    from xc_core.evaluation.predict import to_csr
+
+    variants = np.load(preds.index_dir / VARIANTS_FILE)
+    tops = {}
+    for name in ("encoder", "classifier"):
+        ids = variants[name].astype(np.int64)
+        scores = -np.arange(ids.shape[1], dtype=np.float32)[None, :].repeat(len(ids), 0)  # rank order
+        tops[f"{name} only"] = top_k(filter_predictions(to_csr(scores - scores.min() + 1, ids, dataset.n_labels),
+                                                        dataset.filter_pairs), 5)
+    tops["fused"] = top_k(filter_predictions(preds.scores, dataset.filter_pairs), 5)
+    fused = FusedClassifier.load(classifier_dir)
+    table = decile_table(dataset.y_test, dataset.y_train, tops, propensity(dataset))
+    table.write_parquet(out / "deciles.parquet")
+    figure = plot(table, fused.info.get("alpha_curve", []), fused.alpha, out / "tradeoff.png")
+    mlflow.MlflowClient(trained["tracking_uri"]).log_artifact(trained["mlflow_run_id"], str(figure))
+    return {"alpha": fused.alpha, "weights_mb": round(fused.megabytes, 2), "variants": summarize(table)}
+
+
+def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[str, Any],
+                    started: float | None = None) -> tuple[dict[str, Any], dict[str, float]]:
+    """Score a test document × label matrix (any method's, or a peer's) with xc's metrics and analyses and
+    save them in ``out`` as the report and the seed tables read them: (summary, headline metrics)."""
+    from xc_core.evaluation import (confidence_intervals, false_negatives_at_k, label_quantiles, per_row_metrics,
+                                    quantile_contributions, subset_metrics)
+
+    started = time.perf_counter() if started is None else started
+    scores = filter_predictions(raw_scores, dataset.filter_pairs)
     inv = propensity(dataset)
     metrics = {**evaluate(dataset.y_test, scores, k=5, inv_propensity=inv)}
     wide = evaluate(dataset.y_test, scores, k=100)
@@ -78,22 +123,18 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
 
         for row in decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv).iter_rows(named=True):
             subsets[f"decile {row['decile']}"] = {k: v for k, v in row.items() if k != "decile"}
-    out = eval_dir(home, dataset.name, method, profile)
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "top100.npy", top)
     np.savez(out / "per_row.npz", **{k.replace("/", "__"): v for k, v in per_row.items()})
     quantiles.write_parquet(out / "quantiles.parquet")
     fn.write_parquet(out / "false_negatives.parquet")
     ci.write_parquet(out / "ci.parquet")
-    summary = {"dataset": dataset.name, "method": method, "profile": profile, **metrics,
-               "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
-               "exact_ms_per_query": preds.exact_ms_per_query, "test_documents": len(dataset.test_texts),
-               "test_split": preds.test_split,
-               "subsets": subsets, "mlflow_run_id": trained["mlflow_run_id"],
-               "seconds": round(time.perf_counter() - started, 2)}
+    summary = {"dataset": info.pop("dataset", dataset.name), "method": info.pop("method"),
+               "profile": info.pop("profile"), **metrics, "test_documents": len(dataset.test_texts),
+               "test_split": info.pop("test_split", None) or fingerprint_test_split(dataset), **info,
+               "subsets": subsets, "seconds": round(time.perf_counter() - started, 2)}
     (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    _log_to_run(trained, metrics, preds.index_recall_at_10)
-    return summary
+    return summary, metrics
 
 
 def _log_to_run(trained: dict[str, Any], metrics: dict[str, float], recall: float) -> None:
@@ -111,8 +152,8 @@ def _method_result(folder: Path) -> MethodResult:
     return MethodResult(
         method=summary["method"], metrics={k: v for k, v in summary.items() if "@" in k and isinstance(v, float)
                                            and not k.startswith("hnsw")},
-        ci=ci, index={"hnsw_recall@10": summary["hnsw_recall@10"], "ms_per_query": summary["ms_per_query"],
-                      "exact_ms_per_query": summary["exact_ms_per_query"]},
+        ci=ci, index={key: summary.get(key, float("nan"))  # a peer (PECOS) has no label index
+                      for key in ("hnsw_recall@10", "ms_per_query", "exact_ms_per_query")},
         subsets=summary["subsets"], quantiles=quantiles, mlflow_run_id=summary.get("mlflow_run_id", ""))
 
 

@@ -1,0 +1,93 @@
+"""The linear peer on xc's splits, scored by xc: PECOS XR-Linear on TF-IDF (issue #18).
+
+    make peers   # once: .venv-peers with libpecos 1.2.8 (numpy<2, scipy<1.14; never in xc's environment)
+    .venv/bin/python benchmarks/peer_eval.py --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 /tmp/xc-s1
+
+Writes the data set's training and test documents and the training labels as an XC-repository-style folder
+(``<first home>/peers/<data set>/``), runs ``benchmarks/peers/pecos_peer.py`` on it in ``.venv-peers``, reads
+back its test score matrix and evaluates it exactly as ``xc eval`` evaluates a method (filter pairs removed,
+the same propensities, per-query rows for paired intervals) into ``eval/<data set>/pecos-<profile>`` of every
+home, so ``xc report`` and ``benchmarks/seed_table.py`` list ``pecos`` beside the methods. PECOS has no
+training seed here: the same result goes to each home. A finished peer run for the same split is reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parents[1]
+PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+PEER_SCRIPT = ROOT / "benchmarks" / "peers" / "pecos_peer.py"
+PEER = "pecos"
+
+
+def _line(text: str) -> str:
+    return " ".join(text.split())  # one document per line: no newline may survive in a text
+
+
+def export(dataset, folder: Path, split: str) -> None:  # type: ignore[no-untyped-def]
+    """The XC-repository-style exchange folder the peer reads."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trn_X.txt").write_text("".join(_line(t) + "\n" for t in dataset.train_texts), encoding="utf-8")
+    (folder / "tst_X.txt").write_text("".join(_line(t) + "\n" for t in dataset.test_texts), encoding="utf-8")
+    sp.save_npz(folder / "trn_X_Y.npz", sp.csr_matrix(dataset.y_train, dtype=np.float32))
+    (folder / "meta.json").write_text(json.dumps({"dataset": dataset.name, "n_labels": dataset.n_labels,
+                                                  "test_split": split}) + "\n")
+
+
+def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:  # type: ignore[no-untyped-def]
+    from xc_core.evaluation.predict import fingerprint_test_split
+
+    split = fingerprint_test_split(dataset)
+    meta = folder / "meta.json"
+    fresh = (meta.exists() and json.loads(meta.read_text()).get("test_split") == split
+             and (folder / "tst_scores.npz").exists() and (folder / "peer.json").exists())
+    if not fresh:
+        if not PEER_PYTHON.exists():
+            raise SystemExit(f"{PEER_PYTHON} missing: run `make peers` first (libpecos lives in its own venv)")
+        (folder / "tst_scores.npz").unlink(missing_ok=True)
+        export(dataset, folder, split)
+        subprocess.run([str(PEER_PYTHON), str(PEER_SCRIPT), str(folder)], check=True)
+    scores = sp.load_npz(folder / "tst_scores.npz").tocsr()
+    if scores.shape != (len(dataset.test_texts), dataset.n_labels):
+        raise SystemExit(f"{folder}/tst_scores.npz is {scores.shape}, expected "
+                         f"({len(dataset.test_texts)}, {dataset.n_labels}); delete the folder and rerun")
+    return scores, json.loads((folder / "peer.json").read_text())
+
+
+def evaluate_peer(dataset_name: str, profile: str, homes: list[Path]) -> dict:
+    from xc_core.evaluation.stage import eval_dir, evaluate_scores
+    from xc_core.graphs.stage import load_with_anchors
+
+    dataset = load_with_anchors(homes[0], dataset_name)
+    started = time.perf_counter()
+    scores, info = run_peer(dataset, homes[0] / "peers" / dataset_name)
+    summary: dict = {}
+    for home in homes:
+        summary, _ = evaluate_scores(dataset, scores, eval_dir(home, dataset_name, PEER, profile),
+                                     {"dataset": dataset_name, "method": PEER, "profile": profile, "peer": info},
+                                     started)
+    summary.pop("subsets", None)
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", required=True, help="the profile whose eval folders the peer joins")
+    parser.add_argument("--homes", type=Path, nargs="+", required=True)
+    args = parser.parse_args()
+    json.dump(evaluate_peer(args.dataset, args.profile, args.homes), sys.stdout, indent=2, default=float)
+    print()
+
+
+if __name__ == "__main__":
+    main()
