@@ -4,7 +4,7 @@
         --methods pretrained,dual_encoder,ramen --root /tmp/xc-grid [--anchors-profile cpu]
 
 Per seed it runs, through the `xc` CLI: `dataset` → `anchors` (only if a method needs them) → per method
-`train --seed S` → `eval`. A killed grid restarts where it stopped (a half-finished training restarts from
+`train --seed S` → `eval`; with ``--peer``, PECOS XR-Linear scored into every home. A killed grid restarts where it stopped (a half-finished training restarts from
 its last epoch checkpoint with `--resume`). Then `benchmarks/seed_table.py` turns the homes into the table.
 Progress goes to ``<root>/grid.log``.
 """
@@ -63,11 +63,17 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--methods", default="pretrained,dual_encoder,ramen")
     parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--peer", action="store_true", help="also score PECOS XR-Linear in every home "
+                        "(benchmarks/peer_eval.py; needs `make peers`)")
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
         run_seed(args.dataset, args.profile, args.anchors_profile or args.profile, seed, args.methods.split(","),
                  args.root)
+    if args.peer:
+        from peer_eval import evaluate_peer
+
+        evaluate_peer(args.dataset, args.profile, [args.root / f"{args.dataset}-s{seed}" for seed in args.seeds])
 
 
 if __name__ == "__main__":

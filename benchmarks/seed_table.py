@@ -1,8 +1,8 @@
 """Results over several training seeds: one home per seed, the same data set and test split in each.
 
     .venv/bin/python benchmarks/seed_table.py --dataset wikispeedia --profile cpu \
-        --homes /tmp/xc-s0 /tmp/xc-s1 /tmp/xc-s2 --methods pretrained,dual_encoder,ramen \
-        [--pairs ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained] [--json out.json] [--html out.html]
+        --homes /tmp/xc-s0 /tmp/xc-s1 /tmp/xc-s2 [--methods pecos,pretrained,dual_encoder,...] \
+        [--pairs ramen:dual_encoder,dual_encoder-clf:pecos,...] [--json out.json] [--html out.html]
 
 For each method: the per-query metric averaged over the seeds it was trained with, then the mean and a
 bootstrap 95% CI over test queries. Paired differences a − b use the same per-query seed averages (paired
@@ -143,8 +143,12 @@ def main() -> None:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--profile", required=True)
     parser.add_argument("--homes", nargs="+", required=True, type=Path)
-    parser.add_argument("--methods", default="pretrained,dual_encoder,ramen")
-    parser.add_argument("--pairs", default="ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained")
+    parser.add_argument("--methods", default="pecos,pretrained,dual_encoder,ramen,pretrained-clf,dual_encoder-clf,"
+                        "ramen-clf", help="methods not evaluated in any home are left out; 'pecos' is the linear "
+                        "peer (benchmarks/peer_eval.py)")
+    parser.add_argument("--pairs", default="ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained,"
+                        "pretrained-clf:pretrained,dual_encoder-clf:dual_encoder,ramen-clf:ramen,"
+                        "ramen-clf:dual_encoder-clf,pretrained-clf:pecos,dual_encoder-clf:pecos,ramen-clf:pecos")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--html", type=Path, default=None, help="also write the tables as an HTML report")
     args = parser.parse_args()

@@ -58,7 +58,7 @@ def _sample_hard(shortlist: np.ndarray, docs: np.ndarray, n: int, rng: np.random
 
 
 def _batch_loss(table: Any, x: Any, labels: np.ndarray, hard: np.ndarray, y_docs: sp.csr_matrix,
-                scale: float, shared: np.ndarray) -> Any:
+                scale: float, shared: np.ndarray, in_batch: bool = True) -> Any:
     """Softmax cross-entropy of each pair's label against the batch's other labels, the shared random labels
     and its hard negatives; a label that is also a positive of the row's document is masked, never a negative."""
     import torch
@@ -71,6 +71,8 @@ def _batch_loss(table: Any, x: Any, labels: np.ndarray, hard: np.ndarray, y_docs
     w_batch = F.normalize(table(torch.from_numpy(unique)), dim=1)
     logits = scale * x @ w_batch.T
     also_positive = torch.from_numpy(y_docs[:, unique].toarray() > 0)
+    if not in_batch:  # a row sees only its own batch label: the others are not its negatives
+        also_positive[:, :target_count] = True
     also_positive[torch.arange(len(labels)), torch.from_numpy(target)] = False
     logits = logits.masked_fill(also_positive, float("-inf"))
     if hard.shape[1]:
@@ -125,7 +127,7 @@ def train_classifier(label_vecs: np.ndarray, doc_vecs: np.ndarray, y: sp.csr_mat
             hard = (_sample_hard(shortlist, docs, cfg.hard_negatives, rng) if shortlist is not None
                     else np.zeros((len(docs), 0), np.int64))
             shared = rng.choice(n_labels, min(cfg.random_negatives, n_labels), replace=False)
-            loss = _batch_loss(table, x_all[docs], labels, hard, y[docs], cfg.scale, shared)
+            loss = _batch_loss(table, x_all[docs], labels, hard, y[docs], cfg.scale, shared, cfg.in_batch_negatives)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
