@@ -40,7 +40,7 @@ $(XC_DAGSTER_STATE):
 
 DATASET ?= synthetic
 PROFILE ?= demo
-METHODS ?= pretrained,dual_encoder,ramen
+METHODS ?= pretrained,dual_encoder,ramen,dual_encoder-clf,ramen-clf
 
 run: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
 run: $(STAMP) $(XC_DAGSTER_STATE)

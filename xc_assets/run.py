@@ -20,6 +20,7 @@ from xc_assets.defs.assets import (eval_assets, graph_assets, ingest_assets, mod
 from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
+from xc_core.methods import RUN_METHODS
 
 SIM_SCALE = {"tiny": "tiny", "demo": "demo", "cpu": "demo", "full": "large"}
 SUMMARY_KEYS = ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "documents", "labels",
@@ -59,7 +60,7 @@ def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
     return {}
 
 
-DEFAULT_METHODS = ("pretrained", "dual_encoder", "ramen")
+DEFAULT_METHODS = RUN_METHODS
 
 
 def _of(assets: list[dg.AssetsDefinition], dataset: str) -> dg.AssetsDefinition:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from xc_core.methods import RUN_METHODS
 from xc_core.paths import aol_archive, resolve_home
 from xc_core.profiles import PROFILE_NAMES
 
@@ -243,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
     run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
     run.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
-    run.add_argument("--methods", default="pretrained,dual_encoder,ramen",
+    run.add_argument("--methods", default=",".join(RUN_METHODS),
                      help="comma-separated methods to train and evaluate, or 'all' (empty: data stages only)")
     run.add_argument("--reuse-data", action="store_true",
                      help="skip the data lineage run and train on the anchor sets already materialized in --home")
@@ -254,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="register evaluated methods in turn and run the promotion gate (Dagster)")
     promote.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
     promote.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
-    promote.add_argument("--methods", default="pretrained,dual_encoder,ramen", help="comma-separated, or 'all'")
+    promote.add_argument("--methods", default=",".join(RUN_METHODS), help="comma-separated, or 'all'")
     _add_min_lead(promote)
     promote.set_defaults(func=cmd_promote)
     return parser

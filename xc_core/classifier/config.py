@@ -18,9 +18,9 @@ class ClassifierConfig(BaseModel):
     scale: float = Field(default=20.0, gt=0, description="softmax inverse temperature (as the encoder's loss)")
     hard_negatives: int = Field(default=8, ge=0, description="negatives per pair drawn from the encoder's "
                                 "shortlist of its document (NGAME's M4 negatives), besides in-batch labels")
-    in_batch_negatives: bool = Field(default=True, description="the batch's other positive labels are negatives "
+    in_batch_negatives: bool = Field(default=False, description="the batch's other positive labels are negatives "
                                      "too (frequent labels then get pushed more often: favours the tail)")
-    random_negatives: int = Field(default=2048, ge=0, description="labels drawn uniformly once per batch and shared "
+    random_negatives: int = Field(default=8192, ge=0, description="labels drawn uniformly once per batch and shared "
                                   "by its rows (a sampled softmax): every label gets pushed from queries that are "
                                   "not its own, not only those the encoder confuses it with")
     shortlist_k: int = Field(default=32, ge=1, description="encoder shortlist the hard negatives come from")

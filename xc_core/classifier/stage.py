@@ -29,16 +29,6 @@ def label_vectors_path(classifier_dir: Path) -> Path:
     return classifier_dir.parent / LABEL_VECTORS
 
 
-def self_pairs(dataset: XCDataset, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
-    """(position in ``rows``, position in ``columns``) where the label is the train document itself (same id)."""
-    if not dataset.label_ids or not dataset.train_ids:
-        return np.empty((0, 2), np.int64)
-    columns = np.arange(len(dataset.label_ids)) if columns is None else columns
-    column = {dataset.label_ids[j]: c for c, j in enumerate(columns)}
-    pairs = [(r, column[dataset.train_ids[i]]) for r, i in enumerate(rows) if dataset.train_ids[i] in column]
-    return np.array(pairs, np.int64).reshape(-1, 2)
-
-
 def alpha_curve(queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
                 alphas: tuple[float, ...], search_k: int, exclude: np.ndarray,
                 inv_propensity: np.ndarray) -> list[dict[str, float]]:
@@ -77,7 +67,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     y = sp.csr_matrix(dataset.y_train)
     fit = train_classifier(label_vecs, doc_vecs[train_rows], y[train_rows], cfg, progress=progress)
     curve = alpha_curve(doc_vecs[val_rows], y[val_rows], label_vecs, fit.weights, cfg.alphas, cfg.search_k,
-                        self_pairs(dataset, val_rows), propensity(dataset))
+                        dataset.own_label_pairs(val_rows), propensity(dataset))
     best = max(curve, key=lambda row: (row[cfg.select_metric], row["alpha"]))  # ties → more encoder
     log.info("classifier: alpha %.2f chosen on %d validation rows (%s %.4f; encoder only %.4f)", best["alpha"],
              len(val_rows), cfg.select_metric, best[cfg.select_metric],

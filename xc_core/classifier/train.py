@@ -1,10 +1,11 @@
 """Per-label vectors W trained over cached embeddings with the encoder frozen (RAMEN (NGAME)'s classifier step).
 
 W starts as the labels' text embeddings, so an untrained W *is* the encoder; training moves each label's
-vector toward the queries that clicked it. The loss is a softmax over the batch's positive labels plus hard
-negatives from the encoder's shortlist of each document (NGAME's M4: the labels the encoder confuses), so
-one step touches about ``batch_size × (1 + hard_negatives)`` rows of W, never all of them: with
-``SparseAdam`` the cost of an epoch follows the number of training pairs, not the number of labels.
+vector toward the queries that clicked it. The loss is a sampled softmax: each pair's label against labels
+drawn uniformly once per batch (optionally the batch's other positives too) plus hard negatives from the
+encoder's shortlist of its document (NGAME's M4: the labels the encoder confuses). One step touches the
+batch's labels, the shared sample and the hard negatives, never all of W: with ``SparseAdam`` the cost of an
+epoch follows the number of training pairs and the sample size, not the number of labels.
 """
 
 from __future__ import annotations

@@ -137,6 +137,16 @@ class XCDataset:
             if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):  # type: ignore[arg-type]
                 raise ValueError(f"{self.name}: anchor set '{a.name}' proxy flags do not match its edges")
 
+    def own_label_pairs(self, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        """(position in ``rows``, position in ``columns``) where the label is the train document itself (same
+        id; wikispeedia, XC folders with shared ids): never scored in validation, as the test filter removes a
+        test document's own label. ``columns``: the label ids ranked (default all)."""
+        columns = np.arange(len(self.label_texts)) if columns is None else columns
+        column = {self.label_ids[j]: c for c, j in enumerate(columns)}  # type: ignore[index]
+        pairs = [(r, column[self.train_ids[i]]) for r, i in enumerate(rows)  # type: ignore[index]
+                 if self.train_ids[i] in column]  # type: ignore[index]
+        return np.array(pairs, np.int64).reshape(-1, 2)
+
     @property
     def n_labels(self) -> int:
         return len(self.label_texts)

@@ -104,10 +104,22 @@ def _fmt(value: Any) -> str:
     return html.escape(str(value))
 
 
+def _tradeoff_section(tradeoffs: dict[str, Path]) -> str:
+    """Embedded trade-off plots: per label-frequency decile, encoder alone vs classifier alone vs fused, and
+    the validation curve that chose alpha."""
+    if not tradeoffs:
+        return ""
+    images = "".join(f"<h3>{html.escape(method)}</h3><img src=\"data:image/png;base64,"
+                     f"{base64.b64encode(path.read_bytes()).decode()}\"/>" for method, path in tradeoffs.items())
+    return ("<h2>Classifier stage: head/tail trade-off (test shares of P@5 and PSP@5 per label-frequency decile, "
+            "0 = tail; right: validation metrics by α, 1 = encoder only)</h2>" + images)
+
+
 def render_report(dataset: str, results: list[MethodResult], out: Path, diff_table: list[dict[str, Any]],
                   examples: list[dict[str, Any]], notes: dict[str, Any],
-                  paired: list[dict[str, Any]] | None = None) -> Path:
-    """Write ``out`` (HTML): metrics with CIs, curves, quantile bars, DIFF@k, subsets, examples, index stats."""
+                  paired: list[dict[str, Any]] | None = None, tradeoffs: dict[str, Path] | None = None) -> Path:
+    """Write ``out`` (HTML): metrics with CIs, curves, quantile bars, DIFF@k, subsets, examples, index stats,
+    and for each method with a classifier stage its head/tail trade-off plot (``tradeoffs``: method → PNG)."""
     subsets = [{"method": r.method, "subset": s, **{k: v for k, v in m.items() if k in ("P@1", "P@5", "PSP@5", "R@10",
                                                                                        "rows")}}
                for r in results for s, m in r.subsets.items()]
@@ -129,6 +141,7 @@ li.hit{{color:#060}} li.miss{{color:#999}} small{{color:#666}}</style></head><bo
 <h2>Label quantiles</h2>{_quantile_chart(results)}
 <h2>DIFF@k per label quantile: FN@k(dual_encoder) − FN@k(ramen); positive = RAMEN retrieves positives the
 text-only baseline misses (RAMEN Table 8; bin 0 = tail)</h2>{_dict_table(diff_table)}
+{_tradeoff_section(tradeoffs or {})}
 <h2>Seen vs novel queries, novel labels, query deciles</h2>{_dict_table(subsets)}
 <h2>Index recall and latency</h2>{_dict_table(index_rows)}
 <h2>Example predictions (green: in the ground truth; RAMEN Table 7)</h2>{example_html}

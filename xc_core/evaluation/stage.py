@@ -203,6 +203,15 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
     for other in others:
         if "ramen" in methods and other in methods:
             diffs += _paired_rows(home, dataset.name, profile, "ramen", other)
+    # the classifier stage against the encoder it ends with, and every method against the linear peer
+    from xc_core.methods.classifier import SUFFIX, base_method_name
+
+    for method in methods:
+        if method.endswith(SUFFIX) and base_method_name(method) in methods:
+            diffs += _paired_rows(home, dataset.name, profile, method, base_method_name(method))
+    if "pecos" in methods:
+        for method in (m for m in methods if m != "pecos"):
+            diffs += _paired_rows(home, dataset.name, profile, method, "pecos")
     diff_table: list[dict[str, Any]] = []
     if "ramen" in methods and "dual_encoder" in methods:
         fa = pl.read_parquet(eval_dir(home, dataset.name, "dual_encoder", profile) / "false_negatives.parquet")
@@ -211,8 +220,10 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
     examples = _examples(dataset, home, profile, "ramen" if "ramen" in methods else methods[0])
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
              "PSP A": dataset.meta.get("psp_A", 0.55), "PSP B": dataset.meta.get("psp_B", 1.5)}
+    tradeoffs = {r.method: f / "tradeoff.png" for r, f in zip(results, folders, strict=True)
+                 if (f / "tradeoff.png").exists()}
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,
-                         paired=diffs)
+                         paired=diffs, tradeoffs=tradeoffs)
     _attach(results, path, home)
     return {"dataset": dataset.name, "profile": profile, "report": str(path), "methods": methods,
             "paired_differences": diffs}

@@ -7,6 +7,9 @@ from xc_core.methods.base import METHODS, Method, get_method, register
 #: The headline comparison first (zero-shot floor, text-only baseline, RAMEN, each also with the classifier
 #: stage), then every other method.
 HEADLINE = ("pretrained", "dual_encoder", "ramen", "pretrained-clf", "dual_encoder-clf", "ramen-clf")
+#: What ``make run`` / ``xc run`` / ``xc promote`` train and gate by default: the floor, both encoders, and
+#: both with the classifier stage (each ``-clf`` after its base, whose encoder it reuses).
+RUN_METHODS = ("pretrained", "dual_encoder", "ramen", "dual_encoder-clf", "ramen-clf")
 
 
 def method_names() -> list[str]:
@@ -14,4 +17,4 @@ def method_names() -> list[str]:
     return [*HEADLINE, *(name for name in METHODS if name not in HEADLINE)]
 
 
-__all__ = ["HEADLINE", "METHODS", "Method", "get_method", "method_names", "register"]
+__all__ = ["HEADLINE", "METHODS", "RUN_METHODS", "Method", "get_method", "method_names", "register"]

@@ -309,18 +309,10 @@ class Trainer:
         truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
         labels = self.encode([self.data.label_texts[i] for i in space])
         k = self.cfg.val_k
-        top = top_k_exact(docs, labels, max(k, 5), exclude=self._val_self_pairs(space))
+        top = top_k_exact(docs, labels, max(k, 5), exclude=self.data.own_label_pairs(self.val_idx, space))
         return {f"recall@{k}": recall_at_k(top[:, :k], truth),
                 "P@1": float(precision_per_row(truth, top, 1).mean()),
                 "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan")}
-
-    def _val_self_pairs(self, space: np.ndarray) -> np.ndarray:
-        """(validation row, label column) where the label is the document itself (same id): never scored, as
-        the test filter removes a test document's own label (wikispeedia; XC folders with shared ids)."""
-        column = {self.data.label_ids[j]: c for c, j in enumerate(space)}  # type: ignore[index]
-        pairs = [(r, column[self.data.train_ids[i]]) for r, i in enumerate(self.val_idx)  # type: ignore[index]
-                 if self.data.train_ids[i] in column]  # type: ignore[index]
-        return np.array(pairs, np.int64).reshape(-1, 2)
 
     def validation_recall(self) -> float:
         return self.validation_metrics()[f"recall@{self.cfg.val_k}"]
