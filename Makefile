@@ -59,7 +59,7 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
 	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: mlflow/mlflow.db)"
 
-test: $(STAMP)
+test: $(STAMP) peers
 	$(BIN)/python -m pytest -q
 
 ui-snapshot: $(STAMP) $(XC_DAGSTER_STATE)

@@ -137,6 +137,12 @@ class XCDataset:
             if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):  # type: ignore[arg-type]
                 raise ValueError(f"{self.name}: anchor set '{a.name}' proxy flags do not match its edges")
 
+    def document_space_sets(self) -> list[str]:
+        """Anchor sets whose anchors are documents (queries, articles), per ``meta["anchor_spaces"]``; a set
+        without an entry counts as one. Only these can hold held-out or test documents."""
+        spaces = self.meta.get("anchor_spaces", {})
+        return [name for name in self.anchor_sets if spaces.get(name, "documents") == "documents"]
+
     def own_label_pairs(self, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
         """(position in ``rows``, position in ``columns``) where the label is the train document itself (same
         id; wikispeedia, XC folders with shared ids): never scored in validation, as the test filter removes a

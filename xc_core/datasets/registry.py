@@ -86,9 +86,7 @@ def leaked_test_nodes(dataset: XCDataset) -> int:
     period): must be 0. ``meta["anchor_spaces"]`` names each set's space; sets of other spaces (items,
     categories) cannot hold documents, and their texts may coincide with a query's by chance."""
     test_only = {t for t, novel in zip(dataset.test_texts, dataset.test_novel, strict=True) if novel}
-    spaces = dataset.meta.get("anchor_spaces", {})
-    return sum(len(test_only.intersection(a.texts)) for name, a in dataset.anchor_sets.items()
-               if spaces.get(name, "documents") == "documents")
+    return sum(len(test_only.intersection(dataset.anchor_sets[name].texts)) for name in dataset.document_space_sets())
 
 
 def default_thresholds(dataset: XCDataset, min_share: float = 0.5) -> list[CoverageThreshold]:

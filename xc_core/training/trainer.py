@@ -167,10 +167,10 @@ class Trainer:
         if not self.cfg.exclude_heldout_anchors:
             return dict(anchor_sets)
         heldout = {self.data.train_texts[i] for i in self.val_idx} | set(self.data.test_texts)
-        spaces = self.data.meta.get("anchor_spaces", {})
+        documents = self.data.document_space_sets()
         out = {}
         for name, a in anchor_sets.items():
-            if spaces.get(name, "documents") != "documents":
+            if name not in documents:
                 out[name] = a
                 continue
             bad = np.array([t in heldout for t in a.texts], dtype=bool)
@@ -189,10 +189,10 @@ class Trainer:
         regularizer on that set would reach, given to the task loss instead. Documents outside the training
         subsample join it with only those pairs; validation documents never do (already excluded as anchors)."""
         doc_of = {t: i for i, t in enumerate(self.data.train_texts)}
-        spaces = self.data.meta.get("anchor_spaces", {})
+        documents = self.data.document_space_sets()
         rows, cols = [], []
         for name, a in anchor_sets.items():
-            if spaces.get(name, "documents") != "documents":
+            if name not in documents:
                 continue
             for label, anchor in a.label_edges.tolist():
                 doc = doc_of.get(a.texts[anchor])

@@ -1,0 +1,42 @@
+"""The linear peer end to end: PECOS XR-Linear (libpecos, in .venv-peers) trained on a real small XC folder
+exported by xc, its score matrix read back and scored by xc's own evaluation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import peer_eval  # noqa: E402 - a benchmark script, imported from its folder
+
+
+def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path: Path) -> None:
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.predict import fingerprint_test_split
+    from xc_core.evaluation.stage import eval_dir
+    from xc_core.graphs.stage import anchors_dir
+
+    if not peer_eval.PEER_PYTHON.exists():
+        pytest.fail(f"{peer_eval.PEER_PYTHON} missing: `make test` builds it (`make peers`)")
+    shutil.copytree(anchors_dir(tiny_home, "synthetic"), anchors_dir(tmp_path, "synthetic"))
+    data = XCDataset.load(anchors_dir(tmp_path, "synthetic"))
+    summary = peer_eval.evaluate_peer("synthetic", "tiny", [tmp_path])
+    folder = tmp_path / "peers" / "synthetic"
+    lines = (folder / "tst_X.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(lines) == len(data.test_texts), "one test document per line"
+    assert json.loads((folder / "peer.json").read_text())["features"] > 0
+    assert summary["method"] == "pecos" and summary["test_split"] == fingerprint_test_split(data)
+    # a linear model on TF-IDF of simulated queries that name their intents finds far more than chance
+    chance = float(np.mean(np.diff(data.y_test.tocsr().indptr))) / data.n_labels
+    assert summary["P@1"] > 10 * chance
+    out = eval_dir(tmp_path, "synthetic", "pecos", "tiny")
+    assert {"per_row.npz", "ci.parquet", "metrics.json"} <= {p.name for p in out.iterdir()}
+    again = peer_eval.evaluate_peer("synthetic", "tiny", [tmp_path])  # the finished peer run is reused
+    assert again["P@1"] == summary["P@1"]
+    assert json.loads((folder / "peer.json").read_text())["seconds"] > 0
