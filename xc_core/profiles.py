@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from xc_core.classifier.config import ClassifierConfig
 from xc_core.encoders.text import EncoderConfig
 from xc_core.graphs.rwr import RWRConfig
 from xc_core.training.config import TrainConfig
@@ -24,6 +25,8 @@ class Profile(BaseModel):
     encoder: EncoderConfig
     rwr: RWRConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
+    classifier: ClassifierConfig = Field(default_factory=ClassifierConfig, description="the classifier stage of "
+                                         "'-clf' methods (the same settings for every data set)")
     tiny_model: bool = Field(default=False, description="use a random tiny BERT built under <home>/models")
     seed: int = 0
 

@@ -133,3 +133,33 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert variants["fused"]["P@5"] == pytest.approx(result["P@5"], abs=1e-9)
     assert (eval_dir(tmp_path, tiny_data.name, "pretrained-clf", "tiny") / "tradeoff.png").stat().st_size > 0
     assert variants["classifier only"]["P@5"] != variants["encoder only"]["P@5"]
+
+
+def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDataset, tmp_path: Path) -> None:
+    """Registered, promoted, then `xc predict`'s function: the same labels as the evaluation's search."""
+    from xc_core.datasets.registry import dataset_dir
+    from xc_core.evaluation.predict import CLASSIFIER_INDEX, encoder_for
+    from xc_core.evaluation.stage import evaluate_method, index_dir
+    from xc_core.serving import predict_from_champion
+    from xc_core.tracking.registry import promote_if_better, register_evaluated
+    from xc_core.training.stage import train_method
+
+    from xc_core.profiles import get_profile
+
+    tiny_data.save(dataset_dir(tmp_path, tiny_data.name))
+    profile = get_profile("tiny")  # alpha 0.5 only: the served search must be the fused one, not alpha 1's
+    profile = profile.model_copy(update={"classifier": profile.classifier.model_copy(update={"alphas": (0.5,)})})
+    trained = train_method(tiny_data, "dual_encoder-clf", profile, tmp_path)
+    evaluate_method(tiny_data, "dual_encoder-clf", "tiny", tmp_path)
+    registered = register_evaluated(tmp_path, tiny_data.name, "dual_encoder-clf", "tiny")
+    assert promote_if_better(tiny_data.name, registered["version"], registered["tracking_uri"], home=tmp_path).promote
+    query = tiny_data.test_texts[0]
+    served = predict_from_champion(tiny_data.name, query, tmp_path, k=5)
+    assert served["method"] == "dual_encoder-clf"
+    folder = index_dir(tmp_path, tiny_data.name, "dual_encoder-clf", "tiny")
+    fused = FusedClassifier.load(Path(trained["classifier_dir"]))
+    assert fused.alpha < 1, "the classifier takes part (alpha 1 would be the encoder's index alone)"
+    vector = encoder_for(Path(trained["encoder_dir"]), 16).encode([query])
+    _, ids = fused_search(vector, LabelIndex.load(folder), LabelIndex.load(folder / CLASSIFIER_INDEX),
+                          np.load(folder / "label_vectors.npy"), fused, 5)
+    assert [row["label"] for row in served["labels"]] == [tiny_data.label_texts[i] for i in ids[0] if i >= 0]

@@ -106,7 +106,9 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
             encoder_dir, summary = _fit_encoder(data, dataset, method, enc_cfg, cfg, out, resume, progress, on_metrics)
         classifier_dir = None
         if method.classifier:
-            classifier_dir, clf_summary = _fit_classifier(dataset, encoder_dir, enc_cfg.max_length, cfg, out, progress)
+            clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
+            classifier_dir, clf_summary = _fit_classifier(dataset, encoder_dir, enc_cfg.max_length, cfg, clf_cfg, out,
+                                                          progress)
             summary.update(clf_summary)
         mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
                             f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
@@ -180,15 +182,13 @@ def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
     return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
 
 
-def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: TrainConfig, out: Path,
-                    progress: bool) -> tuple[Path, dict[str, Any]]:
+def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: TrainConfig, clf_cfg: Any,
+                    out: Path, progress: bool) -> tuple[Path, dict[str, Any]]:
     """The classifier stage on the method's encoder; its settings, alpha curve and W's size go to MLflow."""
     import mlflow
 
-    from xc_core.classifier.config import ClassifierConfig
     from xc_core.classifier.stage import fit_classifier_stage
 
-    clf_cfg = ClassifierConfig(seed=cfg.seed)
     folder = out / "classifier"
     fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, cfg, folder, progress=progress)
     mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
