@@ -60,8 +60,8 @@ def _sample_hard(shortlist: np.ndarray, docs: np.ndarray, n: int, rng: np.random
 
 def _batch_loss(table: Any, x: Any, labels: np.ndarray, hard: np.ndarray, y_docs: sp.csr_matrix,
                 scale: float, shared: np.ndarray, in_batch: bool = True) -> Any:
-    """Softmax cross-entropy of each pair's label against the batch's other labels, the shared random labels
-    and its hard negatives; a label that is also a positive of the row's document is masked, never a negative."""
+    """Softmax cross-entropy of each pair's label against the shared random labels, its hard negatives and
+    (``in_batch``) the batch's other labels; a positive of the row's document is masked, never a negative."""
     import torch
     import torch.nn.functional as F  # noqa: N812 - torch's convention
 
