@@ -46,7 +46,7 @@ run: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
 run: $(STAMP) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
 	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors → train → index → eval → report"
-	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 4 minutes on 2 idle cores)"
+	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 4.5 minutes on 2 idle cores)"
 	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME) --quiet 2> $(XC_HOME)/last-run.log \
 		| tee $(XC_HOME)/last-run.json || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
 	@echo
