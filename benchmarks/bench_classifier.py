@@ -37,7 +37,7 @@ def _timed(step, queries: list[str]) -> float:  # type: ignore[no-untyped-def]
 
 def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int, seed: int = 0) -> dict:
     from xc_core.classifier import FusedClassifier, fused_search
-    from xc_core.evaluation.predict import CLASSIFIER_INDEX, classifier_dir_of, encoder_for
+    from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS, classifier_dir_of, encoder_for
     from xc_core.evaluation.stage import index_dir, trained_summary
     from xc_core.graphs.stage import load_with_anchors
     from xc_core.index import LabelIndex
@@ -50,7 +50,7 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
     folder = index_dir(home, dataset, method, profile)
     label_index = LabelIndex.load(folder, expect_model_uri=trained["model_uri"], expect_dataset=dataset)
     classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
-    label_vecs = np.load(folder / "label_vectors.npy")
+    label_vecs = np.load(folder / LABEL_VECTORS)
     encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
     rng = np.random.default_rng(seed)
     queries = [data.test_texts[i] for i in rng.choice(len(data.test_texts), min(n_queries, len(data.test_texts)),

@@ -138,7 +138,7 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
 def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDataset, tmp_path: Path) -> None:
     """Registered, promoted, then `xc predict`'s function: the same labels as the evaluation's search."""
     from xc_core.datasets.registry import dataset_dir
-    from xc_core.evaluation.predict import CLASSIFIER_INDEX, encoder_for
+    from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS, encoder_for
     from xc_core.evaluation.stage import evaluate_method, index_dir
     from xc_core.serving import predict_from_champion
     from xc_core.tracking.registry import promote_if_better, register_evaluated
@@ -161,5 +161,5 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     assert fused.alpha < 1, "the classifier takes part (alpha 1 would be the encoder's index alone)"
     vector = encoder_for(Path(trained["encoder_dir"]), 16).encode([query])
     _, ids = fused_search(vector, LabelIndex.load(folder), LabelIndex.load(folder / CLASSIFIER_INDEX),
-                          np.load(folder / "label_vectors.npy"), fused, 5)
+                          np.load(folder / LABEL_VECTORS), fused, 5)
     assert [row["label"] for row in served["labels"]] == [tiny_data.label_texts[i] for i in ids[0] if i >= 0]

@@ -49,7 +49,7 @@ class FusedClassifier:
         return self.weights.nbytes / 2**20
 
 
-def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def union_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per row, the ids of ``a`` ∪ ``b``; duplicates and misses become −1 (order irrelevant)."""
     ids = np.sort(np.concatenate([a, b], axis=1), axis=1)
     ids[:, 1:][ids[:, 1:] == ids[:, :-1]] = -1
@@ -89,7 +89,7 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     depth = max(k, fused.search_k)
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
-    return rescore(queries, _union(enc_ids, clf_ids), label_vecs, fused.weights, fused.alpha, k)
+    return rescore(queries, union_ids(enc_ids, clf_ids), label_vecs, fused.weights, fused.alpha, k)
 
 
 def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

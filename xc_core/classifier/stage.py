@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.classifier.config import ClassifierConfig
-from xc_core.classifier.fusion import FusedClassifier, _union, drop_pairs, rescore
+from xc_core.classifier.fusion import FusedClassifier, drop_pairs, rescore, union_ids
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
 
@@ -41,7 +41,7 @@ def alpha_curve(queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarra
     depth = search_k + 1  # room for the dropped self pair
     _, enc_ids = LabelIndex.build(label_vecs, None, flat).search(queries, depth)
     _, clf_ids = LabelIndex.build(weights, None, flat).search(queries, depth)
-    candidates = _union(enc_ids, clf_ids)
+    candidates = union_ids(enc_ids, clf_ids)
     curve = []
     for alpha in alphas:
         scores, ids = drop_pairs(*rescore(queries, candidates, label_vecs, weights, alpha, depth), exclude)

@@ -52,6 +52,7 @@ def to_csr(scores: np.ndarray, ids: np.ndarray, n_labels: int) -> sp.csr_matrix:
 
 
 CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
+LABEL_VECTORS = "label_vectors.npy"  # in a method's index folder: the label embeddings the index holds
 
 
 def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri: str, k: int = 100,
@@ -67,28 +68,26 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     queries = encoder.encode(dataset.test_texts, progress=progress, desc="test queries")
     index = LabelIndex.build(labels, None, cfg or IndexConfig(kind="hnsw"), model_uri=model_uri, dataset=dataset.name)
     index.save(index_dir)
-    np.save(index_dir / "label_vectors.npy", labels)
-    search = index.search
-    if fused is not None:
-        clf_index = LabelIndex.build(fused.weights, None, cfg or IndexConfig(kind="hnsw"), model_uri=model_uri,
-                                     dataset=dataset.name)
-        clf_index.save(index_dir / CLASSIFIER_INDEX)
-
-        def search(q: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-            from xc_core.classifier.fusion import fused_search
-
-            return fused_search(q, index, clf_index, labels, fused, depth)
-
-    started = time.perf_counter()
-    scores, ids = search(queries, k)
-    ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
-    if fused is not None:  # the same queries under the encoder alone and the classifier alone (tradeoff.py)
+    np.save(index_dir / LABEL_VECTORS, labels)
+    if fused is None:
+        started = time.perf_counter()
+        scores, ids = index.search(queries, k)
+        ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
+    else:
         from xc_core.classifier.fusion import fused_search
         from xc_core.classifier.tradeoff import VARIANTS_FILE
 
-        np.savez(index_dir / VARIANTS_FILE, encoder=index.search(queries, k)[1].astype(np.int32),
-                 classifier=fused_search(queries, index, clf_index, labels, fused.with_alpha(0.0), k)[1]
-                 .astype(np.int32))
+        clf_index = LabelIndex.build(fused.weights, None, cfg or IndexConfig(kind="hnsw"), model_uri=model_uri,
+                                     dataset=dataset.name)
+        clf_index.save(index_dir / CLASSIFIER_INDEX)
+        started = time.perf_counter()
+        scores, ids = fused_search(queries, index, clf_index, labels, fused, k)
+        ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
+        # the same queries under the encoder alone and the classifier alone (tradeoff.py)
+        enc_scores, enc_ids = index.search(queries, k)
+        clf_scores, clf_ids = fused_search(queries, index, clf_index, labels, fused.with_alpha(0.0), k)
+        np.savez(index_dir / VARIANTS_FILE, encoder_ids=enc_ids, encoder_scores=enc_scores,
+                 classifier_ids=clf_ids, classifier_scores=clf_scores)
     # exact search latency and HNSW recall on the same sample of real test queries (all 55k on aol-1000
     # would cost minutes of brute force for two numbers a 2,000-query sample estimates well)
     sample = queries[: min(len(queries), 2000)]

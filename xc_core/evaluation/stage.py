@@ -51,20 +51,19 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, p
     """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
     started = time.perf_counter()
     trained = trained_summary(home, dataset.name, method, profile)
+    classifier_dir = classifier_dir_of(trained)
+    out = eval_dir(home, dataset.name, method, profile)
     preds = load_or_predict(dataset, Path(trained["encoder_dir"]), int(trained.get("max_length", 32)),
                             index_dir(home, dataset.name, method, profile), trained["model_uri"], progress=progress,
-                            classifier_dir=classifier_dir_of(trained))
-    summary, metrics = evaluate_scores(dataset, preds.scores, eval_dir(home, dataset.name, method, profile), {
-        "dataset": dataset.name, "method": method, "profile": profile,
-        "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
-        "exact_ms_per_query": preds.exact_ms_per_query, "test_split": preds.test_split,
-        "mlflow_run_id": trained["mlflow_run_id"]}, started)
+                            classifier_dir=classifier_dir)
+    info = {"dataset": dataset.name, "method": method, "profile": profile,
+            "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
+            "exact_ms_per_query": preds.exact_ms_per_query, "test_split": preds.test_split,
+            "mlflow_run_id": trained["mlflow_run_id"]}
+    if classifier_dir is not None:
+        info["classifier"] = _classifier_tradeoff(dataset, preds, classifier_dir, out, trained)
+    summary, metrics = evaluate_scores(dataset, preds.scores, out, info, started)
     _log_to_run(trained, metrics, preds.index_recall_at_10)
-    if classifier_dir_of(trained) is not None:
-        summary["classifier"] = _classifier_tradeoff(dataset, preds, classifier_dir_of(trained),
-                                                     eval_dir(home, dataset.name, method, profile), trained)
-        (eval_dir(home, dataset.name, method, profile) / "metrics.json").write_text(
-            json.dumps(summary, indent=2, default=float) + "\n")
     return summary
 
 
@@ -79,14 +78,12 @@ def _classifier_tradeoff(dataset: XCDataset, preds: Any, classifier_dir: Path, o
     from xc_core.evaluation.predict import to_csr
 
     variants = np.load(preds.index_dir / VARIANTS_FILE)
-    tops = {}
-    for name in ("encoder", "classifier"):
-        ids = variants[name].astype(np.int64)
-        scores = -np.arange(ids.shape[1], dtype=np.float32)[None, :].repeat(len(ids), 0)  # rank order
-        tops[f"{name} only"] = top_k(filter_predictions(to_csr(scores - scores.min() + 1, ids, dataset.n_labels),
-                                                        dataset.filter_pairs), 5)
-    tops["fused"] = top_k(filter_predictions(preds.scores, dataset.filter_pairs), 5)
+    runs = {f"{name} only": to_csr(variants[f"{name}_scores"], variants[f"{name}_ids"], dataset.n_labels)
+            for name in ("encoder", "classifier")}
+    tops = {name: top_k(filter_predictions(scores, dataset.filter_pairs), 5)
+            for name, scores in {**runs, "fused": preds.scores}.items()}
     fused = FusedClassifier.load(classifier_dir)
+    out.mkdir(parents=True, exist_ok=True)
     table = decile_table(dataset.y_test, dataset.y_train, tops, propensity(dataset))
     table.write_parquet(out / "deciles.parquet")
     figure = plot(table, fused.info.get("alpha_curve", []), fused.alpha, out / "tradeoff.png")
