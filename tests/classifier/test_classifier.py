@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -163,3 +164,12 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     _, ids = fused_search(vector, LabelIndex.load(folder), LabelIndex.load(folder / CLASSIFIER_INDEX),
                           np.load(folder / LABEL_VECTORS), fused, 5)
     assert [row["label"] for row in served["labels"]] == [tiny_data.label_texts[i] for i in ids[0] if i >= 0]
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [("select_metric", "P@10", "select_metric 'P@10'"),
+                                                     ("alphas", (1.5,), "each in [0, 1]")])
+def test_a_bad_classifier_setting_is_refused_with_the_field_and_the_fix(field: str, value: object, says: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=re.escape(says)):
+        ClassifierConfig(**{field: value})

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+#: metrics the validation curve computes (``evaluate(..., k=5)``): what ``select_metric`` may name
+SELECTABLE = tuple(f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6))
 
 
 class ClassifierConfig(BaseModel):
@@ -30,3 +33,17 @@ class ClassifierConfig(BaseModel):
                                "rewards the first hit and the next four, so neither P@1 nor P@5 alone decides)")
     search_k: int = Field(default=100, ge=1, description="candidates taken from each index before re-scoring")
     seed: int = 0
+
+    @field_validator("select_metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        if value not in SELECTABLE:
+            raise ValueError(f"select_metric {value!r} is not computed on validation: choose one of {', '.join(SELECTABLE)}")
+        return value
+
+    @field_validator("alphas")
+    @classmethod
+    def _weights(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(not 0.0 <= a <= 1.0 for a in value):
+            raise ValueError(f"alphas {value!r}: give at least one fusion weight, each in [0, 1] (1 = encoder only)")
+        return value
