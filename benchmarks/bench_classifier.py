@@ -6,7 +6,8 @@ in the same run on the same queries, the memory of W, and the stage's training t
 
 Needs a trained and indexed ``-clf`` method (``xc train`` + ``xc index``/``xc eval``). Per query, one at a
 time as a search service sees them: encode the text, then either search the label index (encoder only, the
-baseline) or run ``fused_search`` (label index ∪ classifier index, re-scored). Goal: fused ≤ 1.3× the
+baseline) or run ``fused_search`` (label index ∪ classifier index ∪ the lexical shortlist when the model
+kept that channel, re-scored). Goal: fused ≤ 1.3× the
 baseline per query. Also timed in one batch of all sampled queries (offline scoring). Results are merged
 into benchmarks/results/bench_classifier.json under the data set's key.
 """
@@ -61,7 +62,7 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
         return label_index.search(encoder.encode(texts), k)
 
     def with_classifier(texts: list[str]) -> object:
-        return fused_search(encoder.encode(texts), label_index, classifier_index, label_vecs, fused, k)
+        return fused_search(encoder.encode(texts), label_index, classifier_index, label_vecs, fused, k, texts=texts)
 
     baseline_ms, fused_ms = _timed(encoder_only, queries), _timed(with_classifier, queries)
     vectors = encoder.encode(queries)
@@ -69,17 +70,19 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
     label_index.search(vectors, k)
     batch_base = 1000 * (time.perf_counter() - started) / len(queries)
     started = time.perf_counter()
-    fused_search(vectors, label_index, classifier_index, label_vecs, fused, k)
+    fused_search(vectors, label_index, classifier_index, label_vecs, fused, k, texts=queries)
     batch_fused = 1000 * (time.perf_counter() - started) / len(queries)
     return {
         "dataset": dataset, "method": method, "profile": profile, "labels": int(fused.weights.shape[0]),
-        "queries": len(queries), "alpha": fused.alpha, "search_k": fused.search_k,
+        "queries": len(queries), "alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
+        "search_k": fused.search_k,
         "baseline": "encoder only: encode + HNSW search of the label index",
         "encoder_only_ms_per_query": round(baseline_ms, 3), "fused_ms_per_query": round(fused_ms, 3),
         "ratio": round(fused_ms / baseline_ms, 3), "goal_ratio": GOAL_RATIO,
         "meets_goal": fused_ms / baseline_ms <= GOAL_RATIO,
         "search_only_batch_ms_per_query": {"encoder_only": round(batch_base, 4), "fused": round(batch_fused, 4)},
-        "weights_mb": round(fused.megabytes, 1), "weights_shape": list(fused.weights.shape),
+        "weights_mb": round(fused.weights.nbytes / 2**20, 1), "weights_shape": list(fused.weights.shape),
+        "lexical_mb": round(fused.lexical.megabytes, 1) if fused.uses_lexical else 0.0,
         "train_seconds": fused.info.get("train_seconds"), "train_pairs": fused.info.get("train_pairs"),
         "epochs": len(fused.info.get("history", [])),
     }

@@ -39,7 +39,8 @@ def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> 
         from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS
 
         classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
-        scores, ids = fused_search(vector, index, classifier_index, np.load(folder / LABEL_VECTORS), fused, k)
+        scores, ids = fused_search(vector, index, classifier_index, np.load(folder / LABEL_VECTORS), fused, k,
+                                   texts=[query])
     return {"dataset": dataset, "query": query, "model": f"{model_name(dataset)}@{CHAMPION}",
             "version": str(version.version), "method": method,
             "labels": [{"label": labels[i], "label_id": label_ids[i], "score": round(float(s), 4)}

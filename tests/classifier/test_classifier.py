@@ -116,21 +116,25 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     fused = train_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
     assert fused["encoder_from_run"] == base["mlflow_run_id"]
     assert 0.0 <= fused["alpha"] <= 1.0 and fused["classifier_mb"] > 0
-    curve = fused["alpha_curve"]
-    assert [row["alpha"] for row in curve] == list(ClassifierConfig().alphas)
-    chosen = max(curve, key=lambda row: (row["nDCG@5"], row["alpha"]))
-    assert chosen["alpha"] == fused["alpha"], "alpha is the validation curve's best"
+    curve, cfg = fused["alpha_curve"], ClassifierConfig()
+    assert [row["alpha"] for row in curve if row["lexical_weight"] == 0.0] == list(cfg.alphas)
+    assert sorted({row["lexical_weight"] for row in curve}) == sorted(cfg.lexical.weights)
+    chosen = max(curve, key=lambda row: (row["nDCG@5"], -row["lexical_weight"], row["alpha"]))
+    assert (chosen["alpha"], chosen["lexical_weight"]) == (fused["alpha"], fused["lexical_weight"]), \
+        "alpha and the lexical weight are the validation grid's best"
     activate(tracking_uri(tmp_path))
     model = mlflow.pyfunc.load_model(fused["model_uri"])
     served = model.unwrap_python_model().classifier
     assert served is not None and served.alpha == fused["alpha"]
+    assert served.lexical_weight == fused["lexical_weight"] and served.uses_lexical == (fused["lexical_weight"] > 0)
     assert served.weights.shape == (tiny_data.n_labels, model.predict(["a query"]).shape[1])
     assert mlflow.pyfunc.load_model(base["model_uri"]).unwrap_python_model().classifier is None
     result = evaluate_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
     assert 0.0 <= result["P@1"] <= 1.0 and result["test_documents"] == len(tiny_data.test_texts)
     # the head/tail trade-off: per-decile shares of each variant sum to its P@5, the fused one to the eval's
     variants = result["classifier"]["variants"]
-    assert set(variants) == {"encoder only", "classifier only", "fused"}
+    lexical = {"lexical only"} if result["classifier"]["lexical_weight"] > 0 else set()
+    assert set(variants) == {"encoder only", "classifier only", "fused", *lexical}
     assert variants["fused"]["P@5"] == pytest.approx(result["P@5"], abs=1e-9)
     assert (eval_dir(tmp_path, tiny_data.name, "pretrained-clf", "tiny") / "tradeoff.png").stat().st_size > 0
     assert variants["classifier only"]["P@5"] != variants["encoder only"]["P@5"]
@@ -162,7 +166,7 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     assert fused.alpha < 1, "the classifier takes part (alpha 1 would be the encoder's index alone)"
     vector = encoder_for(Path(trained["encoder_dir"]), 16).encode([query])
     _, ids = fused_search(vector, LabelIndex.load(folder), LabelIndex.load(folder / CLASSIFIER_INDEX),
-                          np.load(folder / LABEL_VECTORS), fused, 5)
+                          np.load(folder / LABEL_VECTORS), fused, 5, texts=[query])
     assert [row["label"] for row in served["labels"]] == [tiny_data.label_texts[i] for i in ids[0] if i >= 0]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
+from xc_core.classifier.lexical import LexicalConfig
+
 #: metrics the validation curve computes (``evaluate(..., k=5)``): what ``select_metric`` may name
 SELECTABLE = tuple(f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6))
 
@@ -32,6 +34,8 @@ class ClassifierConfig(BaseModel):
     select_metric: str = Field(default="nDCG@5", description="validation metric that picks alpha (nDCG@5 "
                                "rewards the first hit and the next four, so neither P@1 nor P@5 alone decides)")
     search_k: int = Field(default=100, ge=1, description="candidates taken from each index before re-scoring")
+    lexical: LexicalConfig = Field(default_factory=LexicalConfig, description="the TF-IDF nearest-document "
+                                   "channel fused with the dense ones (weight 0 on validation = not used)")
     seed: int = 0
 
     @field_validator("select_metric")

@@ -4,6 +4,8 @@ Shortlist = top ``search_k`` of the label-embedding index ∪ top ``search_k`` o
 faiss), each candidate re-scored exactly as ``alpha * cos(q, label text) + (1 - alpha) * cos(q, w_label)``.
 The union matters: a label whose text says little (``007.info``) is only in the classifier's list, a label
 with no clicks only in the encoder's. ``alpha = 1`` ranks by the encoder alone, ``alpha = 0`` by W alone.
+With a lexical channel (``lexical.py``, kept only when validation gives it a weight > 0) its top labels join
+the shortlist and ``lexical_weight * lexical`` is added to every candidate's score; it needs the query texts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
+
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
 
 
@@ -24,12 +28,22 @@ class FusedClassifier:
     alpha: float  # encoder share of the fused score
     search_k: int = 100
     info: dict[str, Any] = field(default_factory=dict)  # how alpha was chosen (validation curve), training log
+    lexical: LexicalChannel | None = None
+    lexical_weight: float = 0.0  # share of the lexical score added to the fused one (0: channel unused)
+
+    @property
+    def uses_lexical(self) -> bool:
+        return self.lexical is not None and self.lexical_weight > 0
 
     def save(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / WEIGHTS_FILE, self.weights.astype(np.float32))
+        weight = self.lexical_weight if self.uses_lexical else 0.0
         (folder / FUSION_FILE).write_text(json.dumps(
-            {"alpha": self.alpha, "search_k": self.search_k, **self.info}, indent=2, default=float) + "\n")
+            {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, **self.info},
+            indent=2, default=float) + "\n")
+        if self.uses_lexical:
+            self.lexical.save(folder / LEXICAL_DIR)
         return folder
 
     @classmethod
@@ -39,14 +53,21 @@ class FusedClassifier:
                                     "method with `xc train --method <method>-clf`")
         meta = json.loads((folder / FUSION_FILE).read_text())
         alpha, search_k = float(meta.pop("alpha")), int(meta.pop("search_k"))
-        return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta)
+        weight = float(meta.pop("lexical_weight", 0.0))
+        if weight > 0 and not (folder / LEXICAL_DIR).is_dir():
+            raise FileNotFoundError(f"{folder / FUSION_FILE}: lexical_weight {weight} but no {LEXICAL_DIR}/ folder "
+                                    "beside it; retrain the '-clf' method")
+        lexical = LexicalChannel.load(folder / LEXICAL_DIR) if weight > 0 else None
+        return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight)
 
-    def with_alpha(self, alpha: float) -> FusedClassifier:
-        return FusedClassifier(self.weights, alpha, self.search_k, self.info)
+    def with_alpha(self, alpha: float, lexical_weight: float | None = None) -> FusedClassifier:
+        """The same parts under other fusion weights (``lexical_weight`` None keeps the current one)."""
+        weight = self.lexical_weight if lexical_weight is None else lexical_weight
+        return FusedClassifier(self.weights, alpha, self.search_k, self.info, self.lexical, weight)
 
     @property
     def megabytes(self) -> float:
-        return self.weights.nbytes / 2**20
+        return (self.weights.nbytes / 2**20) + (self.lexical.megabytes if self.uses_lexical else 0.0)
 
 
 def union_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -57,8 +78,12 @@ def union_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,
-            alpha: float, k: int, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, ids) of the best ``k`` candidates per query under the fused score, best first."""
+            alpha: float, k: int, chunk: int = 256, lexical: np.ndarray | None = None,
+            lexical_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, ids) of the best ``k`` candidates per query under the fused score, best first.
+
+    ``lexical``: the lexical channel's score of each candidate (same shape as ``candidates``), added
+    with ``lexical_weight``."""
     n = len(queries)
     width = min(k, candidates.shape[1])
     out_scores = np.full((n, width), -np.inf, dtype=np.float32)
@@ -72,6 +97,8 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
             score += alpha * np.einsum("rcd,rd->rc", label_vecs[safe], q)
         if alpha < 1:
             score += (1 - alpha) * np.einsum("rcd,rd->rc", weights[safe], q)
+        if lexical is not None and lexical_weight > 0:
+            score += lexical_weight * lexical[start: start + chunk]
         score[cand < 0] = -np.inf
         best = np.argsort(-score, axis=1, kind="stable")[:, :width]
         out_scores[start: start + chunk] = np.take_along_axis(score, best, axis=1)
@@ -81,15 +108,22 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
 
 
 def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, label_vecs: np.ndarray,
-                 fused: FusedClassifier, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` (fused scores, label ids) for each query: both ANN shortlists, united, re-scored."""
+                 fused: FusedClassifier, k: int, texts: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (fused scores, label ids) for each query: the ANN shortlists (and the lexical one when the
+    model has that channel: ``texts`` are then the queries' texts), united, re-scored."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
-    if fused.alpha >= 1.0:  # the encoder's ranking, as the label index alone gives it (ties included)
+    if fused.alpha >= 1.0 and not fused.uses_lexical:  # the encoder's ranking, as the label index gives it
         return label_index.search(queries, k)
     depth = max(k, fused.search_k)
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
-    return rescore(queries, union_ids(enc_ids, clf_ids), label_vecs, fused.weights, fused.alpha, k)
+    candidates, lexical = union_ids(enc_ids, clf_ids), None
+    if fused.uses_lexical:
+        if texts is None or len(texts) != len(queries):
+            raise ValueError("this fused model has a lexical channel: pass the query texts (one per query vector)")
+        candidates, lexical = fused.lexical.shortlist(list(texts), depth, candidates)
+    return rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
+                   lexical_weight=fused.lexical_weight)
 
 
 def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

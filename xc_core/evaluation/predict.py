@@ -81,13 +81,17 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
                                      dataset=dataset.name)
         clf_index.save(index_dir / CLASSIFIER_INDEX)
         started = time.perf_counter()
-        scores, ids = fused_search(queries, index, clf_index, labels, fused, k)
+        texts = list(dataset.test_texts)
+        scores, ids = fused_search(queries, index, clf_index, labels, fused, k, texts=texts)
         ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
-        # the same queries under the encoder alone and the classifier alone (tradeoff.py)
+        # the same queries under the encoder alone, the classifier alone and the lexical channel alone (tradeoff.py)
         enc_scores, enc_ids = index.search(queries, k)
-        clf_scores, clf_ids = fused_search(queries, index, clf_index, labels, fused.with_alpha(0.0), k)
-        np.savez(index_dir / VARIANTS_FILE, encoder_ids=enc_ids, encoder_scores=enc_scores,
-                 classifier_ids=clf_ids, classifier_scores=clf_scores)
+        clf_scores, clf_ids = fused_search(queries, index, clf_index, labels, fused.with_alpha(0.0, 0.0), k)
+        variants = {"encoder_ids": enc_ids, "encoder_scores": enc_scores, "classifier_ids": clf_ids,
+                    "classifier_scores": clf_scores}
+        if fused.uses_lexical:
+            variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
+        np.savez(index_dir / VARIANTS_FILE, **variants)
     # exact search latency and HNSW recall on the same sample of real test queries (all 55k on aol-1000
     # would cost minutes of brute force for two numbers a 2,000-query sample estimates well)
     sample = queries[: min(len(queries), 2000)]

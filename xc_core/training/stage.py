@@ -193,16 +193,21 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg:
     fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, cfg, folder, progress=progress)
     mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
     curve = fused.info["alpha_curve"]
-    for row in curve:
-        mlflow.log_metrics({f"classifier/val_{k.replace('@', '_at_')}": v for k, v in row.items() if k != "alpha"},
-                           step=int(round(100 * row["alpha"])))
+    # two validation curves through the chosen point: over alpha (step = 100 alpha) and over the lexical weight
+    for prefix, fixed, varied in (("val", "lexical_weight", "alpha"), ("val_lexical", "alpha", "lexical_weight")):
+        chosen = fused.alpha if fixed == "alpha" else fused.lexical_weight
+        for row in (r for r in curve if r.get(fixed, 0.0) == chosen):
+            metrics = {k: v for k, v in row.items() if k not in ("alpha", "lexical_weight")}
+            mlflow.log_metrics({f"classifier/{prefix}_{k.replace('@', '_at_')}": v for k, v in metrics.items()},
+                               step=int(round(100 * row.get(varied, 0.0))))
     for row in fused.info["history"]:
         mlflow.log_metric("classifier/loss", row["loss"], step=int(row["epoch"]))
-    mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/weights_mb": fused.megabytes,
-                        "classifier/train_seconds": fused.info["train_seconds"]})
+    mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/lexical_weight": fused.lexical_weight,
+                        "classifier/weights_mb": fused.megabytes, "classifier/train_seconds": fused.info["train_seconds"]})
     mlflow.log_artifact(str(folder / "fusion.json"))
-    return folder, {"alpha": fused.alpha, "classifier_mb": round(fused.megabytes, 2),
-                    "classifier_seconds": fused.info["train_seconds"], "alpha_curve": curve}
+    return folder, {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
+                    "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
+                    "alpha_curve": curve}
 
 
 def _log_model(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None) -> Any:
