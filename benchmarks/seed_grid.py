@@ -42,9 +42,9 @@ def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, method
     log = root / "grid.log"
     common = ["--home", str(home)]
     if not (dataset_dir(home, dataset) / "meta.json").exists():
-        _run(["dataset", "--name", dataset, *common], log)
+        _run(["dataset", "--dataset", dataset, *common], log)
     if any(get_method(m).needs_anchor_sets for m in methods) and not (anchors_dir(home, dataset) / "meta.json").exists():
-        _run(["anchors", "--name", dataset, "--profile", anchors_profile, *common], log)
+        _run(["anchors", "--dataset", dataset, "--profile", anchors_profile, *common], log)
     for method in methods:
         trained = model_dir(home, dataset, method, profile)
         if not (trained / "train_summary.json").exists():

@@ -6,7 +6,7 @@ encoder: a fine-tune has to beat the encoder the user already has."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -16,8 +16,8 @@ from xc_core.graphs.rwr import RWRConfig
 from xc_core.training.config import TrainConfig
 
 ProfileName = Literal["tiny", "demo", "cpu", "full"]
-#: every profile, cheapest first (CLI choices, Dagster config docs)
-PROFILE_NAMES: tuple[str, ...] = ("tiny", "demo", "cpu", "full")
+#: every profile, cheapest first (CLI choices, Dagster config docs): the one list, read off ``ProfileName``
+PROFILE_NAMES: tuple[str, ...] = get_args(ProfileName)
 
 
 class Profile(BaseModel):

@@ -28,6 +28,11 @@ import scipy.sparse as sp
 FORMAT_VERSION = 1
 
 
+#: Inverse-propensity constants (A, B) of a data set whose meta names none: the XC repository's general
+#: ones (Jain et al. 2016; pyxclib's default). Wikipedia-like sets use (0.5, 0.4), Amazon-like (0.6, 2.6).
+DEFAULT_PSP: tuple[float, float] = (0.55, 1.5)
+
+
 def _edges(array: np.ndarray | list[tuple[int, int]] | None) -> np.ndarray:
     out = np.asarray(array if array is not None else np.empty((0, 2)), dtype=np.int64)
     return out.reshape(-1, 2)
@@ -142,6 +147,11 @@ class XCDataset:
         without an entry counts as one. Only these can hold held-out or test documents."""
         spaces = self.meta.get("anchor_spaces", {})
         return [name for name in self.anchor_sets if spaces.get(name, "documents") == "documents"]
+
+    @property
+    def psp_constants(self) -> tuple[float, float]:
+        """(A, B) of the inverse-propensity model: the meta's ``psp_A``/``psp_B``, else :data:`DEFAULT_PSP`."""
+        return float(self.meta.get("psp_A", DEFAULT_PSP[0])), float(self.meta.get("psp_B", DEFAULT_PSP[1]))
 
     def own_label_pairs(self, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
         """(position in ``rows``, position in ``columns``) where the label is the train document itself (same

@@ -27,7 +27,7 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
-from xc_core.datasets.container import AnchorSet, XCDataset
+from xc_core.datasets.container import DEFAULT_PSP, AnchorSet, XCDataset
 from xc_core.graphs.tables import GraphConfig, build_graph_tables
 from xc_core.logs.store import EventStore
 
@@ -42,8 +42,8 @@ class EventsDatasetConfig(BaseModel):
     doc_anchors: int = Field(default=20, ge=1, description="native anchors kept per document (by support)")
     label_anchors: int = Field(default=20, ge=1, description="native anchors kept per label (by support)")
     graph: GraphConfig = Field(default_factory=GraphConfig)
-    psp_A: float = Field(default=0.55, description="inverse-propensity A (pyxclib default)")
-    psp_B: float = Field(default=1.5, description="inverse-propensity B (pyxclib default)")
+    psp_A: float = Field(default=DEFAULT_PSP[0], description="inverse-propensity A (pyxclib default)")
+    psp_B: float = Field(default=DEFAULT_PSP[1], description="inverse-propensity B (pyxclib default)")
     protocol: str = Field(default="events", description="name of the protocol followed")
 
 

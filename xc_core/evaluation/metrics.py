@@ -43,12 +43,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core.datasets.container import DEFAULT_PSP
+
 #: Inverse-propensity constants (A, B) per data-set family, as Jain et al. 2016 fit them and pyxclib
 #: documents them; :func:`inverse_propensity` defaults to ``"other"``.
 PROPENSITY_CONSTANTS: dict[str, tuple[float, float]] = {
     "wikipedia": (0.5, 0.4),
     "amazon": (0.6, 2.6),
-    "other": (0.55, 1.5),
+    "other": DEFAULT_PSP,
 }
 
 #: Metric families in the order :func:`evaluate` reports them.
@@ -84,7 +86,7 @@ def positive_labels(y_true: sp.spmatrix) -> sp.csr_matrix:
     return positives
 
 
-def inverse_propensity(y_train: sp.spmatrix, A: float = 0.55, B: float = 1.5) -> np.ndarray:
+def inverse_propensity(y_train: sp.spmatrix, A: float = DEFAULT_PSP[0], B: float = DEFAULT_PSP[1]) -> np.ndarray:
     """Inverse propensity per label, ``w_l = 1 + C (N_l + B)^-A`` with ``C = (ln N - 1)(B + 1)^A``.
 
     ``N`` is the number of training points (rows of ``y_train``), ``N_l`` the number of training points

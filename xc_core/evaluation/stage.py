@@ -43,8 +43,7 @@ def trained_summary(home: Path, dataset: str, method: str, profile: str) -> dict
 
 
 def propensity(dataset: XCDataset) -> np.ndarray:
-    return inverse_propensity(dataset.y_train, float(dataset.meta.get("psp_A", 0.55)),
-                              float(dataset.meta.get("psp_B", 1.5)))
+    return inverse_propensity(dataset.y_train, *dataset.psp_constants)
 
 
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> dict[str, Any]:
@@ -217,7 +216,7 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
         diff_table = diff_at_k(fa, fb).to_dicts()
     examples = _examples(dataset, home, profile, "ramen" if "ramen" in methods else methods[0])
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
-             "PSP A": dataset.meta.get("psp_A", 0.55), "PSP B": dataset.meta.get("psp_B", 1.5)}
+             "PSP A": dataset.psp_constants[0], "PSP B": dataset.psp_constants[1]}
     tradeoffs = {r.method: f / "tradeoff.png" for r, f in zip(results, folders, strict=True)
                  if (f / "tradeoff.png").exists()}
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,

@@ -7,12 +7,14 @@ world stores to prove what it is, and what the pipeline passes around instead of
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Scale = Literal["tiny", "demo", "large"]
+#: every simulator scale (CLI choices): the one list, read off ``Scale``
+SCALES: tuple[str, ...] = get_args(Scale)
 
 #: The AOL log's window: one Dagster daily partition set (2006-03-01..2006-06-01) serves both sources.
 WINDOW_START = datetime(2006, 3, 1, tzinfo=UTC)

@@ -14,10 +14,11 @@ from pydantic import Field
 from xc_assets.defs.assets.ingest_assets import markdown_table, png_markdown
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import EVENT_DATASETS, events_config, graphs_dir
+from xc_core.datasets.registry import EVENT_DATASETS, dataset_names, events_config, graphs_dir
 from xc_core.graphs.tables import TABLES
 
-DATASETS = ("synthetic", "aol-1000", "wikispeedia", "xc-repo")
+#: one asset family per registered data set, plus ``xc-repo`` (a folder named in run config)
+DATASETS = (*dataset_names(), "xc-repo")
 
 
 def prefix(dataset: str) -> str:

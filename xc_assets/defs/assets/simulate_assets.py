@@ -1,8 +1,6 @@
 """The simulator in Dagster: the ``world`` (ground truth, persisted) and ``simulated_events`` (daily
 partitions) that ``raw_events`` ingests through the same path as real logs."""
 
-from typing import Literal
-
 import dagster as dg
 from pydantic import Field
 
@@ -10,10 +8,11 @@ from xc_assets.defs.assets.ingest_assets import png_markdown
 from xc_assets.defs.constants import INGEST_GROUP
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
+from xc_core.simulate.config import Scale
 
 
 class WorldConfig(dg.Config):
-    scale: Literal["tiny", "demo", "large"] = Field(default="demo", description="simulator scale")
+    scale: Scale = Field(default="demo", description="simulator scale")
     seed: int = Field(default=0, description="same seed, byte-identical world and events")
 
 
