@@ -75,3 +75,13 @@ def test_min_lead_is_a_flag_of_xc_promote_and_xc_run_defaulting_to_no_threshold(
         with pytest.raises(SystemExit):
             parser.parse_args([command, "--min-lead", "5"])
     assert "half a P@1 point" in capsys.readouterr().err
+
+
+def test_an_unknown_data_set_is_one_line_naming_the_choices_not_a_traceback(tmp_path: Path) -> None:
+    for flag in ("--dataset", "--name"):  # --name: the old spelling of dataset/anchors/graphs
+        done = subprocess.run([sys.executable, "-m", "xc_core.cli", "dataset", flag, "mylog", "--home", str(tmp_path)],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.strip().splitlines() == [
+            "xc dataset: error: unknown data set 'mylog': use synthetic, aol-1000, wikispeedia or an XC-repository "
+            "folder (a path to one with trn_X.txt, tst_X.txt, …)"]

@@ -3,8 +3,9 @@
 This module holds the library's commands; the ``xc`` script (``xc_assets.cli``) adds ``run`` and ``promote``,
 which go through Dagster. ``python -m xc_core.cli`` runs the library's commands without Dagster.
 
-Progress bars and logs go to stderr, so ``xc ... | jq`` always sees exactly one JSON line. Errors
-print a one-line message naming the file and the fix, and exit non-zero.
+Progress bars and logs go to stderr, so ``xc ... | jq`` always sees exactly one JSON line. Bad input and
+missing prerequisites (a rejected file, an unknown data set, nothing trained yet, no champion) print one line
+naming the file or name and the fix, and exit 2; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations

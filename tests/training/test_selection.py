@@ -100,3 +100,16 @@ def test_anchor_pairs_control_trains_on_the_label_side_anchor_pairs(tiny_data: X
         assert trainer.data.y_train[d].indices.tolist() == [label]
     assert trainer.anchor_pairs_added >= 3 and trainer.full_anchors == {}
     assert (trainer.val_truth != tiny_data.y_train).nnz == 0  # validation still scores the original labels
+
+
+def test_the_named_random_streams_keep_their_historical_draws() -> None:
+    """A stream's tag is part of every published number: the validation split and the epoch order of seed 0
+    are the ones the (seed, tag) entropy gave before the streams were named."""
+    from xc_core.seeds import Stream, rng, step_rng
+
+    assert Stream.VALIDATION_SPLIT == 17 and Stream.EPOCH_BATCHES == 7
+    np.testing.assert_array_equal(rng(0, Stream.VALIDATION_SPLIT).permutation(50),
+                                  np.random.default_rng([0, 17]).permutation(50))
+    np.testing.assert_array_equal(rng(3, Stream.EPOCH_BATCHES, 2).permutation(50),
+                                  np.random.default_rng([3, 2, 7]).permutation(50))
+    assert step_rng(1, 2, 3).integers(1 << 30) == np.random.default_rng([1, 2, 3]).integers(1 << 30)

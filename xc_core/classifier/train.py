@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core import seeds
 from xc_core.classifier.config import ClassifierConfig
+from xc_core.seeds import Stream
 
 
 @dataclass
@@ -107,7 +109,7 @@ def train_classifier(label_vecs: np.ndarray, doc_vecs: np.ndarray, y: sp.csr_mat
     started = time.perf_counter()
     y = sp.csr_matrix(y)
     torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng([cfg.seed, 41])
+    rng = seeds.rng(cfg.seed, Stream.CLASSIFIER_NEGATIVES)
     init = torch.from_numpy(unit_rows(label_vecs))
     table = torch.nn.Embedding.from_pretrained(init.clone(), freeze=False, sparse=True)
     untrained = np.diff(y.tocsc().indptr) == 0

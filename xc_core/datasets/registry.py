@@ -61,9 +61,14 @@ def event_datasets() -> tuple[str, ...]:
     return tuple(name for name, spec in DATASETS.items() if spec.from_events)
 
 
+class UnknownDatasetError(LookupError, ValueError):
+    """A data set name that is neither registered nor a folder (a LookupError: the CLI prints one line)."""
+
+
 def get_dataset_spec(name: str) -> DatasetSpec:
     if name not in DATASETS:
-        raise ValueError(f"unknown data set '{name}': use {', '.join(DATASETS)} or an XC-repository folder")
+        raise UnknownDatasetError(f"unknown data set '{name}': use {', '.join(DATASETS)} or an XC-repository "
+                                  "folder (a path to one with trn_X.txt, tst_X.txt, …)")
     return DATASETS[name]
 
 
@@ -83,7 +88,7 @@ def events_config(name: str, home: Path | None = None) -> EventsDatasetConfig:
     """The event-log protocol of data set ``name``."""
     spec = DATASETS.get(name)
     if spec is None or spec.events is None:
-        raise ValueError(f"'{name}' is not an event-log data set ({', '.join(event_datasets())})")
+        raise UnknownDatasetError(f"'{name}' is not an event-log data set ({', '.join(event_datasets())})")
     return spec.events(home)
 
 

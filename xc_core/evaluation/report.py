@@ -18,7 +18,6 @@ class MethodResult:
     method: str
     metrics: dict[str, float]  # evaluate() keys, fractions
     ci: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # metric → (mean, low, high)
-    curves_k: list[int] = field(default_factory=list)
     index: dict[str, float] = field(default_factory=dict)  # hnsw_recall@10, ms_per_query …
     subsets: dict[str, dict[str, float]] = field(default_factory=dict)  # seen/novel/novel labels/deciles
     quantiles: list[dict[str, Any]] = field(default_factory=list)  # per label quantile: bin, P@5 share, R share

@@ -17,7 +17,6 @@ from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_pro
 from xc_core.evaluation.predict import classifier_dir_of, fingerprint_test_split, load_or_predict
 from xc_core.evaluation.report import MethodResult, render_report
 
-REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5")
 
 
 def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
