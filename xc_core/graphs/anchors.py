@@ -8,6 +8,8 @@ cosine ≤ threshold under the given encoder, by default after centring the embe
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 from dataclasses import dataclass
 
@@ -87,8 +89,7 @@ def build_anchor_stage(dataset: XCDataset, cfg: AnchorConfig, embed: Embed | Non
                                                   dataset.label_texts)
             similar += tables
         stages["with_proxy"] = dict(current)
-    with_graph = XCDataset(dataset.name, dataset.train_texts, dataset.test_texts, dataset.label_texts,
-                           dataset.y_train, dataset.y_test, anchor_sets=current)
+    with_graph = dataclasses.replace(dataset, anchor_sets=current)
     current = {name: expand_anchor_set(with_graph, name, cfg.rwr, progress=progress) for name in current}
     stages["after_rwr"] = dict(current)
     counts: dict[str, PruneCounts] = {}
