@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS_DIR  # noqa: E402 - benchmarks run as scripts from this folder
+from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
 
 RESULTS = RESULTS_DIR / "bench_classifier.json"
 GOAL_RATIO = 1.3

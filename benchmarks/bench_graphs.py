@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+from _common import peak_rss_mb  # benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_graphs.json"
 
@@ -92,7 +92,13 @@ def recall_of(exact, walk, graph: sp.csr_matrix | None = None) -> float:  # type
 
 
 def bench_rwr(n_nodes: int, n_edges: int) -> dict[str, float]:
-    from xc_core.graphs.rwr import RWRConfig, personalized_pagerank, python_walker, random_walk_with_restart, top_k_overlap
+    from xc_core.graphs.rwr import (
+        RWRConfig,
+        personalized_pagerank,
+        python_walker,
+        random_walk_with_restart,
+        top_k_overlap,
+    )
 
     graph, starts, anchors = node_anchor_graph(n_nodes, n_edges)
     cfg = RWRConfig()
@@ -101,7 +107,7 @@ def bench_rwr(n_nodes: int, n_edges: int) -> dict[str, float]:
     seconds = time.perf_counter() - t
     sample = np.random.default_rng(1).choice(starts, 10_000, replace=False)
     t = time.perf_counter()
-    vec = random_walk_with_restart(graph, sample, anchors, cfg)
+    random_walk_with_restart(graph, sample, anchors, cfg)
     vec_s = time.perf_counter() - t
     t = time.perf_counter()
     python_walker(graph, sample, anchors, cfg)

@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+from _common import peak_rss_mb  # benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_train.json"
 

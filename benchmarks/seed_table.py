@@ -121,12 +121,14 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:f
 <p>Per-query metrics averaged over seeds; 95% bootstrap intervals over test queries.</p>
 <table><tr><th>method</th><th>seeds</th>{% for k in metrics %}<th>{{ k }}</th>{% endfor %}</tr>
 {% for m, row in r.methods.items() %}<tr><td>{{ m }}</td><td>{{ row.seeds }}</td>{% for k in metrics %}
-<td>{{ "%.2f"|format(100 * row[k].value) }} [{{ "%.2f"|format(100 * row[k].ci[0]) }}, {{ "%.2f"|format(100 * row[k].ci[1]) }}]</td>
+<td>{{ "%.2f"|format(100 * row[k].value) }} [{{ "%.2f"|format(100 * row[k].ci[0]) }}, \
+{{ "%.2f"|format(100 * row[k].ci[1]) }}]</td>
 {% endfor %}</tr>{% endfor %}</table>
 <h2>Paired differences (same test queries)</h2>
 <table><tr><th>a − b</th>{% for k in metrics %}<th>{{ k }}</th>{% endfor %}</tr>
 {% for name, row in r.paired.items() %}<tr><td>{{ name }}</td>{% for k in metrics %}
-<td class="{{ 'pos' if row[k].ci[0] > 0 else ('neg' if row[k].ci[1] < 0 else '') }}">{{ "%+.2f"|format(100 * row[k].diff) }}
+<td class="{{ 'pos' if row[k].ci[0] > 0 else ('neg' if row[k].ci[1] < 0 else '') }}">\
+{{ "%+.2f"|format(100 * row[k].diff) }}
 [{{ "%+.2f"|format(100 * row[k].ci[0]) }}, {{ "%+.2f"|format(100 * row[k].ci[1]) }}]<br><small>per seed:
 {% for v in row[k].per_seed %}{{ "%+.2f"|format(100 * v) }} {% endfor %}</small></td>{% endfor %}</tr>{% endfor %}
 </table></body></html>"""

@@ -28,7 +28,7 @@ def _free_port() -> int:
 def _graphql(port: int, query: str, variables: dict[str, object] | None = None) -> dict[str, object]:
     body = json.dumps({"query": query, "variables": variables or {}}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(request, timeout=60) as response:  # loopback only
         return json.loads(response.read())["data"]
 
 
@@ -45,7 +45,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
         deadline = time.time() + 180
         while time.time() < deadline:
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)  # noqa: S310
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
                 break
             except OSError:
                 time.sleep(1)
@@ -90,7 +90,7 @@ def test_a_materialization_launched_through_the_api_succeeds(server: int) -> Non
     status = ""
     deadline = time.time() + 240
     while time.time() < deadline:
-        status = _graphql(server, '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id)[
+        status = _graphql(server, f'{{ runOrError(runId: "{run_id}") {{ ... on Run {{ status }} }} }}')[
             "runOrError"]["status"]  # type: ignore[index]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             break

@@ -15,8 +15,14 @@ from typing import Any
 
 import dagster as dg
 
-from xc_assets.defs.assets import (eval_assets, graph_assets, ingest_assets, model_assets, registry_assets,
-                                   simulate_assets)
+from xc_assets.defs.assets import (
+    eval_assets,
+    graph_assets,
+    ingest_assets,
+    model_assets,
+    registry_assets,
+    simulate_assets,
+)
 from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome

@@ -48,8 +48,8 @@ def cmd_simulate(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.datasets.registry import events_config, graphs_dir
     from xc_core.datasets.events import event_window
+    from xc_core.datasets.registry import events_config, graphs_dir
     from xc_core.graphs.tables import build_graph_tables
     from xc_core.logs.store import EventStore
 
@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
         _emit(payload)
         if payload.get("success") is False:  # e.g. a failed Dagster run or a blocking check
             return 1
-    except Exception as exc:  # noqa: BLE001 - the CLI boundary turns known errors into one clear line
+    except Exception as exc:  # the CLI boundary turns known errors into one clear line
         from xc_core.logs.errors import IngestError
 
         # bad input or missing prerequisites (no evaluation yet, no champion, a tracking server down): one line

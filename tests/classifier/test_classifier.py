@@ -145,11 +145,10 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     from xc_core.datasets.registry import dataset_dir
     from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS, encoder_for
     from xc_core.evaluation.stage import evaluate_method, index_dir
+    from xc_core.profiles import get_profile
     from xc_core.serving import predict_from_champion
     from xc_core.tracking.registry import promote_if_better, register_evaluated
     from xc_core.training.stage import train_method
-
-    from xc_core.profiles import get_profile
 
     tiny_data.save(dataset_dir(tmp_path, tiny_data.name))
     profile = get_profile("tiny")  # alpha 0.5 only: the served search must be the fused one, not alpha 1's

@@ -36,7 +36,8 @@ def _raw_blocks(archive: Path) -> list[tuple[str, datetime, list[str]]]:
                 lines = [x for x in block.split("\n") if x.strip()]
                 if lines:
                     query, ts = lines[0].split("\t")
-                    hosts = [u.split("://")[1].split("/")[0].split(":")[0].lower().removeprefix("www.") for u in lines[1:]]
+                    hosts = [u.split("://")[1].split("/")[0].split(":")[0].lower().removeprefix("www.")
+                             for u in lines[1:]]
                     out.append((query, datetime.fromisoformat(ts).replace(tzinfo=UTC), hosts))
     return out
 

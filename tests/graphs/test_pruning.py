@@ -7,8 +7,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.graphs.pruning import (_row_cosine, embedding_center, prune_anchor_set, prune_dataset_anchors,
-                                    prune_pass_rates)
+from xc_core.graphs.pruning import (
+    _row_cosine,
+    embedding_center,
+    prune_anchor_set,
+    prune_dataset_anchors,
+    prune_pass_rates,
+)
 
 
 def test_pruning_keeps_exactly_the_edges_with_positive_cosine() -> None:

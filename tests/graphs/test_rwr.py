@@ -6,8 +6,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.graphs.rwr import (RWRConfig, anchor_graph, expand_anchor_set, personalized_pagerank,
-                                random_walk_with_restart, top_k_overlap)
+from xc_core.graphs.rwr import (
+    RWRConfig,
+    anchor_graph,
+    expand_anchor_set,
+    personalized_pagerank,
+    random_walk_with_restart,
+    top_k_overlap,
+)
 
 
 def _multigraph(n_starts: int, seed: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:

@@ -6,8 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.quality.coverage import (CoverageThreshold, check_coverage, coverage_table,
-                                      reachable_train_label_share)
+from xc_core.quality.coverage import CoverageThreshold, check_coverage, coverage_table, reachable_train_label_share
 from xc_core.quality.gx_suites import anchor_leak_suite, coverage_suite
 
 

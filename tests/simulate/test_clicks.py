@@ -61,7 +61,7 @@ def test_calibration_report_writes_numbers_markdown_and_pngs(tiny_run: Simulatio
     assert isinstance(f, dict)
     assert f["rows"] == tiny_run.events and f["clicks"] == tiny_run.clicks
     ctr = list(f["ctr_by_position"].values())
-    assert all(a > b for a, b in zip(ctr, ctr[1:]))
+    assert all(a > b for a, b in zip(ctr, ctr[1:], strict=False))
     assert f["query_zipf_slope"] < -0.3 and f["tail_keyword_share"] == tiny_run.tail_keyword_share
     assert 0 < f["queries_with_brand"] < 1 and 0 < f["queries_with_location"] < 1
     assert f["query_kind_share"]["alias"] > 0 and f["alias_vs_canonical"] > 0

@@ -10,8 +10,16 @@ import mlflow
 import numpy as np
 import pytest
 
-from xc_core.tracking.registry import (PromotionPolicy, champion_version, decide, metric_tags, model_name,
-                                       paired_lead, promote_if_better, register)
+from xc_core.tracking.registry import (
+    PromotionPolicy,
+    champion_version,
+    decide,
+    metric_tags,
+    model_name,
+    paired_lead,
+    promote_if_better,
+    register,
+)
 
 
 def test_decision_rule_primary_must_improve_and_guards_must_hold() -> None:
@@ -41,7 +49,7 @@ def store(tmp_path: Path) -> str:
 class _Constant(mlflow.pyfunc.PythonModel):
     """A real (trivial) logged model: registration needs a logged model, not just files."""
 
-    def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # hints as in EncoderPyfunc
         return [[1.0] for _ in model_input]
 
 
@@ -59,7 +67,8 @@ def test_degraded_model_is_registered_but_never_promoted(store) -> None:  # type
     better = register(models[2], "synthetic", metric_tags({"P@1": 0.45, "PSP@5": 0.50}), uri)
     assert promote_if_better("synthetic", better, uri).promote
     assert str(champion_version("synthetic", uri).version) == better
-    assert all(v.current_stage in ("None", None) for v in client.search_model_versions(f"name='{model_name('synthetic')}'"))
+    assert all(v.current_stage in ("None", None)
+               for v in client.search_model_versions(f"name='{model_name('synthetic')}'"))
 
 
 def test_a_lead_within_noise_is_rejected_and_a_significant_one_promoted() -> None:

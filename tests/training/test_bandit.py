@@ -151,7 +151,7 @@ def test_bandit_moves_lambdas_to_known_optima_and_stays_in_bounds() -> None:
                           lambda_max=1.2)
     bandit.begin(0.0)
     lowest, highest = math.inf, -math.inf
-    for k in range(1500):
+    for _ in range(1500):
         lowest, highest = min(lowest, *bandit.weights().values()), max(highest, *bandit.weights().values())
         _drive(bandit, 1, _quadratic(targets))
     lam = bandit.lambdas()

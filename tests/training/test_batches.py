@@ -18,7 +18,7 @@ def test_rows_carry_a_true_positive_and_masks_cover_every_false_negative(tiny_da
         ids = rng.choice(len(tiny_data.train_texts), 32, replace=False)
         batch = builder.build(ids, rng)
         y = tiny_data.y_train
-        assert all(y[d, l] for d, l in zip(batch.doc_ids, batch.label_ids, strict=True))
+        assert all(y[d, j] for d, j in zip(batch.doc_ids, batch.label_ids, strict=True))
         truth = y[batch.doc_ids][:, batch.label_ids].toarray() > 0
         same = np.array([[d == lab for lab in batch.label_texts] for d in batch.doc_texts])
         assert np.array_equal(batch.positive_mask, truth | same | np.eye(len(ids), dtype=bool))

@@ -180,7 +180,8 @@ def test_softmax_regularizer_ignores_rows_without_an_anchor_and_their_columns() 
     reg = SoftmaxGraphRegularizer(scale=2.0)(DOCS, LABELS, valid, torch.zeros(3, 3, dtype=torch.bool))
     scores = 2.0 * (DOCS @ LABELS.T)[:2, :2]  # row 2 and column 2 (padding) take no part
     assert _close(reg, float(torch.nn.functional.cross_entropy(scores, torch.arange(2))))
-    none = SoftmaxGraphRegularizer()(DOCS, LABELS, torch.zeros(3, dtype=torch.bool), torch.zeros(3, 3, dtype=torch.bool))
+    none = SoftmaxGraphRegularizer()(DOCS, LABELS, torch.zeros(3, dtype=torch.bool),
+                                     torch.zeros(3, 3, dtype=torch.bool))
     assert float(none) == 0.0
 
 

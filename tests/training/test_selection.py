@@ -87,8 +87,8 @@ def test_anchor_pairs_control_trains_on_the_label_side_anchor_pairs(tiny_data: X
                                                                     tmp_path: Path) -> None:
     probe = _trainer(tiny_data, tiny_home, tmp_path / "probe", regularize=False, max_train_docs=50)
     tested = set(tiny_data.test_texts)  # a train query also asked in the test period is held out as an anchor
-    outside = np.array([d for d in np.setdiff1d(np.arange(len(tiny_data.train_texts)), np.r_[probe.train_idx, probe.val_idx])
-                        if tiny_data.train_texts[d] not in tested][:3])
+    unused = np.setdiff1d(np.arange(len(tiny_data.train_texts)), np.r_[probe.train_idx, probe.val_idx])
+    outside = np.array([d for d in unused if tiny_data.train_texts[d] not in tested][:3])
     label = int(tiny_data.y_train[probe.train_idx[0]].indices[0])  # a label the subsample reaches
     texts = [tiny_data.train_texts[d] for d in outside]
     anchors = AnchorSet("clicks", texts, np.empty((0, 2)), np.array([[label, a] for a in range(3)]))

@@ -72,7 +72,8 @@ class LexicalChannel:
             documents = vectorizer.fit_transform(texts)
         except ValueError as error:  # every n-gram below min_df, or no word at all
             raise ValueError(f"lexical channel: no n-gram occurs in {cfg.min_df}+ of the {len(texts)} training "
-                             f"documents ({error}); lower classifier.lexical.min_df or set its weights to (0,)") from error
+                             f"documents ({error}); lower classifier.lexical.min_df or set its weights to (0,)"
+                             ) from error
         return cls(dict(vectorizer.vocabulary_), vectorizer.idf_.astype(np.float32), sp.csr_matrix(documents),
                    sp.csr_matrix(labels, dtype=np.float32), cfg)
 
@@ -81,7 +82,7 @@ class LexicalChannel:
         vectorizer.idf_ = self.idf
         return sp.csr_matrix(vectorizer.transform(texts))
 
-    def score_blocks(self, texts: list[str]):  # noqa: ANN201 - generator of (start, dense block)
+    def score_blocks(self, texts: list[str]):  # a generator of (start, dense block)
         """Yield (first row, dense (chunk, n_labels) lexical scores in [0, 1]) over ``texts`` in chunks."""
         voters_t = self.documents.T.tocsr()
         width = min(self.cfg.neighbours, self.documents.shape[0])

@@ -62,7 +62,8 @@ def alpha_curve(queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarra
     return curve
 
 
-def _fit_lexical(dataset: XCDataset, train_rows: np.ndarray, y: sp.csr_matrix, cfg: ClassifierConfig) -> LexicalChannel | None:
+def _fit_lexical(dataset: XCDataset, train_rows: np.ndarray, y: sp.csr_matrix,
+                 cfg: ClassifierConfig) -> LexicalChannel | None:
     """The lexical channel over the classifier's training rows (None when no weight > 0 is to be tried)."""
     if not any(w > 0 for w in cfg.lexical.weights):
         return None

@@ -65,7 +65,7 @@ def _batch_loss(table: Any, x: Any, labels: np.ndarray, hard: np.ndarray, y_docs
     """Softmax cross-entropy of each pair's label against the shared random labels, its hard negatives and
     (``in_batch``) the batch's other labels; a positive of the row's document is masked, never a negative."""
     import torch
-    import torch.nn.functional as F  # noqa: N812 - torch's convention
+    import torch.nn.functional as F  # torch's convention
 
     unique, target = np.unique(labels, return_inverse=True)
     extra = np.setdiff1d(shared, unique, assume_unique=False)

@@ -253,7 +253,8 @@ class XCDataset:
             )
         decile = test.get_column("decile").to_numpy()
         return cls(
-            name=meta["name"], train_texts=train.get_column("text").to_list(), test_texts=test.get_column("text").to_list(),
+            name=meta["name"], train_texts=train.get_column("text").to_list(),
+            test_texts=test.get_column("text").to_list(),
             label_texts=labels.get_column("text").to_list(), y_train=sp.load_npz(directory / "y_train.npz"),
             y_test=sp.load_npz(directory / "y_test.npz"), train_ids=train.get_column("doc_id").to_list(),
             test_ids=test.get_column("doc_id").to_list(), label_ids=labels.get_column("label_id").to_list(),

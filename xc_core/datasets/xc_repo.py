@@ -226,8 +226,8 @@ def _label_text_file(folder: Path) -> Path:
                             "with one label text per line")
 
 
-def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAULT_PSP[0],  # noqa: N803
-                 psp_B: float = DEFAULT_PSP[1]) -> XCDataset:  # noqa: N803 (A, B: the propensity model's names)
+def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAULT_PSP[0],
+                 psp_B: float = DEFAULT_PSP[1]) -> XCDataset:  # A, B: the propensity model's names
     """An XC-repository folder as an ``XCDataset`` named ``name`` (default: the folder's name).
 
     The format has no metadata, so the inverse-propensity constants come from the caller; the

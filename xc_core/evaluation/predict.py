@@ -134,7 +134,8 @@ def classifier_dir_of(trained: dict[str, Any]) -> Path | None:
     return Path(trained["classifier_dir"]) if trained.get("classifier_dir") else None
 
 
-def predict_trained(dataset: XCDataset, trained: dict[str, Any], index_dir: Path, progress: bool = False) -> Predictions:
+def predict_trained(dataset: XCDataset, trained: dict[str, Any], index_dir: Path,
+                    progress: bool = False) -> Predictions:
     """:func:`predict` for a trained method's summary (``train_summary.json``): CLI ``xc index`` and the
     Dagster ``label_index`` asset."""
     encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))

@@ -18,7 +18,6 @@ from xc_core.evaluation.predict import classifier_dir_of, fingerprint_test_split
 from xc_core.evaluation.report import MethodResult, render_report
 
 
-
 def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
     return home / "eval" / dataset_slug(dataset) / f"{method}-{profile}"
 
@@ -45,7 +44,8 @@ def propensity(dataset: XCDataset) -> np.ndarray:
     return inverse_propensity(dataset.y_train, *dataset.psp_constants)
 
 
-def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> dict[str, Any]:
+def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
+                    progress: bool = False) -> dict[str, Any]:
     """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
     started = time.perf_counter()
     trained = trained_summary(home, dataset.name, method, profile)
@@ -94,8 +94,14 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
                     started: float | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     """Score a test document × label matrix (any method's, or a peer's) with xc's metrics and analyses and
     save them in ``out`` as the report and the seed tables read them: (summary, headline metrics)."""
-    from xc_core.evaluation import (confidence_intervals, false_negatives_at_k, label_quantiles, per_row_metrics,
-                                    quantile_contributions, subset_metrics)
+    from xc_core.evaluation import (
+        confidence_intervals,
+        false_negatives_at_k,
+        label_quantiles,
+        per_row_metrics,
+        quantile_contributions,
+        subset_metrics,
+    )
 
     started = time.perf_counter() if started is None else started
     scores = filter_predictions(raw_scores, dataset.filter_pairs)
@@ -117,7 +123,8 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
     if dataset.test_decile is not None:
         from xc_core.evaluation import decile_metrics
 
-        for row in decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv).iter_rows(named=True):
+        deciles = decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv)
+        for row in deciles.iter_rows(named=True):
             subsets[f"decile {row['decile']}"] = {k: v for k, v in row.items() if k != "decile"}
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "top100.npy", top)
@@ -143,7 +150,8 @@ def _log_to_run(trained: dict[str, Any], metrics: dict[str, float], recall: floa
 
 def _method_result(folder: Path) -> MethodResult:
     summary = json.loads((folder / "metrics.json").read_text())
-    ci = {r["metric"]: (r["value"], r["low"], r["high"]) for r in pl.read_parquet(folder / "ci.parquet").iter_rows(named=True)}
+    ci = {r["metric"]: (r["value"], r["low"], r["high"])
+          for r in pl.read_parquet(folder / "ci.parquet").iter_rows(named=True)}
     quantiles = pl.read_parquet(folder / "quantiles.parquet").rename({c: c for c in []}).to_dicts()
     return MethodResult(
         method=summary["method"], metrics={k: v for k, v in summary.items() if "@" in k and isinstance(v, float)

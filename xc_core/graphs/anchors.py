@@ -9,7 +9,6 @@ cosine ≤ threshold under the given encoder, by default after centring the embe
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 from dataclasses import dataclass
 
@@ -68,7 +67,8 @@ def _with_proxies(anchors: AnchorSet, doc_emb: np.ndarray, label_emb: np.ndarray
         new_edges[side] = proxy_edges(edges, len(texts), mapping)
     out = AnchorSet(
         anchors.name, anchors.texts,
-        np.concatenate([anchors.doc_edges, new_edges["doc"]]), np.concatenate([anchors.label_edges, new_edges["label"]]),
+        np.concatenate([anchors.doc_edges, new_edges["doc"]]),
+        np.concatenate([anchors.label_edges, new_edges["label"]]),
         doc_proxy=np.r_[np.asarray(anchors.doc_proxy, bool), np.ones(len(new_edges["doc"]), bool)],
         label_proxy=np.r_[np.asarray(anchors.label_proxy, bool), np.ones(len(new_edges["label"]), bool)],
     )

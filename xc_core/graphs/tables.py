@@ -73,8 +73,10 @@ def _click_graph_sql(cfg: GraphConfig) -> str:
       HAVING impressions >= {cfg.min_impressions} AND clicks >= {cfg.min_clicks}),
     ranked AS (
       SELECT *, clicks::DOUBLE / impressions AS ctr,
-        row_number() OVER (PARTITION BY query ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, item) AS rank_in_query,
-        row_number() OVER (PARTITION BY item ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, query) AS rank_in_item
+        row_number() OVER (PARTITION BY query ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, item)
+          AS rank_in_query,
+        row_number() OVER (PARTITION BY item ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, query)
+          AS rank_in_item
       FROM edges)
     SELECT query, item, impressions, clicks, ctr, first_ts, last_ts, rank_in_query, rank_in_item
     FROM ranked WHERE rank_in_query <= {cfg.top_n} OR rank_in_item <= {cfg.top_n}
@@ -104,7 +106,8 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
     cfg = cfg or GraphConfig()
     started = time.perf_counter()
     if not store.days():
-        raise FileNotFoundError(f"{store.events_dir}: the event store is empty — run `xc ingest` or `xc simulate` first")
+        raise FileNotFoundError(f"{store.events_dir}: the event store is empty — "
+                                "run `xc ingest` or `xc simulate` first")
     out_dir.mkdir(parents=True, exist_ok=True)
     queries = {
         "click_graph": _click_graph_sql(cfg),

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 MANIFEST_VERSION = 1
 
 
-class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin with another meaning
+class IndexError_(RuntimeError):  # IndexError is a builtin with another meaning
     """A stale, corrupt or mismatched index: the message says which and how to rebuild it."""
 
 

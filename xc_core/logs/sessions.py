@@ -29,7 +29,8 @@ def assign_sessions(events: pl.DataFrame, gap_minutes: float, context: pl.DataFr
         starts=(pl.col("user_id") != pl.col("user_id").shift(1)).fill_null(True)
         | ((pl.col("ts") - pl.col("ts").shift(1)) > gap).fill_null(True),
     )
-    starts = work.filter(pl.col("starts") & pl.col("session_id").is_null()).select(
+    # ``starts`` is read by name in the SQL below (duckdb's replacement scan)
+    starts = work.filter(pl.col("starts") & pl.col("session_id").is_null()).select(  # noqa: F841
         "row", key=pl.concat_str([pl.col("user_id"), pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")],
                                  separator="\x1f"))
     hashed = duckdb.sql("SELECT row, substr(md5(key), 1, 16) AS sid FROM starts").pl()

@@ -59,7 +59,7 @@ def event_ids(events: pl.DataFrame) -> pl.Series:
 
     duckdb's md5 is vectorised and stable across versions, unlike polars' ``hash``.
     """
-    key = events.select(
+    key = events.select(  # noqa: F841 - read by name in the SQL below (duckdb's replacement scan)
         key=pl.concat_str(
             [pl.col("user_id"), pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f"), pl.col("market"),
              pl.col("query_text"), pl.col("item_id").fill_null(""),

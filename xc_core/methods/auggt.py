@@ -46,4 +46,5 @@ def _augment(dataset: XCDataset, cfg: TrainConfig) -> XCDataset:
 
 
 AUGGT = register(Method("auggt", "text-only on label-propagated ground truth (AugGT)",
-                        overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment, needs_anchor_sets=True))
+                        overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment,
+                        needs_anchor_sets=True))

@@ -228,7 +228,7 @@ def _place(user: np.ndarray, desired: np.ndarray, duration: np.ndarray) -> np.nd
 
 def simulate_day(sampler: Sampler, day: int) -> tuple[pl.DataFrame, DayStats]:
     """One day's events in the canonical input schema, sorted by time, user and position."""
-    world, cfg = sampler.world, sampler.world.config
+    cfg = sampler.world.config
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 1, day]))
     s = _sessions(rng, sampler, day)
     session = np.repeat(np.arange(len(s.length)), s.length)

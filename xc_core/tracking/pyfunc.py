@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
-import numpy as np
 
 PIP_REQUIREMENTS = ["torch==2.13.0", "transformers==5.23.0", "tokenizers==0.23.3", "numpy==2.4.6",
                     "pandas==2.3.3", "pydantic==2.14.3", "mlflow==3.17.2"]
@@ -32,7 +31,7 @@ class EncoderPyfunc(mlflow.pyfunc.PythonModel):
 
             self.classifier = FusedClassifier.load(Path(context.artifacts["classifier"]))
 
-    def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - MLflow reads these hints as the schema
+    def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # MLflow reads the hints as the schema: only model_input has one
         """Texts in (MLflow validates the list[str] hint), unit embeddings out."""
         return self.encoder.encode([str(t) for t in model_input])
 

@@ -25,10 +25,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core import seeds
-from xc_core.seeds import Stream
 from xc_core.datasets.container import AnchorSet, XCDataset
 from xc_core.encoders.text import EncoderConfig, TextEncoder
 from xc_core.graphs.pruning import prune_anchor_set
+from xc_core.seeds import Stream
 from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
@@ -118,7 +118,8 @@ class Trainer:
         self.encoder = TextEncoder(encoder_cfg)
         self.train_idx, self.val_idx = split_validation(len(dataset.train_texts), cfg)
         if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
-            keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(self.train_idx), cfg.max_train_docs, replace=False)
+            keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(self.train_idx), cfg.max_train_docs,
+                                                                      replace=False)
             self.train_idx = np.sort(self.train_idx[keep])
         self.heldout_anchor_edges: dict[str, int] = {}
         self.anchor_pairs_added = 0
@@ -209,7 +210,8 @@ class Trainer:
         merged = sp.csr_matrix(keep_rows @ y + extra)
         merged.data[:] = 1.0
         self.anchor_pairs_added = int(merged.nnz - (keep_rows @ y).nnz)
-        new_docs = np.unique(np.asarray(rows, np.int64)[outside[np.asarray(rows, np.int64)]]) if rows else np.zeros(0, np.int64)
+        new_docs = (np.unique(np.asarray(rows, np.int64)[outside[np.asarray(rows, np.int64)]]) if rows
+                    else np.zeros(0, np.int64))
         self.train_idx = np.union1d(self.train_idx, new_docs)
         self.data = dataclasses.replace(self.data, y_train=merged)
         log.info("anchor_pairs: %d labelled pairs added, %d documents joined the training set",
@@ -329,7 +331,8 @@ class Trainer:
         positives = np.unique(sp.csr_matrix(self.val_truth)[self.val_idx].indices)
         others = np.setdiff1d(np.arange(n), positives)
         take = max(0, self.cfg.val_max_labels - len(positives))
-        sample = seeds.rng(self.cfg.seed, Stream.VALIDATION_LABELS).choice(others, min(take, len(others)), replace=False)
+        sample = seeds.rng(self.cfg.seed, Stream.VALIDATION_LABELS).choice(others, min(take, len(others)),
+                                                                           replace=False)
         return np.sort(np.concatenate([positives, sample]))
 
     def validation_task_loss(self) -> float:
@@ -367,7 +370,8 @@ class Trainer:
         label_rows = np.concatenate([a.label_edges[:, 0] for a in sets])
         doc_emb = self._encode_rows(self.data.train_texts, doc_rows)
         label_emb = self._encode_rows(self.data.label_texts, label_rows)
-        anchor_emb = {name: self._encode_rows(full.texts, np.concatenate([full.doc_edges[:, 1], full.label_edges[:, 1]]))
+        anchor_emb = {name: self._encode_rows(full.texts,
+                                              np.concatenate([full.doc_edges[:, 1], full.label_edges[:, 1]]))
                       for name, full in self.full_anchors.items()}
         center = embedding_center(doc_emb, label_emb, *anchor_emb.values()) if self.cfg.prune_center else None
         record: dict[str, Any] = {"epoch": epoch}
@@ -379,7 +383,8 @@ class Trainer:
         if len(rows) and len(label_rows):
             record["pass_rates"] = prune_pass_rates(
                 doc_emb, label_emb, self.data.y_train, self.cfg.prune_threshold, center,
-                seeds.rng(self.cfg.seed, Stream.PRUNE_PASS_RATES, epoch), doc_rows=rows, label_rows=np.unique(label_rows))
+                seeds.rng(self.cfg.seed, Stream.PRUNE_PASS_RATES, epoch), doc_rows=rows,
+                label_rows=np.unique(label_rows))
         log.info("pruning at epoch %d: %s", epoch, record)
         self.builder = self._builder()
         return record

@@ -149,7 +149,8 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
         similar_rows = pl.read_parquet(similar) if similar.exists() else pl.DataFrame()
         yield dg.MaterializeResult(asset_key=[p, "similar_text"], metadata={
             "proxy_edges": similar_rows.height,
-            "sample": dg.MetadataValue.md(markdown_table(similar_rows.drop("node_idx", "neighbour_idx", strict=False), 10)),
+            "sample": dg.MetadataValue.md(markdown_table(similar_rows.drop("node_idx", "neighbour_idx", strict=False),
+                                                         10)),
             "path": dg.MetadataValue.path(str(similar)),
         })
         yield dg.MaterializeResult(asset_key=[p, "anchor_sets"], metadata={
@@ -175,8 +176,8 @@ def _dataset_path(home: Path, dataset: str, dataset_dir) -> Path:  # type: ignor
 
 
 def _degree_plot(result) -> Path:  # type: ignore[no-untyped-def]
-    from xc_core.quality.plots import plot_degree_histogram
     from xc_core.quality.coverage import degree_histogram
+    from xc_core.quality.plots import plot_degree_histogram
 
     return plot_degree_histogram(degree_histogram(result.dataset.anchor_sets, result.dataset),
                                  result.path / "degree_histogram.png", title=result.dataset.name)

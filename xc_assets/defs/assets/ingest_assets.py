@@ -5,8 +5,6 @@ No ``from __future__ import annotations`` here: Dagster reads the Config/resourc
 
 import warnings
 from datetime import datetime
-
-
 from pathlib import Path
 from typing import Literal
 

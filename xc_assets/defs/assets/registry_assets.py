@@ -47,13 +47,15 @@ def _challenger(dataset: str) -> dg.AssetsDefinition:
 
     @dg.asset(key=[p, "challenger"], deps=[[p, "offline_eval"]], group_name=p, kinds={"mlflow"},
               description="Registers the evaluated encoder as a new version of xc-encoder-<dataset> (alias challenger)")
-    def challenger(context: dg.AssetExecutionContext, config: ChallengerConfig, xc_home: XcHome) -> dg.MaterializeResult:
+    def challenger(context: dg.AssetExecutionContext, config: ChallengerConfig,
+                   xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.tracking.registry import register_evaluated
 
         out = register_evaluated(xc_home.path, dataset, config.method, config.profile)
         context.log.info(f"registered {out['model']} v{out['version']} ({config.method})")
         return dg.MaterializeResult(metadata={"model": out["model"], "version": out["version"],
-                                              "method": config.method, "metrics": dg.MetadataValue.json(out["metrics"])})
+                                              "method": config.method,
+                                              "metrics": dg.MetadataValue.json(out["metrics"])})
 
     return challenger
 
