@@ -138,7 +138,7 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
     """Why a promotion run ended before its gate (registration failed): the step error, not a rejection."""
     errors = []
     for event in result.get_step_failure_events():
-        error = event.event_specific_data.error if event.event_specific_data else None
+        error = event.step_failure_data.error if event.event_specific_data else None
         if error is not None and error.cause is not None and error.cls_name == "DagsterExecutionStepExecutionError":
             error = error.cause  # Dagster wraps the error the step raised: report that one
         if error is not None:

@@ -16,12 +16,15 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xc_core.datasets.registry import event_datasets
 from xc_core.paths import aol_archive, resolve_home
 from xc_core.profiles import PROFILE_NAMES
 from xc_core.simulate.config import SCALES
+
+if TYPE_CHECKING:
+    from xc_core.datasets.container import XCDataset
 
 
 def _emit(payload: dict[str, object]) -> None:
@@ -98,7 +101,7 @@ def cmd_train(args: argparse.Namespace) -> dict[str, object]:
     return train_method(dataset, args.method, profile, home, resume=args.resume, progress=not args.quiet)
 
 
-def _anchored(home: Path, name: str) -> object:
+def _anchored(home: Path, name: str) -> XCDataset:
     from xc_core.graphs.stage import load_with_anchors
 
     return load_with_anchors(home, name)
@@ -111,7 +114,7 @@ def cmd_index(args: argparse.Namespace) -> dict[str, object]:
     home = resolve_home(args.home)
     dataset = _anchored(home, args.dataset)
     trained = trained_summary(home, args.dataset, args.method, args.profile)
-    preds = predict_trained(dataset, trained, index_dir(home, args.dataset, args.method, args.profile),  # type: ignore[arg-type]
+    preds = predict_trained(dataset, trained, index_dir(home, args.dataset, args.method, args.profile),
                             progress=not args.quiet)
     return {"dataset": args.dataset, "method": args.method, "index_dir": str(preds.index_dir),
             "labels": preds.scores.shape[1], "hnsw_recall@10": preds.index_recall_at_10,
@@ -122,7 +125,7 @@ def cmd_eval(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.evaluation.stage import evaluate_method
 
     home = resolve_home(args.home)
-    summary = evaluate_method(_anchored(home, args.dataset), args.method, args.profile, home,  # type: ignore[arg-type]
+    summary = evaluate_method(_anchored(home, args.dataset), args.method, args.profile, home,
                               progress=not args.quiet)
     summary.pop("subsets", None)
     return summary
@@ -132,7 +135,7 @@ def cmd_report(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.evaluation.stage import build_report
 
     home = resolve_home(args.home)
-    return build_report(_anchored(home, args.dataset), args.profile, home)  # type: ignore[arg-type]
+    return build_report(_anchored(home, args.dataset), args.profile, home)
 
 
 def cmd_predict(args: argparse.Namespace) -> dict[str, object]:

@@ -19,7 +19,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -50,8 +50,9 @@ class AnchorSet:
     texts: list[str]
     doc_edges: np.ndarray
     label_edges: np.ndarray
-    doc_proxy: np.ndarray | None = None
-    label_proxy: np.ndarray | None = None
+    # None in the constructor means "all native": __post_init__ fills both, so they are arrays afterwards
+    doc_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
+    label_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
 
     def __post_init__(self) -> None:
         self.doc_edges = _edges(self.doc_edges)
@@ -99,9 +100,10 @@ class XCDataset:
     #: (test document, label) pairs removed from predictions before scoring (XC repo ``filter_labels``).
     filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
     #: per test document: its text was never a train document (cold-start queries)
-    test_novel: np.ndarray | None = None
+    #: (None in the constructor: derived from the texts in __post_init__, as label_novel from y_train)
+    test_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
     #: per label: never positive in train (novel keywords / hosts)
-    label_novel: np.ndarray | None = None
+    label_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
     #: per test document, optional frequency decile (0 = head) where the data has query counts
     test_decile: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -139,7 +141,7 @@ class XCDataset:
             for edges, rows, side in ((a.doc_edges, n_train, "doc_edges"), (a.label_edges, n_labels, "label_edges")):
                 if len(edges) and (edges.min() < 0 or edges[:, 0].max() >= rows or edges[:, 1].max() >= len(a.texts)):
                     raise ValueError(f"{self.name}: anchor set '{a.name}' {side} point outside the index spaces")
-            if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):  # type: ignore[arg-type]
+            if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):
                 raise ValueError(f"{self.name}: anchor set '{a.name}' proxy flags do not match its edges")
 
     def document_space_sets(self) -> list[str]:
@@ -158,9 +160,10 @@ class XCDataset:
         id; wikispeedia, XC folders with shared ids): never scored in validation, as the test filter removes a
         test document's own label. ``columns``: the label ids ranked (default all)."""
         columns = np.arange(len(self.label_texts)) if columns is None else columns
-        column = {self.label_ids[j]: c for c, j in enumerate(columns)}  # type: ignore[index]
-        pairs = [(r, column[self.train_ids[i]]) for r, i in enumerate(rows)  # type: ignore[index]
-                 if self.train_ids[i] in column]  # type: ignore[index]
+        # __post_init__ filled both id lists
+        label_ids, train_ids = cast(list[str], self.label_ids), cast(list[str], self.train_ids)
+        column = {label_ids[j]: c for c, j in enumerate(columns)}
+        pairs = [(r, column[train_ids[i]]) for r, i in enumerate(rows) if train_ids[i] in column]
         return np.array(pairs, np.int64).reshape(-1, 2)
 
     @property

@@ -63,7 +63,7 @@ def _events_sql(store: EventStore, markets: list[str] | None) -> tuple[str, list
 
 def _window(con: duckdb.DuckDBPyConnection, source: str, params: list[object],
             cfg: EventsDatasetConfig) -> tuple[datetime, datetime, datetime]:
-    first, last = con.sql(f"SELECT min(ts), max(ts) FROM {source}", params=params).fetchall()[0]  # type: ignore[misc]
+    first, last = con.sql(f"SELECT min(ts), max(ts) FROM {source}", params=params).fetchall()[0]
     if first is None:
         raise ValueError(f"no events for markets {cfg.markets}: ingest or simulate them first")
     split = cfg.split or datetime.combine((last - timedelta(days=cfg.test_days - 1)).date(), datetime.min.time(),

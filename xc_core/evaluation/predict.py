@@ -91,7 +91,7 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
                     "classifier_scores": clf_scores}
         if fused.uses_lexical:
             variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
-        np.savez(index_dir / VARIANTS_FILE, **variants)
+        np.savez(index_dir / VARIANTS_FILE, **variants)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     # exact search latency and HNSW recall on the same sample of real test queries (all 55k on aol-1000
     # would cost minutes of brute force for two numbers a 2,000-query sample estimates well)
     sample = queries[: min(len(queries), 2000)]

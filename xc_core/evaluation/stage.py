@@ -128,7 +128,7 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
             subsets[f"decile {row['decile']}"] = {k: v for k, v in row.items() if k != "decile"}
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "top100.npy", top)
-    np.savez(out / "per_row.npz", **{k.replace("/", "__"): v for k, v in per_row.items()})
+    np.savez(out / "per_row.npz", **{k.replace("/", "__"): v for k, v in per_row.items()})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     quantiles.write_parquet(out / "quantiles.parquet")
     fn.write_parquet(out / "false_negatives.parquet")
     ci.write_parquet(out / "ci.parquet")
@@ -152,7 +152,7 @@ def _method_result(folder: Path) -> MethodResult:
     summary = json.loads((folder / "metrics.json").read_text())
     ci = {r["metric"]: (r["value"], r["low"], r["high"])
           for r in pl.read_parquet(folder / "ci.parquet").iter_rows(named=True)}
-    quantiles = pl.read_parquet(folder / "quantiles.parquet").rename({c: c for c in []}).to_dicts()
+    quantiles = pl.read_parquet(folder / "quantiles.parquet").to_dicts()
     return MethodResult(
         method=summary["method"], metrics={k: v for k, v in summary.items() if "@" in k and isinstance(v, float)
                                            and not k.startswith("hnsw")},

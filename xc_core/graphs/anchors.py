@@ -84,8 +84,9 @@ def build_anchor_stage(dataset: XCDataset, cfg: AnchorConfig, embed: Embed | Non
     label_emb = embed(dataset.label_texts) if embed is not None else None
     similar = []
     if cfg.proxies and embed is not None:
+        assert doc_emb is not None and label_emb is not None  # embedded above whenever embed is given
         for name, anchors in current.items():
-            current[name], tables = _with_proxies(anchors, doc_emb, label_emb, dataset.train_texts,  # type: ignore[arg-type]
+            current[name], tables = _with_proxies(anchors, doc_emb, label_emb, dataset.train_texts,
                                                   dataset.label_texts)
             similar += tables
         stages["with_proxy"] = dict(current)
@@ -94,12 +95,13 @@ def build_anchor_stage(dataset: XCDataset, cfg: AnchorConfig, embed: Embed | Non
     stages["after_rwr"] = dict(current)
     counts: dict[str, PruneCounts] = {}
     if cfg.prune and embed is not None:
+        assert doc_emb is not None and label_emb is not None  # embedded above whenever embed is given
         anchor_emb = {name: embed(anchors.texts) for name, anchors in current.items()}
         # One centre for every set, as the trainer's re-pruning uses: the mean of all texts embedded here.
-        center = (embedding_center(doc_emb, label_emb, *anchor_emb.values())  # type: ignore[arg-type]
+        center = (embedding_center(doc_emb, label_emb, *anchor_emb.values())
                   if cfg.prune_center else None)
         for name, anchors in current.items():
-            current[name], counts[name] = prune_anchor_set(anchors, doc_emb, label_emb, anchor_emb[name],  # type: ignore[arg-type]
+            current[name], counts[name] = prune_anchor_set(anchors, doc_emb, label_emb, anchor_emb[name],
                                                            cfg.prune_threshold, center=center)
         stages["after_pruning"] = dict(current)
     table = coverage_table(dataset, stages)

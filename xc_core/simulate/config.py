@@ -7,7 +7,7 @@ world stores to prove what it is, and what the pipeline passes around instead of
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -146,5 +146,5 @@ def scale_config(scale: Scale | str = "demo", seed: int = 0, **overrides: object
     """The preset config of ``scale`` ("tiny", "demo", "large"), with any field overridden."""
     if scale not in _PRESETS:
         raise ValueError(f"unknown scale '{scale}': expected one of {', '.join(_PRESETS)}")
-    values: dict[str, object] = {"scale": scale, "seed": seed, **_PRESETS[scale], **overrides}
-    return SimConfig(**values)  # type: ignore[arg-type]
+    values: dict[str, Any] = {"scale": scale, "seed": seed, **_PRESETS[scale], **overrides}  # pydantic validates
+    return SimConfig(**values)

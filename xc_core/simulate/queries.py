@@ -215,9 +215,10 @@ def _variant(book: _Phrasebook, u: list[float]) -> _Variant | None:
         refinement = _pick(book.local_refinements if place is None else book.refinements, u[7])
     brand, place, refinement = (book.allowed(x, kind) for x in (brand, place, refinement))
     if kind == "canonical" and u[8] < market.typo_rate:
-        base = _typo(base, u[9], u[10])
-        if base is None:
+        typo = _typo(base, u[9], u[10])
+        if typo is None:
             return None
+        base = typo
         kind = "typo"
     words = [base]
     if brand:

@@ -257,7 +257,7 @@ class Trainer:
         rows = np.arange(self.rank, len(batch.doc_ids), self.world)
         pick = np.ix_(rows, rows)
 
-        def side(s):  # type: ignore[no-untyped-def]
+        def side(s):
             return type(s)([s.texts[i] for i in rows], s.valid[rows], s.neighbour_mask[pick])
 
         return Batch(batch.doc_ids[rows], batch.label_ids[rows], [batch.doc_texts[i] for i in rows],

@@ -14,7 +14,7 @@ class EvalConfig(dg.Config):
     profile: str = Field(default="demo", description="profile the encoders were trained with")
 
 
-def _dataset(xc_home: XcHome, dataset: str):  # type: ignore[no-untyped-def]
+def _dataset(xc_home: XcHome, dataset: str):
     from xc_core.graphs.stage import load_with_anchors
 
     return load_with_anchors(xc_home.path, dataset)

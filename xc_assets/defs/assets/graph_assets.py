@@ -47,7 +47,7 @@ def _graph_tables(dataset: str) -> dg.AssetsDefinition:
                             description=f"{t} of the {dataset} train window (xc_core.graphs.tables)")
                for t in TABLES],
     )
-    def graph_tables(context: dg.AssetExecutionContext, xc_home: XcHome):  # type: ignore[no-untyped-def]
+    def graph_tables(context: dg.AssetExecutionContext, xc_home: XcHome):
         from xc_core.datasets.events import event_window
         from xc_core.graphs.tables import build_graph_tables
 
@@ -135,7 +135,7 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
                                      "top 10), pruned by encoder cosine > 0"),
         ],
     )
-    def anchor_sets(context: dg.AssetExecutionContext, config: AnchorSetsConfig, xc_home: XcHome):  # type: ignore[no-untyped-def]
+    def anchor_sets(context: dg.AssetExecutionContext, config: AnchorSetsConfig, xc_home: XcHome):
         from xc_core.datasets.registry import dataset_dir, default_thresholds
         from xc_core.graphs.stage import materialize_anchor_sets
         from xc_core.profiles import get_profile
@@ -165,7 +165,7 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
     return anchor_sets
 
 
-def _dataset_path(home: Path, dataset: str, dataset_dir) -> Path:  # type: ignore[no-untyped-def]
+def _dataset_path(home: Path, dataset: str, dataset_dir) -> Path:
     if dataset != "xc-repo":
         return dataset_dir(home, dataset)
     found = sorted((home / "datasets").glob("*/meta.json"), key=lambda p: p.stat().st_mtime)
@@ -175,7 +175,7 @@ def _dataset_path(home: Path, dataset: str, dataset_dir) -> Path:  # type: ignor
     return protocols[-1]
 
 
-def _degree_plot(result) -> Path:  # type: ignore[no-untyped-def]
+def _degree_plot(result) -> Path:
     from xc_core.quality.coverage import degree_histogram
     from xc_core.quality.plots import plot_degree_histogram
 
@@ -224,7 +224,7 @@ def _coverage_check(dataset: str) -> dg.AssetChecksDefinition:
 def _dataset_name(home: Path, dataset: str) -> str:
     if dataset != "xc-repo":
         return dataset
-    return _dataset_path(home, dataset, None).name  # type: ignore[arg-type]
+    return _dataset_path(home, dataset, None).name
 
 
 graph_table_assets = [_graph_tables(d) for d in EVENT_DATASETS]

@@ -25,14 +25,14 @@ class PolicyConfig(dg.Config):
                                         "0.005 = half a P@1 point) worth promoting; 0 accepts any strict lead")
 
 
-def _policy(config: PolicyConfig):  # type: ignore[no-untyped-def]
+def _policy(config: PolicyConfig):
     from xc_core.tracking.registry import PromotionPolicy
 
     return PromotionPolicy(primary=config.primary, confidence=config.confidence, min_lead=config.min_lead,
                            guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance})
 
 
-def _latest_challenger(xc_home: XcHome, dataset: str):  # type: ignore[no-untyped-def]
+def _latest_challenger(xc_home: XcHome, dataset: str):
     import mlflow
 
     from xc_core.tracking.registry import CHALLENGER, model_name
