@@ -42,7 +42,7 @@ def test_no_xc_core_module_imports_dagster_or_xc_assets_even_inside_a_function()
                      else [node.module or ""] if isinstance(node, ast.ImportFrom)
                      else [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
                      if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" else [])
-            offenders += [f"{path.name}:{node.lineno} {n}" for n in names
+            offenders += [f"{path.name}:{getattr(node, 'lineno', 0)} {n}" for n in names
                           if n.split(".")[0] in {"dagster", "xc_assets"}]
     assert offenders == []
 

@@ -175,4 +175,4 @@ def test_a_bad_classifier_setting_is_refused_with_the_field_and_the_fix(field: s
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match=re.escape(says)):
-        ClassifierConfig(**{field: value})
+        ClassifierConfig.model_validate({field: value})

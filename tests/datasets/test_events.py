@@ -19,7 +19,7 @@ SPLIT = datetime(2006, 5, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def built(aol_slice: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def built(aol_slice: Path, tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("home")
     ingest([Source("aol", aol_slice)], home, progress=False)
     store = EventStore(home)
@@ -31,7 +31,7 @@ def _raw_blocks(archive: Path) -> list[tuple[str, datetime, list[str]]]:
     out = []
     with tarfile.open(archive, "r:gz") as tar:
         for member in (m for m in tar.getmembers() if m.isfile()):
-            text = tar.extractfile(member).read().decode("utf-8", errors="replace")  # type: ignore[union-attr]
+            text = tar.extractfile(member).read().decode("utf-8", errors="replace")  # type: ignore[union-attr]  # a regular file: extractfile gives its reader
             for block in text.split("\n\n"):
                 lines = [x for x in block.split("\n") if x.strip()]
                 if lines:
@@ -42,7 +42,7 @@ def _raw_blocks(archive: Path) -> list[tuple[str, datetime, list[str]]]:
     return out
 
 
-def test_test_documents_and_their_labels_follow_the_aol_protocol(built, aol_slice: Path) -> None:  # type: ignore[no-untyped-def]
+def test_test_documents_and_their_labels_follow_the_aol_protocol(built, aol_slice: Path) -> None:
     _, data = built
     blocks = _raw_blocks(aol_slice)
     expected: dict[str, set[str]] = {}
@@ -57,7 +57,7 @@ def test_test_documents_and_their_labels_follow_the_aol_protocol(built, aol_slic
     assert data.test_novel.tolist() == [t not in train_queries for t in data.test_texts]
 
 
-def test_no_test_period_node_enters_any_graph_or_anchor_set(built) -> None:  # type: ignore[no-untyped-def]
+def test_no_test_period_node_enters_any_graph_or_anchor_set(built) -> None:
     store, data = built
     assert leaked_test_nodes(data) == 0
     novel = {t for t, n in zip(data.test_texts, data.test_novel, strict=True) if n}
@@ -70,7 +70,7 @@ def test_no_test_period_node_enters_any_graph_or_anchor_set(built) -> None:  # t
     assert len(novel_labels) and not np.isin(novel_labels, data.anchor_sets["coclick_items"].label_edges[:, 0]).any()
 
 
-def test_label_universe_is_every_clicked_host_and_train_matrix_matches(built, aol_slice: Path) -> None:  # type: ignore[no-untyped-def]
+def test_label_universe_is_every_clicked_host_and_train_matrix_matches(built, aol_slice: Path) -> None:
     _, data = built
     hosts = {h for q, _, hs in _raw_blocks(aol_slice) if len(q) <= 512 for h in hs}
     assert set(data.label_ids) == hosts

@@ -8,6 +8,7 @@ import doctest
 import math
 import pickle
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import numpy as np
 import pytest
@@ -67,7 +68,7 @@ def _train_with_anchor_sets(seed: int, periods: int, loss_units: float = 1.0) ->
         terms = {"task": cross_entropy(x_train @ weights.T, y_train),
                  **{name: ((weights - target) ** 2).sum(1).mean() for name, target in anchors.items()}}
         optimizer.zero_grad()
-        sum(lam[name] * term for name, term in terms.items()).backward()
+        cast(torch.Tensor, sum(lam[name] * term for name, term in terms.items())).backward()  # a sum of tensors
         optimizer.step()
         if bandit.due(iteration):
             bandit.update(validation_loss())

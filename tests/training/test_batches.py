@@ -56,7 +56,8 @@ def test_a_text_identical_to_the_row_own_text_is_never_a_negative() -> None:
     # other row's own text, and each row's anchor is the other row's text too.
     docs, labels = ["jupiter", "saturn"], ["jupiter", "saturn"]
     y = sp.csr_matrix(np.array([[0, 1], [1, 0]], dtype=np.float32))
-    anchors = AnchorSet("links", ["saturn", "jupiter"], doc_edges=[(0, 0), (1, 1)], label_edges=[])
+    anchors = AnchorSet("links", ["saturn", "jupiter"], doc_edges=np.array([(0, 0), (1, 1)]),
+                        label_edges=np.empty((0, 2), np.int64))
     builder = BatchBuilder.from_anchor_sets(docs, labels, y, {"links": anchors}, ["links"], [])
     batch = builder.build(np.array([0, 1]), np.random.default_rng(0))
     # Row 1's label "jupiter" is doc 0 itself, row 0's label "saturn" is doc 1: neither is a negative.

@@ -12,7 +12,7 @@ import pytest
 from xc_core.datasets.container import AnchorSet, XCDataset
 
 
-def _trainer(data: XCDataset, home: Path, out: Path, **overrides: object):  # type: ignore[no-untyped-def]
+def _trainer(data: XCDataset, home: Path, out: Path, **overrides: object):
     from xc_core.profiles import encoder_config, get_profile
     from xc_core.training.trainer import Trainer
 

@@ -19,7 +19,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -50,7 +50,7 @@ class AnchorSet:
     texts: list[str]
     doc_edges: np.ndarray
     label_edges: np.ndarray
-    # None in the constructor means "all native": __post_init__ fills both, so they are arrays afterwards
+    #: None in the constructor: all native (__post_init__ fills both, so they are arrays afterwards)
     doc_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
     label_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
 
@@ -93,14 +93,15 @@ class XCDataset:
     label_texts: list[str]
     y_train: sp.csr_matrix
     y_test: sp.csr_matrix
-    train_ids: list[str] | None = None
-    test_ids: list[str] | None = None
-    label_ids: list[str] | None = None
+    #: ids; None (or empty) in the constructor: numbered "trn0", "tst0", "lbl0", ... by __post_init__
+    train_ids: list[str] = None  # type: ignore[assignment]  # filled in __post_init__
+    test_ids: list[str] = None  # type: ignore[assignment]  # filled in __post_init__
+    label_ids: list[str] = None  # type: ignore[assignment]  # filled in __post_init__
     anchor_sets: dict[str, AnchorSet] = field(default_factory=dict)
     #: (test document, label) pairs removed from predictions before scoring (XC repo ``filter_labels``).
     filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
-    #: per test document: its text was never a train document (cold-start queries)
-    #: (None in the constructor: derived from the texts in __post_init__, as label_novel from y_train)
+    #: per test document: its text was never a train document (cold-start queries); None in the
+    #: constructor: derived by __post_init__, as label_novel (from y_train)
     test_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
     #: per label: never positive in train (novel keywords / hosts)
     label_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
@@ -160,10 +161,9 @@ class XCDataset:
         id; wikispeedia, XC folders with shared ids): never scored in validation, as the test filter removes a
         test document's own label. ``columns``: the label ids ranked (default all)."""
         columns = np.arange(len(self.label_texts)) if columns is None else columns
-        # __post_init__ filled both id lists
-        label_ids, train_ids = cast(list[str], self.label_ids), cast(list[str], self.train_ids)
-        column = {label_ids[j]: c for c, j in enumerate(columns)}
-        pairs = [(r, column[train_ids[i]]) for r, i in enumerate(rows) if train_ids[i] in column]
+        column = {self.label_ids[j]: c for c, j in enumerate(columns)}
+        pairs = [(r, column[self.train_ids[i]]) for r, i in enumerate(rows)
+                 if self.train_ids[i] in column]
         return np.array(pairs, np.int64).reshape(-1, 2)
 
     @property

@@ -245,7 +245,8 @@ def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAUL
                     if filter_path.exists() else None)
     return XCDataset(
         name=name or folder.name, train_texts=train_texts, test_texts=test_texts, label_texts=label_texts,
-        y_train=y_train, y_test=y_test, train_ids=train_ids, test_ids=test_ids, label_ids=label_ids,
+        # a file without ids gives None: XCDataset numbers those documents or labels itself
+        y_train=y_train, y_test=y_test, train_ids=train_ids, test_ids=test_ids, label_ids=label_ids,  # type: ignore[arg-type]
         anchor_sets=read_anchor_sets(folder, len(train_texts), n_labels),
         filter_pairs=filter_pairs if filter_pairs is not None else np.empty((0, 2), dtype=np.int64),
         meta={"protocol": "xc-repo", "psp_A": psp_A, "psp_B": psp_B, "source": str(folder)},
