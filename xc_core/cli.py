@@ -51,17 +51,9 @@ def cmd_simulate(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.datasets.events import event_window
-    from xc_core.datasets.registry import events_config, graphs_dir
-    from xc_core.graphs.tables import build_graph_tables
-    from xc_core.logs.store import EventStore
+    from xc_core.datasets.stage import materialize_graph_tables
 
-    home = resolve_home(args.home)
-    store = EventStore(home)
-    cfg = events_config(args.dataset, home)
-    first, split, _ = event_window(store, cfg)
-    summary = build_graph_tables(store, graphs_dir(home, args.dataset), first, split,
-                                 cfg.graph.model_copy(update={"markets": cfg.markets}))
+    summary = materialize_graph_tables(args.dataset, resolve_home(args.home))
     return {"dataset": args.dataset, **summary.to_dict()}
 
 
@@ -108,14 +100,10 @@ def _anchored(home: Path, name: str) -> XCDataset:
 
 
 def cmd_index(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.evaluation.predict import predict_trained
-    from xc_core.evaluation.stage import index_dir, trained_summary
+    from xc_core.evaluation.stage import index_method
 
     home = resolve_home(args.home)
-    dataset = _anchored(home, args.dataset)
-    trained = trained_summary(home, args.dataset, args.method, args.profile)
-    preds = predict_trained(dataset, trained, index_dir(home, args.dataset, args.method, args.profile),
-                            progress=not args.quiet)
+    preds = index_method(_anchored(home, args.dataset), args.method, args.profile, home, progress=not args.quiet)
     return {"dataset": args.dataset, "method": args.method, "index_dir": str(preds.index_dir),
             "labels": preds.scores.shape[1], "hnsw_recall@10": preds.index_recall_at_10,
             "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query}

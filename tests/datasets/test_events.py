@@ -76,3 +76,22 @@ def test_label_universe_is_every_clicked_host_and_train_matrix_matches(built, ao
     assert set(data.label_ids) == hosts
     assert data.y_train.shape == (len(data.train_texts), len(hosts))
     assert (np.asarray(data.y_train.sum(axis=1)).ravel() >= 1).all()
+
+
+def test_the_data_set_reads_current_graph_tables_instead_of_building_them_again(
+        aol_slice: Path, tmp_path: Path) -> None:
+    """Dagster builds and checks the graph tables, then the data set asset consumes them: one build. Tables from
+    another store snapshot or other settings are rebuilt."""
+    from xc_core.datasets.events import event_window
+    from xc_core.graphs.tables import TABLES, build_graph_tables
+
+    ingest([Source("aol", aol_slice)], tmp_path, progress=False)
+    store, cfg, out = EventStore(tmp_path), aol_1000_config(), tmp_path / "graphs"
+    first, split, _ = event_window(store, cfg)
+    build_graph_tables(store, out, first, split, cfg.graph.model_copy(update={"markets": cfg.markets}))
+    stamps = {t: (out / f"{t}.parquet").stat().st_mtime_ns for t in TABLES}
+    build_events_dataset(store, out, cfg)
+    assert {t: (out / f"{t}.parquet").stat().st_mtime_ns for t in TABLES} == stamps, "read, not rebuilt"
+    other = cfg.model_copy(update={"graph": cfg.graph.model_copy(update={"min_clicks": 2})})
+    build_events_dataset(store, out, other)
+    assert all((out / f"{t}.parquet").stat().st_mtime_ns != stamps[t] for t in TABLES), "other settings: rebuilt"

@@ -24,6 +24,7 @@ class Predictions:
     exact_ms_per_query: float
     index_dir: Path
     test_split: str  # fingerprint_test_split of the data set the predictions are for
+    model_uri: str = ""  # the MLflow model the index was built with
 
 
 def fingerprint_test_split(dataset: XCDataset) -> str:
@@ -106,7 +107,7 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     (index_dir / "index_report.json").write_text(json.dumps(
         {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
          "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": split}))
-    return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir, split)
+    return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir, split, model_uri)
 
 
 def _load_classifier(classifier_dir: Path | None) -> Any:
@@ -161,4 +162,5 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     ids = np.load(index_dir / "test_top_ids.npy")[:, :k]
     scores = np.load(index_dir / "test_top_scores.npy")[:, :k]
     return Predictions(to_csr(scores, ids, dataset.n_labels), float(report["hnsw_recall@10"]),
-                       float(report["ms_per_query"]), float(report["exact_ms_per_query"]), index_dir, split)
+                       float(report["ms_per_query"]), float(report["exact_ms_per_query"]), index_dir, split,
+                       model_uri)

@@ -40,6 +40,15 @@ def trained_summary(home: Path, dataset: str, method: str, profile: str) -> dict
     return json.loads(path.read_text())
 
 
+def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Any:
+    """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): its label
+    index (and classifier index) built, the test queries searched, both measured; returns the predictions."""
+    from xc_core.evaluation.predict import predict_trained
+
+    trained = trained_summary(home, dataset.name, method, profile)
+    return predict_trained(dataset, trained, index_dir(home, dataset.name, method, profile), progress=progress)
+
+
 def propensity(dataset: XCDataset) -> np.ndarray:
     return inverse_propensity(dataset.y_train, *dataset.psp_constants)
 

@@ -48,14 +48,10 @@ def _graph_tables(dataset: str) -> dg.AssetsDefinition:
                for t in TABLES],
     )
     def graph_tables(context: dg.AssetExecutionContext, xc_home: XcHome):
-        from xc_core.datasets.events import event_window
-        from xc_core.graphs.tables import build_graph_tables
+        from xc_core.datasets.stage import materialize_graph_tables
 
-        cfg = events_config(dataset, xc_home.path)
-        store = xc_home.event_store()
-        first, split, _ = event_window(store, cfg)
         out = graphs_dir(xc_home.path, dataset)
-        summary = build_graph_tables(store, out, first, split, cfg.graph.model_copy(update={"markets": cfg.markets}))
+        summary = materialize_graph_tables(dataset, xc_home.path)
         context.log.info(f"graph tables {summary.to_dict()}")
         for table in TABLES:
             frame = pl.read_parquet(out / f"{table}.parquet")
