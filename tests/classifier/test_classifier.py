@@ -119,9 +119,12 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     curve, cfg = fused["alpha_curve"], ClassifierConfig()
     assert [row["alpha"] for row in curve if row["lexical_weight"] == 0.0] == list(cfg.alphas)
     assert sorted({row["lexical_weight"] for row in curve}) == sorted(cfg.lexical.weights)
-    chosen = max(curve, key=lambda row: (row["nDCG@5"], -row["lexical_weight"], row["alpha"]))
+    dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=lambda row: (row["nDCG@5"], row["alpha"]))
+    test = FusedClassifier.load(Path(fused["classifier_dir"])).info["lexical_test"]
+    chosen = test["candidate"] if test["kept"] else dense
     assert (chosen["alpha"], chosen["lexical_weight"]) == (fused["alpha"], fused["lexical_weight"]), \
-        "alpha and the lexical weight are the validation grid's best"
+        "the best dense fusion on validation, or the best lexical one when its gain is significant"
+    assert test["kept"] == (test["low"] > 0)
     activate(tracking_uri(tmp_path))
     model = mlflow.pyfunc.load_model(fused["model_uri"])
     served = model.unwrap_python_model().classifier

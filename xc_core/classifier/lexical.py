@@ -38,6 +38,8 @@ class LexicalConfig(BaseModel):
     max_ngram: int = Field(default=2, ge=1, le=3, description="word n-grams 1..max_ngram")
     min_df: int = Field(default=2, ge=1, description="n-grams seen in fewer training documents are dropped")
     chunk: int = Field(default=256, ge=1, description="queries scored together (memory: chunk × documents floats)")
+    require_significant: bool = Field(default=True, description="keep the channel only when its validation gain "
+                                      "over the dense fusion has a paired 95% interval above 0")
 
     @field_validator("weights")
     @classmethod
