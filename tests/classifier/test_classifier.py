@@ -121,7 +121,8 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert sorted({row["lexical_weight"] for row in curve}) == sorted(cfg.lexical.weights)
     dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=lambda row: (row["nDCG@5"], row["alpha"]))
     test = FusedClassifier.load(Path(fused["classifier_dir"])).info["lexical_test"]
-    chosen = test["candidate"] if test["kept"] else dense
+    chosen = (max((r for r in curve if r["lexical_weight"] > 0),
+                  key=lambda row: (row["nDCG@5"], -row["lexical_weight"], row["alpha"])) if test["kept"] else dense)
     assert (chosen["alpha"], chosen["lexical_weight"]) == (fused["alpha"], fused["lexical_weight"]), \
         "the best dense fusion on validation, or the best lexical one when its gain is significant"
     assert test["kept"] == (test["low"] > 0)

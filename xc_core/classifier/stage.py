@@ -102,11 +102,12 @@ class FusionGrid:
 def choose_fusion(grid: FusionGrid, curve: list[dict[str, float]], cfg: ClassifierConfig,
                   seed: int = 0) -> tuple[dict[str, float], dict[str, Any]]:
     """The (alpha, lexical weight) to serve: the best dense fusion (lexical weight 0) by ``select_metric`` on all
-    validation rows, or — with ``lexical.require_significant`` — the best pair with the lexical channel when it
-    wins out of sample: that pair is picked on one half of the validation rows and must beat the dense choice on
-    the other half with a paired 95% interval above 0. Picking among 44 pairs and testing on the same rows
-    would be the winner's curse: on wikispeedia (160 validation rows) the in-sample test kept the channel in 5
-    of 9 models and it cost PSP on test. The channel changes every query's ranking; noise is no reason to ship it."""
+    validation rows, or — with ``lexical.require_significant`` — the best pair with the lexical channel on all
+    validation rows when the channel wins out of sample: a pair picked on one half of the validation rows must
+    beat the dense choice on the other half with a paired 95% interval above 0. Picking among 44 pairs and
+    testing on the same rows would be the winner's curse: on wikispeedia (160 validation rows) the in-sample test
+    kept the channel in 5 of 9 models and it cost PSP on test. The channel changes every query's ranking; noise is
+    no reason to ship it."""
     metric = cfg.select_metric
     dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=lambda r: (r[metric], r["alpha"]))
     lexical = [r for r in curve if r["lexical_weight"] > 0]
@@ -124,7 +125,8 @@ def choose_fusion(grid: FusionGrid, curve: list[dict[str, float]], cfg: Classifi
     keep = bool(low > 0)
     test = {"metric": metric, "candidate": _pair(best), "picked_on_rows": len(pick), "tested_on_rows": len(check),
             "gain": float(gain), "low": float(low), "high": float(high), "kept": keep}
-    chosen = next(r for r in lexical if _pair(r) == _pair(best)) if keep else dense
+    # the halves decide *whether* the channel pays; *which* pair is then chosen on all validation rows
+    chosen = max(lexical, key=lambda r: (r[metric], -r["lexical_weight"], r["alpha"])) if keep else dense
     return chosen, test
 
 
