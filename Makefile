@@ -13,7 +13,7 @@ export XC_HOME
 MLFLOW_STORE := $(CURDIR)/mlflow
 MLFLOW_URI := sqlite:///$(MLFLOW_STORE)/mlflow.db
 
-.PHONY: install peers run test ui ui-snapshot mlflow-ui bench clean
+.PHONY: install peers run lint test ui ui-snapshot mlflow-ui bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -59,7 +59,12 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
 	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: mlflow/mlflow.db)"
 
-test: $(STAMP) peers
+# ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first
+lint: $(STAMP)
+	$(BIN)/ruff check xc_core xc_assets tests benchmarks
+	$(BIN)/mypy xc_core xc_assets tests benchmarks
+
+test: $(STAMP) peers lint
 	$(BIN)/python -m pytest -q
 
 ui-snapshot: $(STAMP) $(XC_DAGSTER_STATE)

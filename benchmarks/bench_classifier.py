@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS_DIR  # noqa: E402 - benchmarks run as scripts from this folder
+from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
 
 RESULTS = RESULTS_DIR / "bench_classifier.json"
 GOAL_RATIO = 1.3
 
 
-def _timed(step, queries: list[str]) -> float:  # type: ignore[no-untyped-def]
+def _timed(step, queries: list[str]) -> float:
     """Mean milliseconds per query, one query at a time (after one warm-up call)."""
     step(queries[:1])
     started = time.perf_counter()
@@ -45,9 +45,10 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
 
     data = load_with_anchors(home, dataset)
     trained = trained_summary(home, dataset, method, profile)
-    if classifier_dir_of(trained) is None:
+    classifier_dir = classifier_dir_of(trained)
+    if classifier_dir is None:
         raise SystemExit(f"{method} has no classifier stage: benchmark a '-clf' method")
-    fused = FusedClassifier.load(classifier_dir_of(trained))
+    fused = FusedClassifier.load(classifier_dir)
     folder = index_dir(home, dataset, method, profile)
     label_index = LabelIndex.load(folder, expect_model_uri=trained["model_uri"], expect_dataset=dataset)
     classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
@@ -82,7 +83,7 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
         "meets_goal": fused_ms / baseline_ms <= GOAL_RATIO,
         "search_only_batch_ms_per_query": {"encoder_only": round(batch_base, 4), "fused": round(batch_fused, 4)},
         "weights_mb": round(fused.weights.nbytes / 2**20, 1), "weights_shape": list(fused.weights.shape),
-        "lexical_mb": round(fused.lexical.megabytes, 1) if fused.uses_lexical else 0.0,
+        "lexical_mb": round(fused.lexical.megabytes, 1) if fused.lexical is not None and fused.uses_lexical else 0.0,
         "train_seconds": fused.info.get("train_seconds"), "train_pairs": fused.info.get("train_pairs"),
         "epochs": len(fused.info.get("history", [])),
     }

@@ -15,18 +15,16 @@ Results are merged into benchmarks/results/bench_eval.json under the part's key.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import json
+import tempfile
 import time
-from math import log2
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from _common import peak_rss_mb  # benchmarks run as scripts from this folder
 from xc_core.evaluation.metrics import evaluate, inverse_propensity
-
-from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_eval.json"
 TRAIN_ROWS = 693_082  # LF-WikiSeeAlsoTitles-320K train points

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+from _common import peak_rss_mb  # benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_graphs.json"
 
@@ -53,7 +53,7 @@ def node_anchor_graph(n_nodes: int, n_edges: int, seed: int = 0) -> tuple[sp.csr
     return graph, np.arange(n_starts), np.arange(n_nodes) >= n_starts
 
 
-def tie_aware_precision(walk, exact_all) -> float:  # type: ignore[no-untyped-def]
+def tie_aware_precision(walk, exact_all) -> float:
     """Share of the walk's top-k whose exact PPR is at least the exact k-th value (ties count as hits)."""
     exact: dict[int, dict[int, float]] = {}
     for s, n, v in zip(exact_all.start.tolist(), exact_all.node.tolist(), exact_all.score.tolist(), strict=True):
@@ -68,7 +68,7 @@ def tie_aware_precision(walk, exact_all) -> float:  # type: ignore[no-untyped-de
     return float(np.mean(hits)) if hits else 0.0
 
 
-def first_k(top, k: int):  # type: ignore[no-untyped-def]
+def first_k(top, k: int):
     """The first k entries per start of a TopK (already sorted best first)."""
     from xc_core.graphs.rwr import TopK
 
@@ -78,7 +78,7 @@ def first_k(top, k: int):  # type: ignore[no-untyped-def]
     return TopK(top.start[keep], top.node[keep], top.score[keep])
 
 
-def recall_of(exact, walk, graph: sp.csr_matrix | None = None) -> float:  # type: ignore[no-untyped-def]
+def recall_of(exact, walk, graph: sp.csr_matrix | None = None) -> float:
     """Mean over starts of the share of ``exact``'s anchors that ``walk`` has (plus the start's own
     neighbours in ``graph`` when given; ``start`` indexes ``check`` positionally in both)."""
     got = walk.as_sets()
@@ -91,8 +91,14 @@ def recall_of(exact, walk, graph: sp.csr_matrix | None = None) -> float:  # type
     return float(np.mean(shares)) if shares else 0.0
 
 
-def bench_rwr(n_nodes: int, n_edges: int) -> dict[str, float]:
-    from xc_core.graphs.rwr import RWRConfig, personalized_pagerank, python_walker, random_walk_with_restart, top_k_overlap
+def bench_rwr(n_nodes: int, n_edges: int) -> dict[str, float | None]:
+    from xc_core.graphs.rwr import (
+        RWRConfig,
+        personalized_pagerank,
+        python_walker,
+        random_walk_with_restart,
+        top_k_overlap,
+    )
 
     graph, starts, anchors = node_anchor_graph(n_nodes, n_edges)
     cfg = RWRConfig()
@@ -101,7 +107,7 @@ def bench_rwr(n_nodes: int, n_edges: int) -> dict[str, float]:
     seconds = time.perf_counter() - t
     sample = np.random.default_rng(1).choice(starts, 10_000, replace=False)
     t = time.perf_counter()
-    vec = random_walk_with_restart(graph, sample, anchors, cfg)
+    random_walk_with_restart(graph, sample, anchors, cfg)
     vec_s = time.perf_counter() - t
     t = time.perf_counter()
     python_walker(graph, sample, anchors, cfg)
@@ -169,7 +175,7 @@ def bench_prune() -> dict[str, dict[str, float]]:
     return out
 
 
-def bench_tables(events: int, tmp: Path) -> dict[str, float]:
+def bench_tables(events: int, tmp: Path) -> dict[str, object]:
     from datetime import UTC, datetime
 
     from xc_core.graphs.tables import build_graph_tables

@@ -16,8 +16,9 @@ import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+from _common import peak_rss_mb  # benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_simulate.json"
 GOAL_EVENTS_PER_S = 500_000
@@ -26,7 +27,7 @@ GOAL_PEAK_RSS_MB = 2048
 
 
 
-def run(scale: str, seed: int, out: Path) -> dict[str, object]:
+def run(scale: str, seed: int, out: Path) -> dict[str, Any]:
     from xc_core.simulate import World, scale_config
     from xc_core.simulate.events import write_days
     from xc_core.simulate.run import summarize
@@ -66,8 +67,8 @@ def main() -> None:
     else:
         with tempfile.TemporaryDirectory(prefix="xc-bench-sim-") as tmp:
             result = run(args.scale, args.seed, Path(tmp))
-    result["meets_goals"] = (result["events_per_s"] >= GOAL_EVENTS_PER_S  # type: ignore[operator]
-                             and result["peak_rss_mb"] <= GOAL_PEAK_RSS_MB)  # type: ignore[operator]
+    result["meets_goals"] = (result["events_per_s"] >= GOAL_EVENTS_PER_S
+                             and result["peak_rss_mb"] <= GOAL_PEAK_RSS_MB)
     print(json.dumps(result))
     if not args.no_save and args.scale == "large":
         RESULTS.parent.mkdir(parents=True, exist_ok=True)

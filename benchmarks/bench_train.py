@@ -16,8 +16,9 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
-from _common import peak_rss_mb  # noqa: E402 - benchmarks run as scripts from this folder
+from _common import peak_rss_mb  # benchmarks run as scripts from this folder
 
 RESULTS = Path(__file__).parent / "results" / "bench_train.json"
 
@@ -47,7 +48,7 @@ def main() -> None:
         dataset, _ = materialize_dataset("synthetic", home)
         materialize_anchor_sets(dataset, home, profile)
     data = XCDataset.load(anchors_dir(home, "synthetic"))
-    results: dict[str, object] = {"docs": args.docs, "profile": "demo"}
+    results: dict[str, Any] = {"docs": args.docs, "profile": "demo"}  # the JSON record written below
     encoders = {}
     variants = {"dual_encoder": ("dual_encoder", {}), "ramen": ("ramen", {}),
                 "ramen_fixed_anchors": ("ramen", {"anchor_grad": False})}
@@ -62,7 +63,7 @@ def main() -> None:
             encoders[name] = result.encoder_dir
     for name in ("ramen", "ramen_fixed_anchors"):
         results[f"{name}_cost_vs_dual_encoder"] = round(
-            results["dual_encoder_examples_per_s"] / results[f"{name}_examples_per_s"], 3)  # type: ignore[operator]
+            results["dual_encoder_examples_per_s"] / results[f"{name}_examples_per_s"], 3)
     queries = data.test_texts[:2000]
     for name, folder in encoders.items():
         encoder = TextEncoder(EncoderConfig(model_path=str(folder), max_length=profile.encoder.max_length))
@@ -71,7 +72,7 @@ def main() -> None:
         encoder.encode(queries)
         results[f"{name}_query_ms"] = round(1000 * (time.perf_counter() - started) / len(queries), 4)
     results["latency_ratio_ramen_vs_dual_encoder"] = round(
-        results["ramen_query_ms"] / results["dual_encoder_query_ms"], 3)  # type: ignore[operator]
+        results["ramen_query_ms"] / results["dual_encoder_query_ms"], 3)
     results["peak_rss_mb"] = round(peak_rss_mb(), 1)
     results["goals"] = {"ramen_cost<=1.5x": results["ramen_cost_vs_dual_encoder"] <= 1.5,
                         "ramen_fixed_anchors_cost<=1.5x": results["ramen_fixed_anchors_cost_vs_dual_encoder"] <= 1.5,

@@ -33,7 +33,7 @@ def _line(text: str) -> str:
     return " ".join(text.split())  # one document per line: no newline may survive in a text
 
 
-def export(dataset, folder: Path, split: str) -> None:  # type: ignore[no-untyped-def]
+def export(dataset, folder: Path, split: str) -> None:
     """The XC-repository-style exchange folder the peer reads."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "trn_X.txt").write_text("".join(_line(t) + "\n" for t in dataset.train_texts), encoding="utf-8")
@@ -43,7 +43,7 @@ def export(dataset, folder: Path, split: str) -> None:  # type: ignore[no-untype
                                                   "test_split": split}) + "\n")
 
 
-def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:  # type: ignore[no-untyped-def]
+def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
     from xc_core.evaluation.predict import fingerprint_test_split
 
     split = fingerprint_test_split(dataset)

@@ -4,8 +4,9 @@
         --methods pretrained,dual_encoder,ramen --root /tmp/xc-grid [--anchors-profile cpu]
 
 Per seed it runs, through the `xc` CLI: `dataset` → `anchors` (only if a method needs them) → per method
-`train --seed S` → `eval`; with ``--peer``, PECOS XR-Linear scored into every home. A killed grid restarts where it stopped (a half-finished training restarts from
-its last epoch checkpoint with `--resume`). Then `benchmarks/seed_table.py` turns the homes into the table.
+`train --seed S` → `eval`; with ``--peer``, PECOS XR-Linear scored into every home. A killed grid restarts where it
+stopped (a half-finished training restarts from its last epoch checkpoint with `--resume`). Then
+`benchmarks/seed_table.py` turns the homes into the table.
 Progress goes to ``<root>/grid.log``.
 """
 
@@ -42,9 +43,10 @@ def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, method
     log = root / "grid.log"
     common = ["--home", str(home)]
     if not (dataset_dir(home, dataset) / "meta.json").exists():
-        _run(["dataset", "--name", dataset, *common], log)
-    if any(get_method(m).needs_anchor_sets for m in methods) and not (anchors_dir(home, dataset) / "meta.json").exists():
-        _run(["anchors", "--name", dataset, "--profile", anchors_profile, *common], log)
+        _run(["dataset", "--dataset", dataset, *common], log)
+    if (any(get_method(m).needs_anchor_sets for m in methods)
+            and not (anchors_dir(home, dataset) / "meta.json").exists()):
+        _run(["anchors", "--dataset", dataset, "--profile", anchors_profile, *common], log)
     for method in methods:
         trained = model_dir(home, dataset, method, profile)
         if not (trained / "train_summary.json").exists():

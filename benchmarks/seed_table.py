@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def per_seed_diffs(homes: list[Path], dataset: str, profile: str, a: str, b: str
 
 
 def build(homes: list[Path], dataset: str, profile: str, methods: list[str],
-          pairs: list[tuple[str, str]]) -> dict[str, object]:
+          pairs: list[tuple[str, str]]) -> dict[str, Any]:
     averaged = {m: seed_average(homes, dataset, m, profile) for m in methods}
     table = {m: {"seeds": n, **{k: {"value": _value(r, k), "ci": _ci(r, k)} for k in METRICS}}
              for m, (r, n) in averaged.items() if n}
@@ -96,14 +97,14 @@ def build(homes: list[Path], dataset: str, profile: str, methods: list[str],
             "paired": diffs}
 
 
-def markdown(result: dict[str, object]) -> str:
-    methods: dict = result["methods"]  # type: ignore[assignment]
+def markdown(result: dict[str, Any]) -> str:
+    methods: dict = result["methods"]
     lines = ["| method | seeds | " + " | ".join(METRICS) + " |", "|---|---|" + "---|" * len(METRICS)]
     for m, row in methods.items():
         cells = [f"{100 * row[k]['value']:.2f} [{100 * row[k]['ci'][0]:.2f}, {100 * row[k]['ci'][1]:.2f}]"
                  for k in METRICS]
         lines.append(f"| {m} | {row['seeds']} | " + " | ".join(cells) + " |")
-    paired: dict = result["paired"]  # type: ignore[assignment]
+    paired: dict = result["paired"]
     if paired:
         lines += ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---|" + "---|" * len(METRICS)]
         for name, row in paired.items():
@@ -121,18 +122,20 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th:first-child,td:f
 <p>Per-query metrics averaged over seeds; 95% bootstrap intervals over test queries.</p>
 <table><tr><th>method</th><th>seeds</th>{% for k in metrics %}<th>{{ k }}</th>{% endfor %}</tr>
 {% for m, row in r.methods.items() %}<tr><td>{{ m }}</td><td>{{ row.seeds }}</td>{% for k in metrics %}
-<td>{{ "%.2f"|format(100 * row[k].value) }} [{{ "%.2f"|format(100 * row[k].ci[0]) }}, {{ "%.2f"|format(100 * row[k].ci[1]) }}]</td>
+<td>{{ "%.2f"|format(100 * row[k].value) }} [{{ "%.2f"|format(100 * row[k].ci[0]) }}, \
+{{ "%.2f"|format(100 * row[k].ci[1]) }}]</td>
 {% endfor %}</tr>{% endfor %}</table>
 <h2>Paired differences (same test queries)</h2>
 <table><tr><th>a − b</th>{% for k in metrics %}<th>{{ k }}</th>{% endfor %}</tr>
 {% for name, row in r.paired.items() %}<tr><td>{{ name }}</td>{% for k in metrics %}
-<td class="{{ 'pos' if row[k].ci[0] > 0 else ('neg' if row[k].ci[1] < 0 else '') }}">{{ "%+.2f"|format(100 * row[k].diff) }}
+<td class="{{ 'pos' if row[k].ci[0] > 0 else ('neg' if row[k].ci[1] < 0 else '') }}">\
+{{ "%+.2f"|format(100 * row[k].diff) }}
 [{{ "%+.2f"|format(100 * row[k].ci[0]) }}, {{ "%+.2f"|format(100 * row[k].ci[1]) }}]<br><small>per seed:
 {% for v in row[k].per_seed %}{{ "%+.2f"|format(100 * v) }} {% endfor %}</small></td>{% endfor %}</tr>{% endfor %}
 </table></body></html>"""
 
 
-def html(result: dict[str, object]) -> str:
+def html(result: dict[str, Any]) -> str:
     import jinja2
 
     return jinja2.Template(HTML, autoescape=True).render(r=result, metrics=METRICS)
@@ -153,7 +156,7 @@ def main() -> None:
     parser.add_argument("--html", type=Path, default=None, help="also write the tables as an HTML report")
     args = parser.parse_args()
     pairs = [tuple(p.split(":")) for p in args.pairs.split(",") if p]
-    result = build(args.homes, args.dataset, args.profile, args.methods.split(","), pairs)  # type: ignore[arg-type]
+    result = build(args.homes, args.dataset, args.profile, args.methods.split(","), pairs)
     print(markdown(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

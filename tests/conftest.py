@@ -18,7 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(autouse=True)
-def _no_leaked_tracking_uri():  # type: ignore[no-untyped-def]
+def _no_leaked_tracking_uri():
     """``mlflow.set_tracking_uri`` exports MLFLOW_TRACKING_URI; a test that calls it must not send every
     later test's runs to its store (xc_core itself uses ``xc_core.tracking.store.activate``)."""
     yield
@@ -37,7 +37,7 @@ def aol_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for member in src:
             if not member.isfile():
                 continue
-            data = src.extractfile(member).read()  # type: ignore[union-attr]
+            data = src.extractfile(member).read()  # type: ignore[union-attr]  # a regular file: extractfile gives its reader
             info = tarfile.TarInfo(member.name)
             info.size = len(data)
             dst.addfile(info, io.BytesIO(data))

@@ -28,8 +28,27 @@ def test_xc_core_never_imports_dagster() -> None:
     assert done.stdout.strip() == "False"
 
 
+def test_no_xc_core_module_imports_dagster_or_xc_assets_even_inside_a_function() -> None:
+    """Importing every module (above) misses a function-level import that runs later (``xc run`` did that):
+    read every import statement and every ``importlib.import_module("...")`` string instead."""
+    import ast
+
+    import xc_core
+
+    offenders = []
+    for path in sorted(Path(xc_core.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                     if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" else [])
+            offenders += [f"{path.name}:{getattr(node, 'lineno', 0)} {n}" for n in names
+                          if n.split(".")[0] in {"dagster", "xc_assets"}]
+    assert offenders == []
+
+
 def test_xc_run_names_the_known_methods_when_given_an_unknown_one(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "xc_core.cli", "run", "--methods", "ramen,ramen_v2",
+    done = subprocess.run([sys.executable, "-m", "xc_assets.cli", "run", "--methods", "ramen,ramen_v2",
                            "--home", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode != 0 and done.stdout == ""
     assert "unknown method(s) ramen_v2" in done.stderr and "auggt" in done.stderr and "'all'" in done.stderr
@@ -46,7 +65,7 @@ def test_every_registered_method_is_a_dagster_partition_headline_first() -> None
 
 def test_min_lead_is_a_flag_of_xc_promote_and_xc_run_defaulting_to_no_threshold(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from xc_core.cli import build_parser
+    from xc_assets.cli import build_parser
 
     parser = build_parser()
     for command in ("promote", "run"):
@@ -57,3 +76,13 @@ def test_min_lead_is_a_flag_of_xc_promote_and_xc_run_defaulting_to_no_threshold(
         with pytest.raises(SystemExit):
             parser.parse_args([command, "--min-lead", "5"])
     assert "half a P@1 point" in capsys.readouterr().err
+
+
+def test_an_unknown_data_set_is_one_line_naming_the_choices_not_a_traceback(tmp_path: Path) -> None:
+    for flag in ("--dataset", "--name"):  # --name: the old spelling of dataset/anchors/graphs
+        done = subprocess.run([sys.executable, "-m", "xc_core.cli", "dataset", flag, "mylog", "--home", str(tmp_path)],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.strip().splitlines() == [
+            "xc dataset: error: unknown data set 'mylog': use synthetic, aol-1000, wikispeedia or an XC-repository "
+            "folder (a path to one with trn_X.txt, tst_X.txt, …)"]

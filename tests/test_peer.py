@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import peer_eval  # noqa: E402 - a benchmark script, imported from its folder
+import peer_eval  # a benchmark script, imported from its folder
 
 
 def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from xc_core.cli import main
+    from xc_assets.cli import main
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the run uses an instance under its home
     home = tmp_path / "home"

@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,15 +26,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _graphql(port: int, query: str, variables: dict[str, object] | None = None) -> dict[str, object]:
+def _graphql(port: int, query: str, variables: dict[str, object] | None = None) -> dict[str, Any]:
     body = json.dumps({"query": query, "variables": variables or {}}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(request, timeout=60) as response:  # loopback only
         return json.loads(response.read())["data"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def server(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("ui")
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     port = _free_port()
@@ -45,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
         deadline = time.time() + 180
         while time.time() < deadline:
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)  # noqa: S310
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
                 break
             except OSError:
                 time.sleep(1)
@@ -65,13 +66,13 @@ def test_graphql_sees_every_asset_check_job_schedule_and_sensor(server: int) -> 
         assetChecksOrError { ... on AssetChecks { checks { name } } } }
       repositoriesOrError { ... on RepositoryConnection { nodes { name jobs { name } schedules { name }
         sensors { name } } } } }""")
-    keys = {"/".join(n["assetKey"]["path"]) for n in data["assetNodes"]}  # type: ignore[index]
+    keys = {"/".join(n["assetKey"]["path"]) for n in data["assetNodes"]}
     assert {"raw_events", "quarantine", "world", "simulated_events", "synthetic/anchor_sets", "synthetic/encoder",
             "synthetic/offline_eval", "synthetic/eval_report", "synthetic/champion", "wikispeedia/xc_dataset",
             "aol_1000/click_graph"} <= keys
-    checks = {c["name"] for n in data["assetNodes"] for c in n["assetChecksOrError"].get("checks", [])}  # type: ignore[index, union-attr]
+    checks = {c["name"] for n in data["assetNodes"] for c in n["assetChecksOrError"].get("checks", [])}
     assert {"graph_tables_valid", "coverage_gate", "beats_champion"} <= checks
-    repo = data["repositoriesOrError"]["nodes"][0]  # type: ignore[index]
+    repo = data["repositoriesOrError"]["nodes"][0]
     assert {"ingest_job", "retrain_job", "train_eval_job"} <= {j["name"] for j in repo["jobs"]}
     assert [s["name"] for s in repo["schedules"]] == ["nightly_retrain"]
     assert {s["name"] for s in repo["sensors"]} == {"landing_folder_sensor", "record_run_failures"}
@@ -84,14 +85,14 @@ def test_a_materialization_launched_through_the_api_succeeds(server: int) -> Non
                                           "repositoryName": "__repository__", "pipelineName": "__ASSET_JOB",
                                           "assetSelection": [{"path": ["world"]}]},
                              "runConfigData": {"ops": {"world": {"config": {"scale": "tiny"}}}}}})
-    result = launch["launchPipelineExecution"]  # type: ignore[index]
+    result = launch["launchPipelineExecution"]
     assert result["__typename"] == "LaunchRunSuccess", result
     run_id = result["run"]["runId"]
     status = ""
     deadline = time.time() + 240
     while time.time() < deadline:
-        status = _graphql(server, '{ runOrError(runId: "%s") { ... on Run { status } } }' % run_id)[
-            "runOrError"]["status"]  # type: ignore[index]
+        status = _graphql(server, f'{{ runOrError(runId: "{run_id}") {{ ... on Run {{ status }} }} }}')[
+            "runOrError"]["status"]
         if status in ("SUCCESS", "FAILURE", "CANCELED"):
             break
         time.sleep(2)

@@ -2,12 +2,18 @@
 
 import dagster as dg
 
-from xc_assets.defs.assets import (eval_assets, graph_assets, ingest_assets, model_assets, registry_assets,
-                                   simulate_assets)
+from xc_assets.defs.assets import (
+    eval_assets,
+    graph_assets,
+    ingest_assets,
+    model_assets,
+    registry_assets,
+    simulate_assets,
+)
 from xc_assets.defs.jobs import ingest_job, retrain_job, train_eval_job
+from xc_assets.defs.resources import XcHome
 from xc_assets.defs.schedules import nightly_retrain
 from xc_assets.defs.sensors import landing_folder_sensor, record_run_failures
-from xc_assets.defs.resources import XcHome
 
 defs = dg.Definitions(
     assets=[*dg.load_assets_from_modules([simulate_assets, ingest_assets]), *graph_assets.graph_table_assets,

@@ -15,8 +15,14 @@ from typing import Any
 
 import dagster as dg
 
-from xc_assets.defs.assets import (eval_assets, graph_assets, ingest_assets, model_assets, registry_assets,
-                                   simulate_assets)
+from xc_assets.defs.assets import (
+    eval_assets,
+    graph_assets,
+    ingest_assets,
+    model_assets,
+    registry_assets,
+    simulate_assets,
+)
 from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
@@ -132,7 +138,7 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
     """Why a promotion run ended before its gate (registration failed): the step error, not a rejection."""
     errors = []
     for event in result.get_step_failure_events():
-        error = event.event_specific_data.error if event.event_specific_data else None
+        error = event.step_failure_data.error if event.event_specific_data else None
         if error is not None and error.cause is not None and error.cls_name == "DagsterExecutionStepExecutionError":
             error = error.cause  # Dagster wraps the error the step raised: report that one
         if error is not None:

@@ -1,22 +1,30 @@
 """``xc``: one command per pipeline stage, each printing a one-line JSON summary on stdout.
 
-Progress bars and logs go to stderr, so ``xc ... | jq`` always sees exactly one JSON line. Errors
-print a one-line message naming the file and the fix, and exit non-zero.
+This module holds the library's commands; the ``xc`` script (``xc_assets.cli``) adds ``run`` and ``promote``,
+which go through Dagster. ``python -m xc_core.cli`` runs the library's commands without Dagster.
+
+Progress bars and logs go to stderr, so ``xc ... | jq`` always sees exactly one JSON line. Bad input and
+missing prerequisites (a rejected file, an unknown data set, nothing trained yet, no champion) print one line
+naming the file or name and the fix, and exit 2; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from xc_core.methods import RUN_METHODS
+from xc_core.datasets.registry import event_datasets
 from xc_core.paths import aol_archive, resolve_home
 from xc_core.profiles import PROFILE_NAMES
+from xc_core.simulate.config import SCALES
+
+if TYPE_CHECKING:
+    from xc_core.datasets.container import XCDataset
 
 
 def _emit(payload: dict[str, object]) -> None:
@@ -43,24 +51,16 @@ def cmd_simulate(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.datasets.registry import events_config, graphs_dir
-    from xc_core.datasets.events import event_window
-    from xc_core.graphs.tables import build_graph_tables
-    from xc_core.logs.store import EventStore
+    from xc_core.datasets.stage import materialize_graph_tables
 
-    home = resolve_home(args.home)
-    store = EventStore(home)
-    cfg = events_config(args.name, home)
-    first, split, _ = event_window(store, cfg)
-    summary = build_graph_tables(store, graphs_dir(home, args.name), first, split,
-                                 cfg.graph.model_copy(update={"markets": cfg.markets}))
-    return {"dataset": args.name, **summary.to_dict()}
+    summary = materialize_graph_tables(args.dataset, resolve_home(args.home))
+    return {"dataset": args.dataset, **summary.to_dict()}
 
 
 def cmd_dataset(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.datasets.stage import materialize_dataset
 
-    return materialize_dataset(args.name, resolve_home(args.home), seed=args.seed)[1]
+    return materialize_dataset(args.dataset, resolve_home(args.home), seed=args.seed)[1]
 
 
 def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
@@ -69,7 +69,7 @@ def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.profiles import get_profile
 
     home = resolve_home(args.home)
-    dataset = load_or_build(args.name, home)
+    dataset = load_or_build(args.dataset, home)
     return materialize_anchor_sets(dataset, home, get_profile(args.profile), progress=not args.quiet).summary
 
 
@@ -85,7 +85,7 @@ def cmd_train(args: argparse.Namespace) -> dict[str, object]:
     method = get_method(args.method)
     if method.needs_anchor_sets and not (folder / "meta.json").exists():
         raise SystemExit(f"xc train: {method.name} trains on anchor sets and there are none at {folder} — run "
-                         f"`xc anchors --name {args.dataset} --profile {args.profile} --home {home}` first")
+                         f"`xc anchors --dataset {args.dataset} --profile {args.profile} --home {home}` first")
     # Methods that use no graph (pretrained, dual_encoder) train on the data set as built when no anchor
     # stage has run: the untrained floor never waits for RWR.
     dataset = XCDataset.load(folder) if method.needs_anchor_sets else load_with_anchors(home, args.dataset)
@@ -93,21 +93,17 @@ def cmd_train(args: argparse.Namespace) -> dict[str, object]:
     return train_method(dataset, args.method, profile, home, resume=args.resume, progress=not args.quiet)
 
 
-def _anchored(home: Path, name: str) -> object:
+def _anchored(home: Path, name: str) -> XCDataset:
     from xc_core.graphs.stage import load_with_anchors
 
     return load_with_anchors(home, name)
 
 
 def cmd_index(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.evaluation.predict import predict_trained
-    from xc_core.evaluation.stage import index_dir, trained_summary
+    from xc_core.evaluation.stage import index_method
 
     home = resolve_home(args.home)
-    dataset = _anchored(home, args.dataset)
-    trained = trained_summary(home, args.dataset, args.method, args.profile)
-    preds = predict_trained(dataset, trained, index_dir(home, args.dataset, args.method, args.profile),  # type: ignore[arg-type]
-                            progress=not args.quiet)
+    preds = index_method(_anchored(home, args.dataset), args.method, args.profile, home, progress=not args.quiet)
     return {"dataset": args.dataset, "method": args.method, "index_dir": str(preds.index_dir),
             "labels": preds.scores.shape[1], "hnsw_recall@10": preds.index_recall_at_10,
             "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query}
@@ -117,7 +113,7 @@ def cmd_eval(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.evaluation.stage import evaluate_method
 
     home = resolve_home(args.home)
-    summary = evaluate_method(_anchored(home, args.dataset), args.method, args.profile, home,  # type: ignore[arg-type]
+    summary = evaluate_method(_anchored(home, args.dataset), args.method, args.profile, home,
                               progress=not args.quiet)
     summary.pop("subsets", None)
     return summary
@@ -127,7 +123,7 @@ def cmd_report(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.evaluation.stage import build_report
 
     home = resolve_home(args.home)
-    return build_report(_anchored(home, args.dataset), args.profile, home)  # type: ignore[arg-type]
+    return build_report(_anchored(home, args.dataset), args.profile, home)
 
 
 def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
@@ -136,51 +132,18 @@ def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
     return predict_from_champion(args.dataset, args.query, resolve_home(args.home), k=args.k)
 
 
-def _methods(args: argparse.Namespace) -> tuple[str, ...]:
-    from xc_core.methods import method_names
+def _add_dataset(command: argparse.ArgumentParser, choices: Sequence[str] | None = None) -> None:
+    """``--dataset`` on every command (``--name``, the old spelling of graphs/dataset/anchors, still works)."""
+    from xc_core.datasets.registry import dataset_names
 
-    known = method_names()
-    methods = tuple(known) if args.methods == "all" else tuple(m for m in args.methods.split(",") if m)
-    unknown = [m for m in methods if m not in known]
-    if unknown:
-        raise SystemExit(f"xc {args.command}: unknown method(s) {', '.join(unknown)}: choose from "
-                         f"{', '.join(known)} or 'all'")
-    return methods
+    names = " | ".join(choices or dataset_names())
+    command.add_argument("--dataset", "--name", dest="dataset", default="synthetic", choices=choices,
+                         help=f"{names}{'' if choices else ' | PATH (an XC-repository folder)'} (default: synthetic)")
 
 
-def _min_lead(text: str) -> float:
-    value = float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: a lead in the metric's own units, a fraction in [0, 1) "
-                                         "(0.005 = half a P@1 point)")
-    return value
-
-
-def _add_min_lead(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--min-lead", type=_min_lead, default=0.0, metavar="LEAD",
-                         help="promote only if the primary metric's lead over the champion (point estimate, a "
-                              "fraction: 0.005 = half a P@1 point) is at least LEAD, besides being significant "
-                              "(default 0: any significant lead)")
-
-
-def cmd_promote(args: argparse.Namespace) -> dict[str, object]:
-    runner = importlib.import_module("xc_assets.run")  # through Dagster, like `xc run`
-    result: dict[str, object] = runner.promote_methods(args.dataset, args.profile, resolve_home(args.home),
-                                                       _methods(args), min_lead=args.min_lead)
-    return result
-
-
-def cmd_run(args: argparse.Namespace) -> dict[str, object]:
-    # The commands that go through Dagster live in xc_assets so xc_core never imports Dagster.
-    runner = importlib.import_module("xc_assets.run")
-    methods = _methods(args)
-    result: dict[str, object] = runner.run_pipeline(dataset=args.dataset, profile=args.profile,
-                                                    home=resolve_home(args.home), methods=methods,
-                                                    reuse_data=args.reuse_data, min_lead=args.min_lead)
-    return result
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:
+    """The library's commands; ``extend(subparsers, common)`` adds more (xc_assets adds ``run``/``promote``,
+    which go through Dagster, so that xc_core never imports it)."""
     parser = argparse.ArgumentParser(prog="xc", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="data root for everything xc writes (default: $XC_HOME or ./.xc)")
@@ -196,26 +159,26 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.set_defaults(func=cmd_ingest)
 
     simulate = sub.add_parser("simulate", parents=[common], help="simulated world → day files → event store")
-    simulate.add_argument("--scale", default="demo", choices=["tiny", "demo", "large"])
+    simulate.add_argument("--scale", default="demo", choices=SCALES)
     simulate.add_argument("--seed", type=int, default=0)
     simulate.set_defaults(func=cmd_simulate)
 
     graphs = sub.add_parser("graphs", parents=[common], help="event store → click/co-session/co-click tables")
-    graphs.add_argument("--name", default="synthetic", choices=["synthetic", "aol-1000"])
+    _add_dataset(graphs, choices=event_datasets())
     graphs.set_defaults(func=cmd_graphs)
 
     dataset = sub.add_parser("dataset", parents=[common], help="build and save an XC data set with anchor sets")
-    dataset.add_argument("--name", default="synthetic", help="synthetic | aol-1000 | wikispeedia | PATH (XC repo)")
+    _add_dataset(dataset)
     dataset.add_argument("--seed", type=int, default=0)
     dataset.set_defaults(func=cmd_dataset)
 
     anchors = sub.add_parser("anchors", parents=[common], help="ANN proxies → RWR expansion → pruning, coverage")
-    anchors.add_argument("--name", default="synthetic")
+    _add_dataset(anchors)
     anchors.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     anchors.set_defaults(func=cmd_anchors)
 
     train = sub.add_parser("train", parents=[common], help="train an encoder (one MLflow run)")
-    train.add_argument("--dataset", default="synthetic")
+    _add_dataset(train)
     train.add_argument("--method", default="ramen", help="ramen | dual_encoder | pretrained | auggt | ramen_no_*")
     train.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
@@ -225,44 +188,30 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, text in (("index", cmd_index, "build and measure the method's HNSW label index"),
                              ("eval", cmd_eval, "offline evaluation of one trained method on the test split")):
         command = sub.add_parser(name, parents=[common], help=text)
-        command.add_argument("--dataset", default="synthetic")
+        _add_dataset(command)
         command.add_argument("--method", default="ramen")
         command.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
         command.set_defaults(func=func)
 
     report = sub.add_parser("report", parents=[common], help="HTML report over every evaluated method")
-    report.add_argument("--dataset", default="synthetic")
+    _add_dataset(report)
     report.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     report.set_defaults(func=cmd_report)
 
     serve = sub.add_parser("predict", parents=[common], help="top-k labels from the registry's champion")
     serve.add_argument("query")
-    serve.add_argument("--dataset", default="synthetic")
+    _add_dataset(serve)
     serve.add_argument("--k", type=int, default=10)
     serve.set_defaults(func=cmd_predict)
 
-    run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
-    run.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
-    run.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
-    run.add_argument("--methods", default=",".join(RUN_METHODS),
-                     help="comma-separated methods to train and evaluate, or 'all' (empty: data stages only)")
-    run.add_argument("--reuse-data", action="store_true",
-                     help="skip the data lineage run and train on the anchor sets already materialized in --home")
-    _add_min_lead(run)
-    run.set_defaults(func=cmd_run)
-
-    promote = sub.add_parser("promote", parents=[common],
-                             help="register evaluated methods in turn and run the promotion gate (Dagster)")
-    promote.add_argument("--dataset", default="synthetic", choices=["synthetic", "aol-1000", "wikispeedia"])
-    promote.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
-    promote.add_argument("--methods", default=",".join(RUN_METHODS), help="comma-separated, or 'all'")
-    _add_min_lead(promote)
-    promote.set_defaults(func=cmd_promote)
+    if extend is not None:
+        extend(sub, common)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run one command (``parser``: :func:`build_parser`'s by default; the ``xc`` script passes the full one)."""
+    args = (parser or build_parser()).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     func: Callable[[argparse.Namespace], dict[str, object]] = args.func
@@ -271,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _emit(payload)
         if payload.get("success") is False:  # e.g. a failed Dagster run or a blocking check
             return 1
-    except Exception as exc:  # noqa: BLE001 - the CLI boundary turns known errors into one clear line
+    except Exception as exc:  # the CLI boundary turns known errors into one clear line
         from xc_core.logs.errors import IngestError
 
         # bad input or missing prerequisites (no evaluation yet, no champion, a tracking server down): one line

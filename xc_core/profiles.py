@@ -6,7 +6,7 @@ encoder: a fine-tune has to beat the encoder the user already has."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict, get_args
 
 from pydantic import BaseModel, Field
 
@@ -16,8 +16,8 @@ from xc_core.graphs.rwr import RWRConfig
 from xc_core.training.config import TrainConfig
 
 ProfileName = Literal["tiny", "demo", "cpu", "full"]
-#: every profile, cheapest first (CLI choices, Dagster config docs)
-PROFILE_NAMES: tuple[str, ...] = ("tiny", "demo", "cpu", "full")
+#: every profile, cheapest first (CLI choices, Dagster config docs): the one list, read off ``ProfileName``
+PROFILE_NAMES: tuple[str, ...] = get_args(ProfileName)
 
 
 class Profile(BaseModel):
@@ -31,11 +31,20 @@ class Profile(BaseModel):
     seed: int = 0
 
 
+class _Recipe(TypedDict):
+    """The :class:`TrainConfig` fields :data:`RECIPE` sets, with their types (a plain dict at run time)."""
+
+    loss: Literal["softmax", "triplet"]
+    lr: float
+    batching: Literal["clusters", "random"]
+    select_best: bool
+
+
 #: The fine-tuning recipe every real profile shares, chosen on validation (issue #11; README "Training"):
 #: the full shipped encoder as the start, in-batch softmax loss, lr 2e-5 with 10% warm-up, random batches
 #: (NGAME clusters of similar queries make unrecorded positives the negatives on sparse-label sets), and the
 #: best validation epoch kept, the starting encoder included.
-RECIPE = {"loss": "softmax", "lr": 2e-5, "batching": "random", "select_best": True}
+RECIPE: _Recipe = {"loss": "softmax", "lr": 2e-5, "batching": "random", "select_best": True}
 
 
 def get_profile(name: str) -> Profile:
@@ -63,7 +72,7 @@ def get_profile(name: str) -> Profile:
         "full": Profile(name="full", encoder=EncoderConfig(max_length=32, batch_size=1024), rwr=RWRConfig(),
                         train=TrainConfig(epochs=100, batch_size=1024, cluster_size=64, prune_warmup_epochs=10,
                                           prune_every=5, val_max=5000, val_max_labels=50_000,
-                                          **{**RECIPE, "lr": 1e-4})),
+                                          **(RECIPE | {"lr": 1e-4}))),
     }
     if name not in profiles:
         raise ValueError(f"unknown profile '{name}': choose one of {', '.join(profiles)}")

@@ -11,8 +11,8 @@ numpy<2 and scipy<1.14, which xc's environment cannot share.
 
 Features: TF-IDF over word 1–2-grams and character 2–4-grams within word boundaries (``char_wb``, seen in
 ≥ 2 training documents), raw tf (on wikispeedia sublinear tf or every char n-gram scored 1–3 P@1 lower,
-within noise: the stronger peer is kept), each block L2-normalised, stacked, rows L2-normalised; labels clustered by PIFA
-(label = normalised sum of its training documents' features); XR-Linear with its default solver.
+within noise: the stronger peer is kept), each block L2-normalised, stacked, rows L2-normalised; labels clustered by
+PIFA (label = normalised sum of its training documents' features); XR-Linear with its default solver.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ def test_landing_sensor_requests_each_file_once_by_name_and_content(tmp_path: Pa
     (tmp_path / "notes.md").write_text("not a log")
     with dg.instance_for_test() as instance:
         first = landing_folder_sensor(dg.build_sensor_context(instance=instance))
+        assert isinstance(first, dg.SensorResult) and first.run_requests is not None  # what the sensor returns
         keys = [r.run_key for r in first.run_requests]
         assert keys == [file_run_key(tmp_path / "day1.jsonl")]
         assert first.run_requests[0].run_config["ops"]["raw_events"]["config"]["source"] == "events"

@@ -35,8 +35,10 @@ def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
                                 run_config={"ops": {"synthetic__eval_report": profile}})
     assert report.success
     meta = report.get_asset_materialization_events()[0].step_materialization_data.materialization.metadata
-    assert Path(meta["report"].value).exists() and sorted(meta["methods"].value) == ["pretrained", "ramen"]
-    run_id = evals[0].metadata["mlflow_run_id"].value
+    methods = meta["methods"].value
+    assert Path(str(meta["report"].value)).exists() and isinstance(methods, list)
+    assert sorted(methods) == ["pretrained", "ramen"]
+    run_id = str(evals[0].metadata["mlflow_run_id"].value)
     from xc_core.tracking.store import tracking_uri
 
     artifacts = mlflow.MlflowClient(tracking_uri(tiny_home)).list_artifacts(run_id, "report")

@@ -20,6 +20,6 @@ def test_encoder_partition_trains_and_records_its_mlflow_run(tiny_home: Path) ->
                                                                                       "epochs": 1}}}})
     assert result.success
     meta = result.get_asset_materialization_events()[0].step_materialization_data.materialization.metadata
-    run = mlflow.MlflowClient(meta["tracking_uri"].value).get_run(meta["mlflow_run_id"].value)
+    run = mlflow.MlflowClient(str(meta["tracking_uri"].value)).get_run(str(meta["mlflow_run_id"].value))
     assert run.data.tags["method"] == "dual_encoder" and run.data.params["train.epochs"] == "1"
     assert 0.0 <= meta["val_recall@10"].value <= 1.0

@@ -53,7 +53,8 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
     assert not _champion_done(degraded)
     challenger = client.get_model_version_by_alias(model_name("synthetic"), CHALLENGER)
     assert challenger.version != champion.version and challenger.tags["method"] == "pretrained"
-    assert challenger.tags["promotion.decision"] == "rejected" and "does not beat" in challenger.tags["promotion.reason"]
+    assert challenger.tags["promotion.decision"] == "rejected"
+    assert "does not beat" in challenger.tags["promotion.reason"]
     assert client.get_model_version_by_alias(model_name("synthetic"), "champion").version == champion.version
 
 

@@ -119,9 +119,13 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     curve, cfg = fused["alpha_curve"], ClassifierConfig()
     assert [row["alpha"] for row in curve if row["lexical_weight"] == 0.0] == list(cfg.alphas)
     assert sorted({row["lexical_weight"] for row in curve}) == sorted(cfg.lexical.weights)
-    chosen = max(curve, key=lambda row: (row["nDCG@5"], -row["lexical_weight"], row["alpha"]))
+    dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=lambda row: (row["nDCG@5"], row["alpha"]))
+    test = FusedClassifier.load(Path(fused["classifier_dir"])).info["lexical_test"]
+    chosen = (max((r for r in curve if r["lexical_weight"] > 0),
+                  key=lambda row: (row["nDCG@5"], -row["lexical_weight"], row["alpha"])) if test["kept"] else dense)
     assert (chosen["alpha"], chosen["lexical_weight"]) == (fused["alpha"], fused["lexical_weight"]), \
-        "alpha and the lexical weight are the validation grid's best"
+        "the best dense fusion on validation, or the best lexical one when its gain is significant"
+    assert test["kept"] == (test["low"] > 0)
     activate(tracking_uri(tmp_path))
     model = mlflow.pyfunc.load_model(fused["model_uri"])
     served = model.unwrap_python_model().classifier
@@ -145,11 +149,10 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     from xc_core.datasets.registry import dataset_dir
     from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS, encoder_for
     from xc_core.evaluation.stage import evaluate_method, index_dir
+    from xc_core.profiles import get_profile
     from xc_core.serving import predict_from_champion
     from xc_core.tracking.registry import promote_if_better, register_evaluated
     from xc_core.training.stage import train_method
-
-    from xc_core.profiles import get_profile
 
     tiny_data.save(dataset_dir(tmp_path, tiny_data.name))
     profile = get_profile("tiny")  # alpha 0.5 only: the served search must be the fused one, not alpha 1's
@@ -176,4 +179,4 @@ def test_a_bad_classifier_setting_is_refused_with_the_field_and_the_fix(field: s
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match=re.escape(says)):
-        ClassifierConfig(**{field: value})
+        ClassifierConfig.model_validate({field: value})

@@ -74,3 +74,31 @@ def test_a_zero_weight_is_the_dense_search_and_a_positive_one_needs_the_texts(ti
     assert loaded.uses_lexical and loaded.lexical_weight == 0.5
     assert not (off.save(tmp_path / "off") / "lexical").exists()
     assert not FusedClassifier.load(tmp_path / "off").uses_lexical
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_the_lexical_channel_is_kept_only_when_its_validation_gain_is_significant(tiny_data: XCDataset,
+                                                                                   shuffled: bool) -> None:
+    """Random dense vectors (256-d: cosines near 0), the test documents as the held-out rows: words that vote for
+    the true labels win clearly (kept); the same channel voting for random labels is noise (not kept, the
+    dense fusion stays)."""
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.stage import FusionGrid, choose_fusion
+    from xc_core.evaluation.stage import propensity
+
+    rng = np.random.default_rng(1)
+    y = sp.csr_matrix(tiny_data.y_train)
+    n, n_labels = y.shape  # shuffled: each document votes for one uniformly drawn label (no popularity either)
+    noise = sp.csr_matrix((np.ones(n), (np.arange(n), rng.integers(0, n_labels, n))), shape=y.shape)
+    voters = noise if shuffled else y
+    lexical = LexicalChannel.fit(list(tiny_data.train_texts), voters, LexicalConfig())
+    vecs = rng.normal(size=(tiny_data.n_labels, 256)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    queries = rng.normal(size=(len(tiny_data.test_texts), 256)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    grid = FusionGrid(queries, sp.csr_matrix(tiny_data.y_test), vecs, vecs, 20, tiny_data.filter_pairs,
+                      propensity(tiny_data), lexical, list(tiny_data.test_texts))
+    cfg = ClassifierConfig(alphas=(0.5,))
+    best, test = choose_fusion(grid, grid.curve(cfg.alphas, cfg.lexical.weights), cfg)
+    assert test["kept"] is (not shuffled) and (best["lexical_weight"] > 0) is (not shuffled)
+    assert (test["low"] > 0) is (not shuffled)

@@ -19,7 +19,7 @@ SPLIT = datetime(2006, 5, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def built(aol_slice: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def built(aol_slice: Path, tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("home")
     ingest([Source("aol", aol_slice)], home, progress=False)
     store = EventStore(home)
@@ -31,17 +31,18 @@ def _raw_blocks(archive: Path) -> list[tuple[str, datetime, list[str]]]:
     out = []
     with tarfile.open(archive, "r:gz") as tar:
         for member in (m for m in tar.getmembers() if m.isfile()):
-            text = tar.extractfile(member).read().decode("utf-8", errors="replace")  # type: ignore[union-attr]
+            text = tar.extractfile(member).read().decode("utf-8", errors="replace")  # type: ignore[union-attr]  # a regular file: extractfile gives its reader
             for block in text.split("\n\n"):
                 lines = [x for x in block.split("\n") if x.strip()]
                 if lines:
                     query, ts = lines[0].split("\t")
-                    hosts = [u.split("://")[1].split("/")[0].split(":")[0].lower().removeprefix("www.") for u in lines[1:]]
+                    hosts = [u.split("://")[1].split("/")[0].split(":")[0].lower().removeprefix("www.")
+                             for u in lines[1:]]
                     out.append((query, datetime.fromisoformat(ts).replace(tzinfo=UTC), hosts))
     return out
 
 
-def test_test_documents_and_their_labels_follow_the_aol_protocol(built, aol_slice: Path) -> None:  # type: ignore[no-untyped-def]
+def test_test_documents_and_their_labels_follow_the_aol_protocol(built, aol_slice: Path) -> None:
     _, data = built
     blocks = _raw_blocks(aol_slice)
     expected: dict[str, set[str]] = {}
@@ -56,7 +57,7 @@ def test_test_documents_and_their_labels_follow_the_aol_protocol(built, aol_slic
     assert data.test_novel.tolist() == [t not in train_queries for t in data.test_texts]
 
 
-def test_no_test_period_node_enters_any_graph_or_anchor_set(built) -> None:  # type: ignore[no-untyped-def]
+def test_no_test_period_node_enters_any_graph_or_anchor_set(built) -> None:
     store, data = built
     assert leaked_test_nodes(data) == 0
     novel = {t for t, n in zip(data.test_texts, data.test_novel, strict=True) if n}
@@ -69,9 +70,28 @@ def test_no_test_period_node_enters_any_graph_or_anchor_set(built) -> None:  # t
     assert len(novel_labels) and not np.isin(novel_labels, data.anchor_sets["coclick_items"].label_edges[:, 0]).any()
 
 
-def test_label_universe_is_every_clicked_host_and_train_matrix_matches(built, aol_slice: Path) -> None:  # type: ignore[no-untyped-def]
+def test_label_universe_is_every_clicked_host_and_train_matrix_matches(built, aol_slice: Path) -> None:
     _, data = built
     hosts = {h for q, _, hs in _raw_blocks(aol_slice) if len(q) <= 512 for h in hs}
     assert set(data.label_ids) == hosts
     assert data.y_train.shape == (len(data.train_texts), len(hosts))
     assert (np.asarray(data.y_train.sum(axis=1)).ravel() >= 1).all()
+
+
+def test_the_data_set_reads_current_graph_tables_instead_of_building_them_again(
+        aol_slice: Path, tmp_path: Path) -> None:
+    """Dagster builds and checks the graph tables, then the data set asset consumes them: one build. Tables from
+    another store snapshot or other settings are rebuilt."""
+    from xc_core.datasets.events import event_window
+    from xc_core.graphs.tables import TABLES, build_graph_tables
+
+    ingest([Source("aol", aol_slice)], tmp_path, progress=False)
+    store, cfg, out = EventStore(tmp_path), aol_1000_config(), tmp_path / "graphs"
+    first, split, _ = event_window(store, cfg)
+    build_graph_tables(store, out, first, split, cfg.graph.model_copy(update={"markets": cfg.markets}))
+    stamps = {t: (out / f"{t}.parquet").stat().st_mtime_ns for t in TABLES}
+    build_events_dataset(store, out, cfg)
+    assert {t: (out / f"{t}.parquet").stat().st_mtime_ns for t in TABLES} == stamps, "read, not rebuilt"
+    other = cfg.model_copy(update={"graph": cfg.graph.model_copy(update={"min_clicks": 2})})
+    build_events_dataset(store, out, other)
+    assert all((out / f"{t}.parquet").stat().st_mtime_ns != stamps[t] for t in TABLES), "other settings: rebuilt"

@@ -39,7 +39,8 @@ def plain_folder(folder: Path, **overrides: str) -> Path:
 # -- round trips -------------------------------------------------------------------------------
 def test_write_then_read_returns_texts_ids_matrices_filters_and_anchor_sets_exactly(tmp_path: Path) -> None:
     # the format carries no novelty flags: they come back recomputed, so start from the recomputed ones
-    original = replace(small_dataset(), test_novel=None, label_novel=None, test_decile=None)
+    # None asks __post_init__ to recompute them
+    original = replace(small_dataset(), test_novel=None, label_novel=None, test_decile=None)  # type: ignore[arg-type]
     write_xc_repo(original, tmp_path / "tiny")
     back = read_xc_repo(tmp_path / "tiny", name="tiny", psp_A=0.5, psp_B=0.4)
     assert_same_dataset(original, back, meta=False)

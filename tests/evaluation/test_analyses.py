@@ -94,6 +94,13 @@ def test_per_row_metrics_aggregate_to_evaluate() -> None:
     table = confidence_intervals(rows, n_boot=100)
     assert table["metric"].to_list() == ["P@1", "P@5", "R@10", "PSP@1", "PSP@5"]
     assert table.filter(table["metric"] == "PSP@5")["value"].item() == pytest.approx(m["PSP@5"])
+    # the paired difference reads PSP from the returned dict and from per_row.npz's spelling alike
+    from xc_core.evaluation.analyses import paired_metric_diff
+
+    saved = {k.replace("/", "__"): v for k, v in rows.items()}
+    for other in (rows, saved):
+        diff = paired_metric_diff(other, other, "PSP@5")
+        assert diff is not None and diff[0] == pytest.approx(0.0)
 
 
 def test_label_quantiles_are_equi_voluminous_on_a_skewed_matrix() -> None:

@@ -209,7 +209,7 @@ def _matrices(positives: list[set[int]], scores: list[dict[int, float]],
 
 @settings(max_examples=300, deadline=None)
 @given(problems())
-def test_evaluate_agrees_with_the_per_row_reference(problem) -> None:  # type: ignore[no-untyped-def]
+def test_evaluate_agrees_with_the_per_row_reference(problem) -> None:
     positives, scores, n_labels, k, weights = problem
     y_true, y_score = _matrices(positives, scores, n_labels)
     got = evaluate(y_true, y_score, k=k, inv_propensity=weights)
@@ -231,7 +231,7 @@ def test_top_k_agrees_with_sorting_each_row_in_python(rows: list[list[float]], k
 
 @settings(max_examples=100, deadline=None)
 @given(problems(), st.sampled_from([0.5, 3.0, 1000.0, 1e-3]))
-def test_metrics_are_invariant_to_positive_score_scaling(problem, factor: float) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_are_invariant_to_positive_score_scaling(problem, factor: float) -> None:
     positives, scores, n_labels, k, weights = problem
     y_true, y_score = _matrices(positives, scores, n_labels)
     assert evaluate(y_true, y_score * factor, k, weights) == evaluate(y_true, y_score, k, weights)
@@ -256,7 +256,7 @@ def test_perfect_predictions_score_one_on_rows_with_at_least_k_positives(
 
 @settings(max_examples=100, deadline=None)
 @given(problems(), st.data())
-def test_filter_predictions_removes_exactly_the_given_pairs(problem, data) -> None:  # type: ignore[no-untyped-def]
+def test_filter_predictions_removes_exactly_the_given_pairs(problem, data) -> None:
     positives, scores, n_labels, _, _ = problem
     _, y_score = _matrices(positives, scores, n_labels)
     stored = {(i, c): s for i, row in enumerate(scores) for c, s in row.items()}

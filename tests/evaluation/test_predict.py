@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from xc_core.datasets.container import XCDataset
-from xc_core.evaluation.predict import load_or_predict, predict, fingerprint_test_split
+from xc_core.evaluation.predict import fingerprint_test_split, load_or_predict, predict
 from xc_core.index import IndexError_
 
 

@@ -23,8 +23,8 @@ def test_report_renders_every_section_with_plots_and_best_marked(tmp_path: Path)
                          paired=paired)
     text = path.read_text()
     assert "ramen − dual_encoder" in text and "None" not in text
-    for section in ("Metrics", "Paired differences", "P@k and PSP@k", "Label quantiles", "DIFF@k per label", "Seen vs novel", "Index recall",
-                    "Example predictions"):
+    for section in ("Metrics", "Paired differences", "P@k and PSP@k", "Label quantiles", "DIFF@k per label",
+                    "Seen vs novel", "Index recall", "Example predictions"):
         assert section in text
     assert text.count("data:image/png;base64,") == 2
     assert '<td class="best">50.00<br><small>[45.00, 55.00]</small></td>' in text

@@ -6,8 +6,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.graphs.rwr import (RWRConfig, anchor_graph, expand_anchor_set, personalized_pagerank,
-                                random_walk_with_restart, top_k_overlap)
+from xc_core.graphs.rwr import (
+    RWRConfig,
+    anchor_graph,
+    expand_anchor_set,
+    personalized_pagerank,
+    random_walk_with_restart,
+    top_k_overlap,
+)
 
 
 def _multigraph(n_starts: int, seed: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
@@ -80,7 +86,8 @@ def test_rwr_never_returns_the_start_or_non_candidates_and_keeps_at_most_k() -> 
 
 def test_expansion_reaches_anchors_of_documents_sharing_an_anchor() -> None:
     # doc0 - a0 - doc1 - a1 ; label0 - a1 : doc0 reaches a1 through doc1, label0 reaches a0.
-    anchors = AnchorSet("links", ["a0", "a1"], doc_edges=[(0, 0), (1, 0), (1, 1)], label_edges=[(0, 1)])
+    anchors = AnchorSet("links", ["a0", "a1"], doc_edges=np.array([(0, 0), (1, 0), (1, 1)]),
+                        label_edges=np.array([(0, 1)]))
     data = XCDataset("toy", ["d0", "d1"], ["t0"], ["l0"], y_train=sp.csr_matrix(np.ones((2, 1))),
                      y_test=sp.csr_matrix(np.ones((1, 1))), anchor_sets={"links": anchors})
     expanded = expand_anchor_set(data, "links", RWRConfig(seed=0, walk_length=4000))
@@ -93,8 +100,9 @@ def _star_with_many_anchors(n_anchors: int) -> XCDataset:
     """doc0 has ``n_anchors`` native anchors, more than its ~80 moves in 400 hops can all visit; doc1 shares a0
     with doc0 and also has a private anchor; label0 has one proxy edge to a1."""
     texts = [f"a{i}" for i in range(n_anchors + 1)]
-    doc_edges = [(0, i) for i in range(n_anchors)] + [(1, 0), (1, n_anchors)]
-    anchors = AnchorSet("links", texts, doc_edges=doc_edges, label_edges=[(0, 1)], label_proxy=np.array([True]))
+    doc_edges = np.array([(0, i) for i in range(n_anchors)] + [(1, 0), (1, n_anchors)])
+    anchors = AnchorSet("links", texts, doc_edges=doc_edges, label_edges=np.array([(0, 1)]),
+                        label_proxy=np.array([True]))
     return XCDataset("toy", ["d0", "d1"], ["t0"], ["l0"], y_train=sp.csr_matrix(np.ones((2, 1))),
                      y_test=sp.csr_matrix(np.ones((1, 1))), anchor_sets={"links": anchors})
 

@@ -57,7 +57,8 @@ def test_click_graph_counts_impressions_clicks_and_ctr(store: EventStore, tmp_pa
         ("red shoes", "k2", 1, 0, 0.0),
     ]
     assert summary.click_graph == 4
-    ranks = dict(zip(click.select(pl.concat_str("query", "item")).to_series(), click.get_column("rank_in_query")))
+    ranks = dict(zip(click.select(pl.concat_str("query", "item")).to_series(), click.get_column("rank_in_query"),
+                     strict=True))
     assert ranks["red shoesk1"] == 1 and ranks["red shoesk2"] == 2
 
 

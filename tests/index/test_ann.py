@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ def _clustered(n: int, dim: int = 32, clusters: int = 20, seed: int = 0) -> np.n
 
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
-def test_search_returns_cosine_similarities_best_first_with_caller_ids(kind: str) -> None:
+def test_search_returns_cosine_similarities_best_first_with_caller_ids(kind: Literal["flat", "hnsw", "ivf"]) -> None:
     x = _clustered(2000)
     ids = np.arange(2000) + 10_000
     index = LabelIndex.build(x, ids, IndexConfig(kind=kind))

@@ -23,7 +23,7 @@ def _independent_counts(archive: Path) -> dict[str, object]:
                 continue
             user = Path(member.name).stem
             users.add(user)
-            text = tar.extractfile(member).read().decode("utf-8", errors="replace")  # type: ignore[union-attr]
+            text = tar.extractfile(member).read().decode("utf-8", errors="replace")  # type: ignore[union-attr]  # a regular file: extractfile gives its reader
             for block in text.split("\n\n"):
                 lines = [line for line in block.split("\n") if line.strip()]
                 if not lines:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import write_tgz
 from xc_core.logs.errors import IngestError
-from xc_core.logs.ingest import IngestSummary, Source, ingest
+from xc_core.logs.ingest import IngestSummary, Source, SourceKind, ingest
 from xc_core.logs.store import EventStore
 
 GOOD = b"good query\t2006-03-01 10:00:00\nhttp://www.example.com/\n\n"
@@ -128,7 +128,7 @@ def test_malformed_json_and_csv_rows_are_quarantined(tmp_path: Path) -> None:
     ],
 )
 def test_unreadable_file_raises_naming_the_file_and_writes_nothing(
-    tmp_path: Path, name: str, content: bytes | None, kind: str, message: str
+    tmp_path: Path, name: str, content: bytes | None, kind: SourceKind, message: str
 ) -> None:
     good = write_tgz(tmp_path / "good.tgz", {"1.txt": GOOD})
     path = tmp_path / name
@@ -136,7 +136,7 @@ def test_unreadable_file_raises_naming_the_file_and_writes_nothing(
         path.write_bytes(content)
     home = tmp_path / "home"
     with pytest.raises(IngestError) as error:
-        ingest([Source("aol", good), Source(kind, path)], home, progress=False)  # type: ignore[arg-type]
+        ingest([Source("aol", good), Source(kind, path)], home, progress=False)
     assert str(path) in str(error.value) and message in str(error.value) and "expected" in str(error.value)
     assert not (home / "events").exists() and not (home / "quarantine").exists()
 

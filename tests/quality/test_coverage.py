@@ -6,15 +6,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.quality.coverage import (CoverageThreshold, check_coverage, coverage_table,
-                                      reachable_train_label_share)
+from xc_core.quality.coverage import CoverageThreshold, check_coverage, coverage_table, reachable_train_label_share
 from xc_core.quality.gx_suites import anchor_leak_suite, coverage_suite
 
 
 def _dataset() -> XCDataset:
     # 4 train docs, 3 labels (label 2 only in test); doc 0 has 3 anchors, doc 1 one (a proxy), docs 2-3 none.
-    anchors = AnchorSet("cosession_queries", ["a", "b", "c"], doc_edges=[(0, 0), (0, 1), (0, 2), (1, 0)],
-                        label_edges=[(0, 2)], doc_proxy=np.array([False, False, False, True]))
+    anchors = AnchorSet("cosession_queries", ["a", "b", "c"], doc_edges=np.array([(0, 0), (0, 1), (0, 2), (1, 0)]),
+                        label_edges=np.array([(0, 2)]), doc_proxy=np.array([False, False, False, True]))
     y_train = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0], [1, 0, 0], [0, 1, 0]]))
     y_test = sp.csr_matrix(np.array([[0, 0, 1]]))
     return XCDataset("toy", ["d0", "d1", "d2", "d3"], ["t0"], ["l0", "l1", "l2"], y_train, y_test,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -57,11 +58,11 @@ def test_summary_counts_match_the_files(tiny_run: SimulationSummary, tiny_events
 def test_calibration_report_writes_numbers_markdown_and_pngs(tiny_run: SimulationSummary, tmp_path: Path) -> None:
     assert tiny_run.world_dir is not None
     report = calibration_report(tiny_run.world_dir, tiny_run.files, tmp_path / "cal")
-    f = report["figures"]
+    f: dict[str, Any] = report["figures"]
     assert isinstance(f, dict)
     assert f["rows"] == tiny_run.events and f["clicks"] == tiny_run.clicks
     ctr = list(f["ctr_by_position"].values())
-    assert all(a > b for a, b in zip(ctr, ctr[1:]))
+    assert all(a > b for a, b in zip(ctr, ctr[1:], strict=False))
     assert f["query_zipf_slope"] < -0.3 and f["tail_keyword_share"] == tiny_run.tail_keyword_share
     assert 0 < f["queries_with_brand"] < 1 and 0 < f["queries_with_location"] < 1
     assert f["query_kind_share"]["alias"] > 0 and f["alias_vs_canonical"] > 0

@@ -23,7 +23,7 @@ def test_same_seed_gives_byte_identical_event_and_world_files(tiny_run: Simulati
 def test_another_seed_gives_different_events(tiny_run: SimulationSummary, tmp_path: Path) -> None:
     other = simulate("tiny", seed=1, out_dir=tmp_path / "other")
     assert [p.name for p in other.files] == [p.name for p in tiny_run.files]  # same calendar
-    assert all(a.read_bytes() != b.read_bytes() for a, b in zip(other.files, tiny_run.files))
+    assert all(a.read_bytes() != b.read_bytes() for a, b in zip(other.files, tiny_run.files, strict=True))
 
 
 def test_a_single_day_written_alone_equals_that_day_of_the_full_run(tiny_run: SimulationSummary,

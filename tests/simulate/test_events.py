@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -92,7 +93,7 @@ def test_sessions_are_seconds_to_minutes_apart_and_users_sessions_more_than_30_m
     intent = tiny_world.queries.select(pl.col("text").alias("query_text"), "market", "intent_id")
     pairs = events.join(intent, on=["query_text", "market"], how="left").with_columns(
         same=pl.col("intent_id") == pl.col("intent_id").shift(1).over("user_id")).filter(~pl.col("new"))
-    same = pairs["same"].mean()
+    same = cast(float, pairs["same"].mean())  # the mean of a boolean column
     assert 0.75 < same < 1.0, f"co-session queries share the intent, with noise (got {same})"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -15,22 +16,23 @@ from xc_core.simulate.pipeline import current_simulation, simulate_into_store
 
 
 @pytest.fixture(scope="module")
-def simulated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     home = tmp_path_factory.mktemp("sim")
     return home, simulate_into_store("tiny", 0, home)
 
 
-def test_simulated_events_pass_ingestion_with_zero_rejects(simulated: tuple[Path, dict[str, object]]) -> None:
+def test_simulated_events_pass_ingestion_with_zero_rejects(simulated: tuple[Path, dict[str, Any]]) -> None:
     home, summary = simulated
     ingested = summary["ingest"]
-    assert ingested["rejected"] == 0 and ingested["read"] == summary["events"] == ingested["stored"]  # type: ignore[index]
+    assert ingested["rejected"] == 0 and ingested["read"] == summary["events"] == ingested["stored"]
     stored = EventStore(home).scan().collect()
     assert stored.height == summary["events"]
     assert set(stored.get_column("market").unique().to_list()) <= {"MC-1", "MC-2", "MC-3", "MC-4"}
-    assert current_simulation(home)["scale"] == "tiny"  # type: ignore[index]
+    simulation = current_simulation(home)
+    assert simulation is not None and simulation["scale"] == "tiny"
 
 
-def test_a_corrupted_copy_produces_exactly_the_planted_rejects(simulated: tuple[Path, dict[str, object]],
+def test_a_corrupted_copy_produces_exactly_the_planted_rejects(simulated: tuple[Path, dict[str, Any]],
                                                                tmp_path: Path) -> None:
     home, _ = simulated
     day = sorted((home / "simulate" / "tiny-seed0" / "events").glob("*.parquet"))[0]
@@ -52,7 +54,7 @@ def test_a_corrupted_copy_produces_exactly_the_planted_rejects(simulated: tuple[
     assert summary.accepted + summary.rejected == summary.read == 201
 
 
-def test_a_second_world_is_refused_in_a_home_that_holds_another(simulated: tuple[Path, dict[str, object]]) -> None:
+def test_a_second_world_is_refused_in_a_home_that_holds_another(simulated: tuple[Path, dict[str, Any]]) -> None:
     home, _ = simulated
     with pytest.raises(ValueError, match="use another --home"):
         simulate_into_store("tiny", 1, home)

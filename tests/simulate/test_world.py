@@ -66,7 +66,7 @@ def test_relevance_grades_follow_intent_brand_and_location(tiny_world: World) ->
     ka = tiny_world.keywords[k].select("intent_id", "brand", "location").join(intents, on="intent_id", how="left",
                                                                              maintain_order="left")
     grades = tiny_world.grades(q, k)
-    for (qi, qb, ql, qp, qc), (ki, kb, kl, kp, kc), g in zip(qa.iter_rows(), ka.iter_rows(), grades):
+    for (qi, qb, ql, qp, qc), (ki, kb, kl, kp, kc), g in zip(qa.iter_rows(), ka.iter_rows(), grades, strict=True):
         level = 3 if qi == ki else 2 if qp == kp else 1 if qc == kc else 0
         level -= int(qb is not None and kb is not None and qb != kb)
         level -= 2 * int(ql is not None and kl is not None and ql != kl)
@@ -89,7 +89,7 @@ def test_click_probability_is_examination_times_attractiveness(tiny_world: World
         grade = tiny_world.relevance(text, kw)
         probs = [tiny_world.click_probability(text, kw, pos) for pos in range(1, 6)]
         assert probs == pytest.approx([cfg.attractiveness[grade] * pos ** -cfg.position_decay for pos in range(1, 6)])
-        assert all(a > b for a, b in zip(probs, probs[1:]))
+        assert all(a > b for a, b in zip(probs, probs[1:], strict=False))
 
 
 def test_ground_truth_answers_pairs_the_logs_never_showed(tiny_world: World, tiny_events: pl.DataFrame) -> None:
@@ -116,7 +116,8 @@ def test_query_lookups_return_intent_decile_market_and_attributes(tiny_world: Wo
     batch = tiny_world.relevance_many(tiny_world.queries["text"].head(5).to_list(),
                                       tiny_world.keywords["keyword_id"].head(5).to_list())
     assert batch.tolist() == [tiny_world.relevance(t, k) for t, k in
-                              zip(tiny_world.queries["text"].head(5), tiny_world.keywords["keyword_id"].head(5))]
+                              zip(tiny_world.queries["text"].head(5), tiny_world.keywords["keyword_id"].head(5),
+                                  strict=True)]
 
 
 def test_every_query_text_means_one_intent(tiny_world: World) -> None:

@@ -9,9 +9,18 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pytest
+from mlflow.pyfunc import PythonModel
 
-from xc_core.tracking.registry import (PromotionPolicy, champion_version, decide, metric_tags, model_name,
-                                       paired_lead, promote_if_better, register)
+from xc_core.tracking.registry import (
+    PromotionPolicy,
+    champion_version,
+    decide,
+    metric_tags,
+    model_name,
+    paired_lead,
+    promote_if_better,
+    register,
+)
 
 
 def test_decision_rule_primary_must_improve_and_guards_must_hold() -> None:
@@ -24,7 +33,7 @@ def test_decision_rule_primary_must_improve_and_guards_must_hold() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
+def store(tmp_path: Path) -> tuple[str, list[str]]:
     from xc_core.tracking.store import activate
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -35,17 +44,23 @@ def store(tmp_path: Path) -> str:
         with mlflow.start_run(experiment_id=experiment):
             info = mlflow.pyfunc.log_model(name="encoder", python_model=_Constant(), pip_requirements=["mlflow"])
             models.append(info.model_uri)
-    return uri, models  # type: ignore[return-value]
+    return uri, models
 
 
-class _Constant(mlflow.pyfunc.PythonModel):
+def _champion(uri: str) -> str:
+    version = champion_version("synthetic", uri)
+    assert version is not None, "no champion"
+    return str(version.version)
+
+
+class _Constant(PythonModel):
     """A real (trivial) logged model: registration needs a logged model, not just files."""
 
-    def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    def predict(self, context, model_input: list[str], params=None):  # hints as in EncoderPyfunc
         return [[1.0] for _ in model_input]
 
 
-def test_degraded_model_is_registered_but_never_promoted(store) -> None:  # type: ignore[no-untyped-def]
+def test_degraded_model_is_registered_but_never_promoted(store) -> None:
     uri, models = store
     good = register(models[0], "synthetic", metric_tags({"P@1": 0.40, "PSP@5": 0.50}), uri)
     assert promote_if_better("synthetic", good, uri).promote
@@ -53,13 +68,14 @@ def test_degraded_model_is_registered_but_never_promoted(store) -> None:  # type
     decision = promote_if_better("synthetic", degraded, uri)
     assert not decision.promote
     client = mlflow.MlflowClient(uri)
-    assert str(champion_version("synthetic", uri).version) == good
+    assert str(_champion(uri)) == good
     assert str(client.get_model_version_by_alias(model_name("synthetic"), "challenger").version) == degraded
     assert client.get_model_version(model_name("synthetic"), degraded).tags["promotion.decision"] == "rejected"
     better = register(models[2], "synthetic", metric_tags({"P@1": 0.45, "PSP@5": 0.50}), uri)
     assert promote_if_better("synthetic", better, uri).promote
-    assert str(champion_version("synthetic", uri).version) == better
-    assert all(v.current_stage in ("None", None) for v in client.search_model_versions(f"name='{model_name('synthetic')}'"))
+    assert str(_champion(uri)) == better
+    assert all(v.current_stage in ("None", None)
+               for v in client.search_model_versions(f"name='{model_name('synthetic')}'"))
 
 
 def test_a_lead_within_noise_is_rejected_and_a_significant_one_promoted() -> None:
@@ -119,7 +135,7 @@ def _evaluation(home: Path, method: str, run_id: str, hits: np.ndarray, split: s
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "metrics.json").write_text(json.dumps({"mlflow_run_id": run_id, "test_split": split,
                                                      "P@1": float(hits.mean())}))
-    np.savez(folder / "per_row.npz", **{"P@1": hits})
+    np.savez(folder / "per_row.npz", **{"P@1": hits})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     return {"dataset": "synthetic", "method": method, "profile": "demo", "mlflow_run_id": run_id}
 
 
@@ -145,7 +161,7 @@ def test_paired_lead_compares_the_same_queries_only(tmp_path: Path) -> None:
     assert paired_lead(tmp_path, {**base, "method": "auggt"}, {**base, "mlflow_run_id": "run-0"}, "P@1") is None
 
 
-def test_promotion_through_the_registry_uses_the_paired_interval(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_promotion_through_the_registry_uses_the_paired_interval(store, tmp_path: Path) -> None:
     uri, models = store
     rng = np.random.default_rng(1)
     champion = (rng.random(3000) < 0.40).astype(np.float64)
@@ -157,7 +173,7 @@ def test_promotion_through_the_registry_uses_the_paired_interval(store, tmp_path
     second = register(models[1], "synthetic", {**tags, **metric_tags({"P@1": noisy.mean()})}, uri)
     decision = promote_if_better("synthetic", second, uri, home=tmp_path)
     assert not decision.promote and decision.paired is not None and "within noise" in decision.reason
-    assert str(champion_version("synthetic", uri).version) == first
+    assert str(_champion(uri)) == first
     version = mlflow.MlflowClient(uri).get_model_version(model_name("synthetic"), second)
     assert version.tags["promotion.decision"] == "rejected"
     assert json.loads(version.tags["promotion.paired"])["rows"] == 3000

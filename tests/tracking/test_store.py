@@ -53,7 +53,7 @@ def test_runs_go_to_a_configured_mlflow_server(tmp_path: Path, monkeypatch: pyte
         deadline = time.time() + 120
         while time.time() < deadline:
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)  # noqa: S310 - loopback
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)  # loopback
                 break
             except OSError:
                 time.sleep(0.5)

@@ -8,6 +8,7 @@ import doctest
 import math
 import pickle
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import numpy as np
 import pytest
@@ -67,7 +68,7 @@ def _train_with_anchor_sets(seed: int, periods: int, loss_units: float = 1.0) ->
         terms = {"task": cross_entropy(x_train @ weights.T, y_train),
                  **{name: ((weights - target) ** 2).sum(1).mean() for name, target in anchors.items()}}
         optimizer.zero_grad()
-        sum(lam[name] * term for name, term in terms.items()).backward()
+        cast(torch.Tensor, sum(lam[name] * term for name, term in terms.items())).backward()  # a sum of tensors
         optimizer.step()
         if bandit.due(iteration):
             bandit.update(validation_loss())
@@ -151,7 +152,7 @@ def test_bandit_moves_lambdas_to_known_optima_and_stays_in_bounds() -> None:
                           lambda_max=1.2)
     bandit.begin(0.0)
     lowest, highest = math.inf, -math.inf
-    for k in range(1500):
+    for _ in range(1500):
         lowest, highest = min(lowest, *bandit.weights().values()), max(highest, *bandit.weights().values())
         _drive(bandit, 1, _quadratic(targets))
     lam = bandit.lambdas()

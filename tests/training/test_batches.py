@@ -18,7 +18,7 @@ def test_rows_carry_a_true_positive_and_masks_cover_every_false_negative(tiny_da
         ids = rng.choice(len(tiny_data.train_texts), 32, replace=False)
         batch = builder.build(ids, rng)
         y = tiny_data.y_train
-        assert all(y[d, l] for d, l in zip(batch.doc_ids, batch.label_ids, strict=True))
+        assert all(y[d, j] for d, j in zip(batch.doc_ids, batch.label_ids, strict=True))
         truth = y[batch.doc_ids][:, batch.label_ids].toarray() > 0
         same = np.array([[d == lab for lab in batch.label_texts] for d in batch.doc_texts])
         assert np.array_equal(batch.positive_mask, truth | same | np.eye(len(ids), dtype=bool))
@@ -56,7 +56,8 @@ def test_a_text_identical_to_the_row_own_text_is_never_a_negative() -> None:
     # other row's own text, and each row's anchor is the other row's text too.
     docs, labels = ["jupiter", "saturn"], ["jupiter", "saturn"]
     y = sp.csr_matrix(np.array([[0, 1], [1, 0]], dtype=np.float32))
-    anchors = AnchorSet("links", ["saturn", "jupiter"], doc_edges=[(0, 0), (1, 1)], label_edges=[])
+    anchors = AnchorSet("links", ["saturn", "jupiter"], doc_edges=np.array([(0, 0), (1, 1)]),
+                        label_edges=np.empty((0, 2), np.int64))
     builder = BatchBuilder.from_anchor_sets(docs, labels, y, {"links": anchors}, ["links"], [])
     batch = builder.build(np.array([0, 1]), np.random.default_rng(0))
     # Row 1's label "jupiter" is doc 0 itself, row 0's label "saturn" is doc 1: neither is a negative.

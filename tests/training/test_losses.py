@@ -75,13 +75,14 @@ def test_gradient_lowers_the_chosen_negative_and_raises_the_positive_only_for_ac
     hard_triplet_margin(scores, ~ONLY_SELF, margin=0.3, hard_negatives=1).backward()
     third = 1 / 3  # three terms, each hinge active: d/ds_ii = −1/3, d/ds_ij (chosen j) = +1/3
     expected = torch.tensor([[-third, third, 0.0], [0.0, -third, third], [third, 0.0, -third]], dtype=torch.float64)
-    assert torch.allclose(scores.grad, expected)
+    assert scores.grad is not None and torch.allclose(scores.grad, expected)
 
 
 def test_gradients_reach_both_encoders_through_the_embeddings() -> None:
     docs = DOCS.clone().requires_grad_(True)
     labels = LABELS.clone().requires_grad_(True)
     TripletLoss()(docs, labels, ONLY_SELF).backward()
+    assert docs.grad is not None and labels.grad is not None
     assert docs.grad.abs().sum() > 0 and labels.grad.abs().sum() > 0
 
 
@@ -105,6 +106,7 @@ def test_regularizer_gives_no_gradient_to_an_invalid_row() -> None:
     anchors = LABELS.clone().requires_grad_(True)
     valid = torch.tensor([True, True, False])
     GraphRegularizer()(nodes, anchors, valid, torch.zeros(3, 3, dtype=torch.bool)).backward()
+    assert nodes.grad is not None and anchors.grad is not None
     assert not nodes.grad[2].any() and not anchors.grad[2].any()
     assert nodes.grad[0].any() and anchors.grad[1].any()  # x_0 pushed from a_1
 
@@ -180,7 +182,8 @@ def test_softmax_regularizer_ignores_rows_without_an_anchor_and_their_columns() 
     reg = SoftmaxGraphRegularizer(scale=2.0)(DOCS, LABELS, valid, torch.zeros(3, 3, dtype=torch.bool))
     scores = 2.0 * (DOCS @ LABELS.T)[:2, :2]  # row 2 and column 2 (padding) take no part
     assert _close(reg, float(torch.nn.functional.cross_entropy(scores, torch.arange(2))))
-    none = SoftmaxGraphRegularizer()(DOCS, LABELS, torch.zeros(3, dtype=torch.bool), torch.zeros(3, 3, dtype=torch.bool))
+    none = SoftmaxGraphRegularizer()(DOCS, LABELS, torch.zeros(3, dtype=torch.bool),
+                                     torch.zeros(3, 3, dtype=torch.bool))
     assert float(none) == 0.0
 
 

@@ -12,7 +12,7 @@ import pytest
 from xc_core.datasets.container import AnchorSet, XCDataset
 
 
-def _trainer(data: XCDataset, home: Path, out: Path, **overrides: object):  # type: ignore[no-untyped-def]
+def _trainer(data: XCDataset, home: Path, out: Path, **overrides: object):
     from xc_core.profiles import encoder_config, get_profile
     from xc_core.training.trainer import Trainer
 
@@ -87,8 +87,8 @@ def test_anchor_pairs_control_trains_on_the_label_side_anchor_pairs(tiny_data: X
                                                                     tmp_path: Path) -> None:
     probe = _trainer(tiny_data, tiny_home, tmp_path / "probe", regularize=False, max_train_docs=50)
     tested = set(tiny_data.test_texts)  # a train query also asked in the test period is held out as an anchor
-    outside = np.array([d for d in np.setdiff1d(np.arange(len(tiny_data.train_texts)), np.r_[probe.train_idx, probe.val_idx])
-                        if tiny_data.train_texts[d] not in tested][:3])
+    unused = np.setdiff1d(np.arange(len(tiny_data.train_texts)), np.r_[probe.train_idx, probe.val_idx])
+    outside = np.array([d for d in unused if tiny_data.train_texts[d] not in tested][:3])
     label = int(tiny_data.y_train[probe.train_idx[0]].indices[0])  # a label the subsample reaches
     texts = [tiny_data.train_texts[d] for d in outside]
     anchors = AnchorSet("clicks", texts, np.empty((0, 2)), np.array([[label, a] for a in range(3)]))
@@ -100,3 +100,16 @@ def test_anchor_pairs_control_trains_on_the_label_side_anchor_pairs(tiny_data: X
         assert trainer.data.y_train[d].indices.tolist() == [label]
     assert trainer.anchor_pairs_added >= 3 and trainer.full_anchors == {}
     assert (trainer.val_truth != tiny_data.y_train).nnz == 0  # validation still scores the original labels
+
+
+def test_the_named_random_streams_keep_their_historical_draws() -> None:
+    """A stream's tag is part of every published number: the validation split and the epoch order of seed 0
+    are the ones the (seed, tag) entropy gave before the streams were named."""
+    from xc_core.seeds import Stream, rng, step_rng
+
+    assert Stream.VALIDATION_SPLIT == 17 and Stream.EPOCH_BATCHES == 7
+    np.testing.assert_array_equal(rng(0, Stream.VALIDATION_SPLIT).permutation(50),
+                                  np.random.default_rng([0, 17]).permutation(50))
+    np.testing.assert_array_equal(rng(3, Stream.EPOCH_BATCHES, 2).permutation(50),
+                                  np.random.default_rng([3, 2, 7]).permutation(50))
+    assert step_rng(1, 2, 3).integers(1 << 30) == np.random.default_rng([1, 2, 3]).integers(1 << 30)

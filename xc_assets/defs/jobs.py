@@ -8,8 +8,9 @@ ingest_job = dg.define_asset_job(
     description="Ingest raw logs for a range of days, then refresh the quarantine report.",
 )
 
-#: Nightly retraining of the default data set: new log partitions → graphs → data set → anchors. Training,
-#: evaluation and promotion of each method follow in per-method runs launched by ``retrain_methods``.
+#: The default data set's data lineage for new log partitions: raw events → graphs → data set → anchors (with
+#: their checks). It does not train: training, index and evaluation are ``train_eval_job`` (one run per method
+#: partition), the report and the gate are the registry assets / ``xc promote``.
 retrain_job = dg.define_asset_job(
     "retrain_job",
     selection=dg.AssetSelection.assets("raw_events", "quarantine")
@@ -19,7 +20,8 @@ retrain_job = dg.define_asset_job(
     description="Re-ingest new log partitions and rebuild graphs → data set → anchor sets (with their checks).",
 )
 
-#: One method's training → index → evaluation → report → registration/promotion (partition = method).
+#: One method's training → index → evaluation (partition = method); the report, registration and promotion are
+#: not in it (``xc promote`` or the ``challenger``/``champion`` assets).
 train_eval_job = dg.define_asset_job(
     "train_eval_job",
     selection=dg.AssetSelection.assets(["synthetic", "encoder"], ["synthetic", "label_index"],

@@ -42,7 +42,8 @@ class ClassifierConfig(BaseModel):
     @classmethod
     def _known_metric(cls, value: str) -> str:
         if value not in SELECTABLE:
-            raise ValueError(f"select_metric {value!r} is not computed on validation: choose one of {', '.join(SELECTABLE)}")
+            raise ValueError(f"select_metric {value!r} is not computed on validation: "
+                             f"choose one of {', '.join(SELECTABLE)}")
         return value
 
     @field_validator("alphas")

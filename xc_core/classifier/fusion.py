@@ -42,7 +42,7 @@ class FusedClassifier:
         (folder / FUSION_FILE).write_text(json.dumps(
             {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, **self.info},
             indent=2, default=float) + "\n")
-        if self.uses_lexical:
+        if self.lexical is not None and self.uses_lexical:
             self.lexical.save(folder / LEXICAL_DIR)
         return folder
 
@@ -67,7 +67,8 @@ class FusedClassifier:
 
     @property
     def megabytes(self) -> float:
-        return (self.weights.nbytes / 2**20) + (self.lexical.megabytes if self.uses_lexical else 0.0)
+        return (self.weights.nbytes / 2**20) + (self.lexical.megabytes if self.lexical is not None
+                                                and self.uses_lexical else 0.0)
 
 
 def union_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -118,7 +119,7 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
     candidates, lexical = union_ids(enc_ids, clf_ids), None
-    if fused.uses_lexical:
+    if fused.lexical is not None and fused.uses_lexical:
         if texts is None or len(texts) != len(queries):
             raise ValueError("this fused model has a lexical channel: pass the query texts (one per query vector)")
         candidates, lexical = fused.lexical.shortlist(list(texts), depth, candidates)

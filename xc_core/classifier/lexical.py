@@ -38,6 +38,8 @@ class LexicalConfig(BaseModel):
     max_ngram: int = Field(default=2, ge=1, le=3, description="word n-grams 1..max_ngram")
     min_df: int = Field(default=2, ge=1, description="n-grams seen in fewer training documents are dropped")
     chunk: int = Field(default=256, ge=1, description="queries scored together (memory: chunk × documents floats)")
+    require_significant: bool = Field(default=True, description="keep the channel only when its validation gain "
+                                      "over the dense fusion has a paired 95% interval above 0")
 
     @field_validator("weights")
     @classmethod
@@ -72,7 +74,8 @@ class LexicalChannel:
             documents = vectorizer.fit_transform(texts)
         except ValueError as error:  # every n-gram below min_df, or no word at all
             raise ValueError(f"lexical channel: no n-gram occurs in {cfg.min_df}+ of the {len(texts)} training "
-                             f"documents ({error}); lower classifier.lexical.min_df or set its weights to (0,)") from error
+                             f"documents ({error}); lower classifier.lexical.min_df or set its weights to (0,)"
+                             ) from error
         return cls(dict(vectorizer.vocabulary_), vectorizer.idf_.astype(np.float32), sp.csr_matrix(documents),
                    sp.csr_matrix(labels, dtype=np.float32), cfg)
 
@@ -81,7 +84,7 @@ class LexicalChannel:
         vectorizer.idf_ = self.idf
         return sp.csr_matrix(vectorizer.transform(texts))
 
-    def score_blocks(self, texts: list[str]):  # noqa: ANN201 - generator of (start, dense block)
+    def score_blocks(self, texts: list[str]):  # a generator of (start, dense block)
         """Yield (first row, dense (chunk, n_labels) lexical scores in [0, 1]) over ``texts`` in chunks."""
         voters_t = self.documents.T.tocsr()
         width = min(self.cfg.neighbours, self.documents.shape[0])

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core import seeds
 from xc_core.classifier.config import ClassifierConfig
+from xc_core.seeds import Stream
 
 
 @dataclass
@@ -63,7 +65,7 @@ def _batch_loss(table: Any, x: Any, labels: np.ndarray, hard: np.ndarray, y_docs
     """Softmax cross-entropy of each pair's label against the shared random labels, its hard negatives and
     (``in_batch``) the batch's other labels; a positive of the row's document is masked, never a negative."""
     import torch
-    import torch.nn.functional as F  # noqa: N812 - torch's convention
+    import torch.nn.functional as F  # torch's convention
 
     unique, target = np.unique(labels, return_inverse=True)
     extra = np.setdiff1d(shared, unique, assume_unique=False)
@@ -107,7 +109,7 @@ def train_classifier(label_vecs: np.ndarray, doc_vecs: np.ndarray, y: sp.csr_mat
     started = time.perf_counter()
     y = sp.csr_matrix(y)
     torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng([cfg.seed, 41])
+    rng = seeds.rng(cfg.seed, Stream.CLASSIFIER_NEGATIVES)
     init = torch.from_numpy(unit_rows(label_vecs))
     table = torch.nn.Embedding.from_pretrained(init.clone(), freeze=False, sparse=True)
     untrained = np.diff(y.tocsc().indptr) == 0

@@ -28,6 +28,11 @@ import scipy.sparse as sp
 FORMAT_VERSION = 1
 
 
+#: Inverse-propensity constants (A, B) of a data set whose meta names none: the XC repository's general
+#: ones (Jain et al. 2016; pyxclib's default). Wikipedia-like sets use (0.5, 0.4), Amazon-like (0.6, 2.6).
+DEFAULT_PSP: tuple[float, float] = (0.55, 1.5)
+
+
 def _edges(array: np.ndarray | list[tuple[int, int]] | None) -> np.ndarray:
     out = np.asarray(array if array is not None else np.empty((0, 2)), dtype=np.int64)
     return out.reshape(-1, 2)
@@ -45,8 +50,9 @@ class AnchorSet:
     texts: list[str]
     doc_edges: np.ndarray
     label_edges: np.ndarray
-    doc_proxy: np.ndarray | None = None
-    label_proxy: np.ndarray | None = None
+    #: None in the constructor: all native (__post_init__ fills both, so they are arrays afterwards)
+    doc_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
+    label_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
 
     def __post_init__(self) -> None:
         self.doc_edges = _edges(self.doc_edges)
@@ -87,16 +93,18 @@ class XCDataset:
     label_texts: list[str]
     y_train: sp.csr_matrix
     y_test: sp.csr_matrix
-    train_ids: list[str] | None = None
-    test_ids: list[str] | None = None
-    label_ids: list[str] | None = None
+    #: ids; None (or empty) in the constructor: numbered "trn0", "tst0", "lbl0", ... by __post_init__
+    train_ids: list[str] = None  # type: ignore[assignment]  # filled in __post_init__
+    test_ids: list[str] = None  # type: ignore[assignment]  # filled in __post_init__
+    label_ids: list[str] = None  # type: ignore[assignment]  # filled in __post_init__
     anchor_sets: dict[str, AnchorSet] = field(default_factory=dict)
     #: (test document, label) pairs removed from predictions before scoring (XC repo ``filter_labels``).
     filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
-    #: per test document: its text was never a train document (cold-start queries)
-    test_novel: np.ndarray | None = None
+    #: per test document: its text was never a train document (cold-start queries); None in the
+    #: constructor: derived by __post_init__, as label_novel (from y_train)
+    test_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
     #: per label: never positive in train (novel keywords / hosts)
-    label_novel: np.ndarray | None = None
+    label_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
     #: per test document, optional frequency decile (0 = head) where the data has query counts
     test_decile: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
@@ -134,7 +142,7 @@ class XCDataset:
             for edges, rows, side in ((a.doc_edges, n_train, "doc_edges"), (a.label_edges, n_labels, "label_edges")):
                 if len(edges) and (edges.min() < 0 or edges[:, 0].max() >= rows or edges[:, 1].max() >= len(a.texts)):
                     raise ValueError(f"{self.name}: anchor set '{a.name}' {side} point outside the index spaces")
-            if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):  # type: ignore[arg-type]
+            if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):
                 raise ValueError(f"{self.name}: anchor set '{a.name}' proxy flags do not match its edges")
 
     def document_space_sets(self) -> list[str]:
@@ -143,14 +151,19 @@ class XCDataset:
         spaces = self.meta.get("anchor_spaces", {})
         return [name for name in self.anchor_sets if spaces.get(name, "documents") == "documents"]
 
+    @property
+    def psp_constants(self) -> tuple[float, float]:
+        """(A, B) of the inverse-propensity model: the meta's ``psp_A``/``psp_B``, else :data:`DEFAULT_PSP`."""
+        return float(self.meta.get("psp_A", DEFAULT_PSP[0])), float(self.meta.get("psp_B", DEFAULT_PSP[1]))
+
     def own_label_pairs(self, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
         """(position in ``rows``, position in ``columns``) where the label is the train document itself (same
         id; wikispeedia, XC folders with shared ids): never scored in validation, as the test filter removes a
         test document's own label. ``columns``: the label ids ranked (default all)."""
         columns = np.arange(len(self.label_texts)) if columns is None else columns
-        column = {self.label_ids[j]: c for c, j in enumerate(columns)}  # type: ignore[index]
-        pairs = [(r, column[self.train_ids[i]]) for r, i in enumerate(rows)  # type: ignore[index]
-                 if self.train_ids[i] in column]  # type: ignore[index]
+        column = {self.label_ids[j]: c for c, j in enumerate(columns)}
+        pairs = [(r, column[self.train_ids[i]]) for r, i in enumerate(rows)
+                 if self.train_ids[i] in column]
         return np.array(pairs, np.int64).reshape(-1, 2)
 
     @property
@@ -243,7 +256,8 @@ class XCDataset:
             )
         decile = test.get_column("decile").to_numpy()
         return cls(
-            name=meta["name"], train_texts=train.get_column("text").to_list(), test_texts=test.get_column("text").to_list(),
+            name=meta["name"], train_texts=train.get_column("text").to_list(),
+            test_texts=test.get_column("text").to_list(),
             label_texts=labels.get_column("text").to_list(), y_train=sp.load_npz(directory / "y_train.npz"),
             y_test=sp.load_npz(directory / "y_test.npz"), train_ids=train.get_column("doc_id").to_list(),
             test_ids=test.get_column("doc_id").to_list(), label_ids=labels.get_column("label_id").to_list(),

@@ -27,8 +27,8 @@ import polars as pl
 import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
-from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.graphs.tables import GraphConfig, build_graph_tables
+from xc_core.datasets.container import DEFAULT_PSP, AnchorSet, XCDataset
+from xc_core.graphs.tables import GraphConfig, build_graph_tables, tables_current
 from xc_core.logs.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ class EventsDatasetConfig(BaseModel):
     doc_anchors: int = Field(default=20, ge=1, description="native anchors kept per document (by support)")
     label_anchors: int = Field(default=20, ge=1, description="native anchors kept per label (by support)")
     graph: GraphConfig = Field(default_factory=GraphConfig)
-    psp_A: float = Field(default=0.55, description="inverse-propensity A (pyxclib default)")
-    psp_B: float = Field(default=1.5, description="inverse-propensity B (pyxclib default)")
+    psp_A: float = Field(default=DEFAULT_PSP[0], description="inverse-propensity A (pyxclib default)")
+    psp_B: float = Field(default=DEFAULT_PSP[1], description="inverse-propensity B (pyxclib default)")
     protocol: str = Field(default="events", description="name of the protocol followed")
 
 
@@ -63,7 +63,7 @@ def _events_sql(store: EventStore, markets: list[str] | None) -> tuple[str, list
 
 def _window(con: duckdb.DuckDBPyConnection, source: str, params: list[object],
             cfg: EventsDatasetConfig) -> tuple[datetime, datetime, datetime]:
-    first, last = con.sql(f"SELECT min(ts), max(ts) FROM {source}", params=params).fetchall()[0]  # type: ignore[misc]
+    first, last = con.sql(f"SELECT min(ts), max(ts) FROM {source}", params=params).fetchall()[0]
     if first is None:
         raise ValueError(f"no events for markets {cfg.markets}: ingest or simulate them first")
     split = cfg.split or datetime.combine((last - timedelta(days=cfg.test_days - 1)).date(), datetime.min.time(),
@@ -140,7 +140,9 @@ def event_window(store: EventStore, cfg: EventsDatasetConfig) -> tuple[datetime,
 
 
 def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDatasetConfig) -> XCDataset:
-    """Build the XC data set and (re)build its train-window graph tables under ``graphs_dir``."""
+    """Build the XC data set over its train-window graph tables under ``graphs_dir``: those already there when
+    they come from the store as it is now with the same window and settings (Dagster's graph-table asset, checked
+    before this runs), else built here."""
     source, params = _events_sql(store, cfg.markets)
     with duckdb.connect() as con:
         con.execute("SET TimeZone = 'UTC'")
@@ -150,7 +152,8 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         seen = set(_frame(con, f"SELECT DISTINCT query_text AS q FROM {source} WHERE ts < ?", [*params, split])
                    .get_column("q").to_list())
     graph_cfg = cfg.graph.model_copy(update={"markets": cfg.markets})
-    build_graph_tables(store, graphs_dir, first, split, graph_cfg)
+    if not tables_current(store, graphs_dir, first, split, graph_cfg):
+        build_graph_tables(store, graphs_dir, first, split, graph_cfg)
     labels_frame = (pl.concat([train, test]).group_by("item").agg(pl.col("item_text").drop_nulls().first())
                     .sort("item"))
     label_ids = labels_frame.get_column("item").to_list()

@@ -24,6 +24,20 @@ def materialize_dataset(name: str, home: Path, seed: int = 0) -> tuple[XCDataset
     return dataset, summary
 
 
+def materialize_graph_tables(name: str, home: Path) -> Any:
+    """The graph-table stage of event-log data set ``name`` (``xc graphs`` and the Dagster graph-table asset):
+    click / co-session / co-click tables of its train window, from the home's event store."""
+    from xc_core.datasets.events import event_window
+    from xc_core.datasets.registry import events_config, graphs_dir
+    from xc_core.graphs.tables import build_graph_tables
+    from xc_core.logs.store import EventStore
+
+    store, cfg = EventStore(home), events_config(name, home)
+    first, split, _ = event_window(store, cfg)
+    return build_graph_tables(store, graphs_dir(home, name), first, split,
+                              cfg.graph.model_copy(update={"markets": cfg.markets}))
+
+
 def load_or_build(name: str, home: Path, seed: int = 0) -> XCDataset:
     path = dataset_dir(home, name)
     if (path / "meta.json").exists():

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from xc_core.datasets.container import AnchorSet, XCDataset
+from xc_core.datasets.container import DEFAULT_PSP, AnchorSet, XCDataset
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ ID_SEPARATOR = "->"
 LABEL_TEXT_FILES = ("Y.txt", "lbl_X.txt")
 FILTER_FILE = "filter_labels_test.txt"
 ANCHOR_NAMES_FILE = "names.txt"
-DEFAULT_PSP_A, DEFAULT_PSP_B = 0.55, 1.5
 
 
 class XCRepoFormatError(ValueError):
@@ -227,8 +226,8 @@ def _label_text_file(folder: Path) -> Path:
                             "with one label text per line")
 
 
-def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAULT_PSP_A,  # noqa: N803
-                 psp_B: float = DEFAULT_PSP_B) -> XCDataset:  # noqa: N803 (A, B: the propensity model's names)
+def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAULT_PSP[0],
+                 psp_B: float = DEFAULT_PSP[1]) -> XCDataset:  # A, B: the propensity model's names
     """An XC-repository folder as an ``XCDataset`` named ``name`` (default: the folder's name).
 
     The format has no metadata, so the inverse-propensity constants come from the caller; the
@@ -246,7 +245,8 @@ def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAUL
                     if filter_path.exists() else None)
     return XCDataset(
         name=name or folder.name, train_texts=train_texts, test_texts=test_texts, label_texts=label_texts,
-        y_train=y_train, y_test=y_test, train_ids=train_ids, test_ids=test_ids, label_ids=label_ids,
+        # a file without ids gives None: XCDataset numbers those documents or labels itself
+        y_train=y_train, y_test=y_test, train_ids=train_ids, test_ids=test_ids, label_ids=label_ids,  # type: ignore[arg-type]
         anchor_sets=read_anchor_sets(folder, len(train_texts), n_labels),
         filter_pairs=filter_pairs if filter_pairs is not None else np.empty((0, 2), dtype=np.int64),
         meta={"protocol": "xc-repo", "psp_A": psp_A, "psp_B": psp_B, "source": str(folder)},

@@ -39,16 +39,19 @@ the missing slots still count in ``P@k``'s ``1/k``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
+
+from xc_core.datasets.container import DEFAULT_PSP
 
 #: Inverse-propensity constants (A, B) per data-set family, as Jain et al. 2016 fit them and pyxclib
 #: documents them; :func:`inverse_propensity` defaults to ``"other"``.
 PROPENSITY_CONSTANTS: dict[str, tuple[float, float]] = {
     "wikipedia": (0.5, 0.4),
     "amazon": (0.6, 2.6),
-    "other": (0.55, 1.5),
+    "other": DEFAULT_PSP,
 }
 
 #: Metric families in the order :func:`evaluate` reports them.
@@ -84,7 +87,7 @@ def positive_labels(y_true: sp.spmatrix) -> sp.csr_matrix:
     return positives
 
 
-def inverse_propensity(y_train: sp.spmatrix, A: float = 0.55, B: float = 1.5) -> np.ndarray:
+def inverse_propensity(y_train: sp.spmatrix, A: float = DEFAULT_PSP[0], B: float = DEFAULT_PSP[1]) -> np.ndarray:
     """Inverse propensity per label, ``w_l = 1 + C (N_l + B)^-A`` with ``C = (ln N - 1)(B + 1)^A``.
 
     ``N`` is the number of training points (rows of ``y_train``), ``N_l`` the number of training points
@@ -129,13 +132,14 @@ def _sort_rows(digits: list[np.ndarray], valid: np.ndarray) -> np.ndarray:
     position_bits = max(1, (width - 1).bit_length())
     mask, pad = (1 << position_bits) - 1, 1 << (32 + position_bits)  # pads sort after any digit
     slots = np.arange(width, dtype=np.int64)
-    order = None
+    order: np.ndarray | None = None
     for digit in reversed(digits):
         current = digit if order is None else np.take_along_axis(digit, order, axis=1)
         key = np.where(valid, current << position_bits, pad) | slots
         key.sort(axis=1)
         key &= mask
         order = key if order is None else np.take_along_axis(order, key, axis=1)
+    assert order is not None  # _score_digits gives one or two digits
     return order
 
 
@@ -318,7 +322,8 @@ def evaluate(y_true: sp.csr_matrix, y_score: sp.csr_matrix, k: int = 5,
     step = max(1, CHUNK_CELLS // k)
     chunks = [_totals(metric_terms(positives[start:start + step], top[start:start + step], inv_propensity))
               for start in range(0, max(len(top), 1), step)]
-    return _ratios({name: sum(chunk[name] for chunk in chunks) for name in chunks[0]})
+    # chunks is never empty, so each sum is an array (not sum's start, 0)
+    return _ratios({name: cast(np.ndarray, sum(chunk[name] for chunk in chunks)) for name in chunks[0]})
 
 
 def _column(terms: MetricTerms, k: int) -> tuple[np.ndarray, np.ndarray]:

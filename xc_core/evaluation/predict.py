@@ -24,6 +24,7 @@ class Predictions:
     exact_ms_per_query: float
     index_dir: Path
     test_split: str  # fingerprint_test_split of the data set the predictions are for
+    model_uri: str = ""  # the MLflow model the index was built with
 
 
 def fingerprint_test_split(dataset: XCDataset) -> str:
@@ -91,7 +92,7 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
                     "classifier_scores": clf_scores}
         if fused.uses_lexical:
             variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
-        np.savez(index_dir / VARIANTS_FILE, **variants)
+        np.savez(index_dir / VARIANTS_FILE, **variants)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     # exact search latency and HNSW recall on the same sample of real test queries (all 55k on aol-1000
     # would cost minutes of brute force for two numbers a 2,000-query sample estimates well)
     sample = queries[: min(len(queries), 2000)]
@@ -106,7 +107,7 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     (index_dir / "index_report.json").write_text(json.dumps(
         {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
          "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": split}))
-    return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir, split)
+    return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir, split, model_uri)
 
 
 def _load_classifier(classifier_dir: Path | None) -> Any:
@@ -134,7 +135,8 @@ def classifier_dir_of(trained: dict[str, Any]) -> Path | None:
     return Path(trained["classifier_dir"]) if trained.get("classifier_dir") else None
 
 
-def predict_trained(dataset: XCDataset, trained: dict[str, Any], index_dir: Path, progress: bool = False) -> Predictions:
+def predict_trained(dataset: XCDataset, trained: dict[str, Any], index_dir: Path,
+                    progress: bool = False) -> Predictions:
     """:func:`predict` for a trained method's summary (``train_summary.json``): CLI ``xc index`` and the
     Dagster ``label_index`` asset."""
     encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
@@ -160,4 +162,5 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     ids = np.load(index_dir / "test_top_ids.npy")[:, :k]
     scores = np.load(index_dir / "test_top_scores.npy")[:, :k]
     return Predictions(to_csr(scores, ids, dataset.n_labels), float(report["hnsw_recall@10"]),
-                       float(report["ms_per_query"]), float(report["exact_ms_per_query"]), index_dir, split)
+                       float(report["ms_per_query"]), float(report["exact_ms_per_query"]), index_dir, split,
+                       model_uri)

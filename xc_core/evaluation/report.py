@@ -18,7 +18,6 @@ class MethodResult:
     method: str
     metrics: dict[str, float]  # evaluate() keys, fractions
     ci: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # metric → (mean, low, high)
-    curves_k: list[int] = field(default_factory=list)
     index: dict[str, float] = field(default_factory=dict)  # hnsw_recall@10, ms_per_query …
     subsets: dict[str, dict[str, float]] = field(default_factory=dict)  # seen/novel/novel labels/deciles
     quantiles: list[dict[str, Any]] = field(default_factory=list)  # per label quantile: bin, P@5 share, R share
@@ -136,7 +135,8 @@ li.hit{{color:#060}} li.miss{{color:#999}} small{{color:#666}}</style></head><bo
 <h1>Offline evaluation: {html.escape(dataset)}</h1>
 <p>{html.escape(", ".join(f"{k}: {v}" for k, v in notes.items()))}</p>
 <h2>Metrics (%, 95% bootstrap CI in brackets; best in bold)</h2>{_metrics_table(results)}
-<h2>Paired differences (bootstrap over the same test queries: is the gap more than noise?)</h2>{_dict_table(paired or [])}
+<h2>Paired differences (bootstrap over the same test queries: is the gap more than noise?)</h2>\
+{_dict_table(paired or [])}
 <h2>P@k and PSP@k</h2>{_curves(results)}
 <h2>Label quantiles</h2>{_quantile_chart(results)}
 <h2>DIFF@k per label quantile: FN@k(dual_encoder) − FN@k(ramen); positive = RAMEN retrieves positives the

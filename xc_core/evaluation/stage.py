@@ -17,8 +17,6 @@ from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_pro
 from xc_core.evaluation.predict import classifier_dir_of, fingerprint_test_split, load_or_predict
 from xc_core.evaluation.report import MethodResult, render_report
 
-REPORT_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5")
-
 
 def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
     return home / "eval" / dataset_slug(dataset) / f"{method}-{profile}"
@@ -42,12 +40,21 @@ def trained_summary(home: Path, dataset: str, method: str, profile: str) -> dict
     return json.loads(path.read_text())
 
 
+def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Any:
+    """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): its label
+    index (and classifier index) built, the test queries searched, both measured; returns the predictions."""
+    from xc_core.evaluation.predict import predict_trained
+
+    trained = trained_summary(home, dataset.name, method, profile)
+    return predict_trained(dataset, trained, index_dir(home, dataset.name, method, profile), progress=progress)
+
+
 def propensity(dataset: XCDataset) -> np.ndarray:
-    return inverse_propensity(dataset.y_train, float(dataset.meta.get("psp_A", 0.55)),
-                              float(dataset.meta.get("psp_B", 1.5)))
+    return inverse_propensity(dataset.y_train, *dataset.psp_constants)
 
 
-def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> dict[str, Any]:
+def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
+                    progress: bool = False) -> dict[str, Any]:
     """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
     started = time.perf_counter()
     trained = trained_summary(home, dataset.name, method, profile)
@@ -96,8 +103,14 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
                     started: float | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     """Score a test document × label matrix (any method's, or a peer's) with xc's metrics and analyses and
     save them in ``out`` as the report and the seed tables read them: (summary, headline metrics)."""
-    from xc_core.evaluation import (confidence_intervals, false_negatives_at_k, label_quantiles, per_row_metrics,
-                                    quantile_contributions, subset_metrics)
+    from xc_core.evaluation import (
+        confidence_intervals,
+        false_negatives_at_k,
+        label_quantiles,
+        per_row_metrics,
+        quantile_contributions,
+        subset_metrics,
+    )
 
     started = time.perf_counter() if started is None else started
     scores = filter_predictions(raw_scores, dataset.filter_pairs)
@@ -119,11 +132,12 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
     if dataset.test_decile is not None:
         from xc_core.evaluation import decile_metrics
 
-        for row in decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv).iter_rows(named=True):
+        deciles = decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv)
+        for row in deciles.iter_rows(named=True):
             subsets[f"decile {row['decile']}"] = {k: v for k, v in row.items() if k != "decile"}
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "top100.npy", top)
-    np.savez(out / "per_row.npz", **{k.replace("/", "__"): v for k, v in per_row.items()})
+    np.savez(out / "per_row.npz", **{k.replace("/", "__"): v for k, v in per_row.items()})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     quantiles.write_parquet(out / "quantiles.parquet")
     fn.write_parquet(out / "false_negatives.parquet")
     ci.write_parquet(out / "ci.parquet")
@@ -145,8 +159,9 @@ def _log_to_run(trained: dict[str, Any], metrics: dict[str, float], recall: floa
 
 def _method_result(folder: Path) -> MethodResult:
     summary = json.loads((folder / "metrics.json").read_text())
-    ci = {r["metric"]: (r["value"], r["low"], r["high"]) for r in pl.read_parquet(folder / "ci.parquet").iter_rows(named=True)}
-    quantiles = pl.read_parquet(folder / "quantiles.parquet").rename({c: c for c in []}).to_dicts()
+    ci = {r["metric"]: (r["value"], r["low"], r["high"])
+          for r in pl.read_parquet(folder / "ci.parquet").iter_rows(named=True)}
+    quantiles = pl.read_parquet(folder / "quantiles.parquet").to_dicts()
     return MethodResult(
         method=summary["method"], metrics={k: v for k, v in summary.items() if "@" in k and isinstance(v, float)
                                            and not k.startswith("hnsw")},
@@ -217,7 +232,7 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
         diff_table = diff_at_k(fa, fb).to_dicts()
     examples = _examples(dataset, home, profile, "ramen" if "ramen" in methods else methods[0])
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
-             "PSP A": dataset.meta.get("psp_A", 0.55), "PSP B": dataset.meta.get("psp_B", 1.5)}
+             "PSP A": dataset.psp_constants[0], "PSP B": dataset.psp_constants[1]}
     tradeoffs = {r.method: f / "tradeoff.png" for r, f in zip(results, folders, strict=True)
                  if (f / "tradeoff.png").exists()}
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,

@@ -8,6 +8,7 @@ cosine ≤ threshold under the given encoder, by default after centring the embe
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -66,7 +67,8 @@ def _with_proxies(anchors: AnchorSet, doc_emb: np.ndarray, label_emb: np.ndarray
         new_edges[side] = proxy_edges(edges, len(texts), mapping)
     out = AnchorSet(
         anchors.name, anchors.texts,
-        np.concatenate([anchors.doc_edges, new_edges["doc"]]), np.concatenate([anchors.label_edges, new_edges["label"]]),
+        np.concatenate([anchors.doc_edges, new_edges["doc"]]),
+        np.concatenate([anchors.label_edges, new_edges["label"]]),
         doc_proxy=np.r_[np.asarray(anchors.doc_proxy, bool), np.ones(len(new_edges["doc"]), bool)],
         label_proxy=np.r_[np.asarray(anchors.label_proxy, bool), np.ones(len(new_edges["label"]), bool)],
     )
@@ -82,23 +84,24 @@ def build_anchor_stage(dataset: XCDataset, cfg: AnchorConfig, embed: Embed | Non
     label_emb = embed(dataset.label_texts) if embed is not None else None
     similar = []
     if cfg.proxies and embed is not None:
+        assert doc_emb is not None and label_emb is not None  # embedded above whenever embed is given
         for name, anchors in current.items():
-            current[name], tables = _with_proxies(anchors, doc_emb, label_emb, dataset.train_texts,  # type: ignore[arg-type]
+            current[name], tables = _with_proxies(anchors, doc_emb, label_emb, dataset.train_texts,
                                                   dataset.label_texts)
             similar += tables
         stages["with_proxy"] = dict(current)
-    with_graph = XCDataset(dataset.name, dataset.train_texts, dataset.test_texts, dataset.label_texts,
-                           dataset.y_train, dataset.y_test, anchor_sets=current)
+    with_graph = dataclasses.replace(dataset, anchor_sets=current)
     current = {name: expand_anchor_set(with_graph, name, cfg.rwr, progress=progress) for name in current}
     stages["after_rwr"] = dict(current)
     counts: dict[str, PruneCounts] = {}
     if cfg.prune and embed is not None:
+        assert doc_emb is not None and label_emb is not None  # embedded above whenever embed is given
         anchor_emb = {name: embed(anchors.texts) for name, anchors in current.items()}
         # One centre for every set, as the trainer's re-pruning uses: the mean of all texts embedded here.
-        center = (embedding_center(doc_emb, label_emb, *anchor_emb.values())  # type: ignore[arg-type]
+        center = (embedding_center(doc_emb, label_emb, *anchor_emb.values())
                   if cfg.prune_center else None)
         for name, anchors in current.items():
-            current[name], counts[name] = prune_anchor_set(anchors, doc_emb, label_emb, anchor_emb[name],  # type: ignore[arg-type]
+            current[name], counts[name] = prune_anchor_set(anchors, doc_emb, label_emb, anchor_emb[name],
                                                            cfg.prune_threshold, center=center)
         stages["after_pruning"] = dict(current)
     table = coverage_table(dataset, stages)

@@ -246,9 +246,9 @@ def expand_anchor_set(dataset: XCDataset, name: str, cfg: RWRConfig | None = Non
     anchor = top.node - n_docs - n_labels
     is_doc = top.start < n_docs
     n_anchors = max(len(native.texts), 1)
-    doc_edges, doc_proxy = _union_edges(native.doc_edges, native.doc_proxy,  # type: ignore[arg-type]
+    doc_edges, doc_proxy = _union_edges(native.doc_edges, native.doc_proxy,
                                         np.stack([top.start[is_doc], anchor[is_doc]], axis=1), n_anchors)
-    label_edges, label_proxy = _union_edges(native.label_edges, native.label_proxy,  # type: ignore[arg-type]
+    label_edges, label_proxy = _union_edges(native.label_edges, native.label_proxy,
                                             np.stack([top.start[~is_doc] - n_docs, anchor[~is_doc]], axis=1),
                                             n_anchors)
     return AnchorSet(name=name, texts=list(native.texts), doc_edges=doc_edges, label_edges=label_edges,

@@ -48,5 +48,6 @@ def proxy_edges(edges: np.ndarray, n_nodes: int, neighbour_of: dict[int, int]) -
     nodes = np.fromiter(neighbour_of.keys(), dtype=np.int64)
     donors = np.fromiter(neighbour_of.values(), dtype=np.int64)
     counts = bounds[donors + 1] - bounds[donors]
-    starts = np.repeat(bounds[donors], counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
+    starts = (np.repeat(bounds[donors], counts)
+              + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)))
     return np.stack([np.repeat(nodes, counts), sorted_edges[starts, 1]], axis=1)

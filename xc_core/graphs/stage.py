@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -48,13 +49,8 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
 
     cfg = AnchorConfig(rwr=profile.rwr.model_copy(update={"seed": profile.seed}))
     stage = build_anchor_stage(dataset, cfg, embed=embed, progress=progress)
-    expanded = XCDataset(
-        dataset.name, dataset.train_texts, dataset.test_texts, dataset.label_texts, dataset.y_train, dataset.y_test,
-        train_ids=dataset.train_ids, test_ids=dataset.test_ids, label_ids=dataset.label_ids,
-        anchor_sets=stage.anchor_sets, filter_pairs=dataset.filter_pairs, test_novel=dataset.test_novel,
-        label_novel=dataset.label_novel, test_decile=dataset.test_decile,
-        meta={**dataset.meta, "anchor_profile": profile.name, "rwr": cfg.rwr.model_dump()},
-    )
+    expanded = dataclasses.replace(dataset, anchor_sets=stage.anchor_sets,
+                                   meta={**dataset.meta, "anchor_profile": profile.name, "rwr": cfg.rwr.model_dump()})
     path = expanded.save(anchors_dir(home, dataset.name))
     thresholds = thresholds if thresholds is not None else default_thresholds(dataset)
     stage.coverage.write_parquet(path / "coverage.parquet")

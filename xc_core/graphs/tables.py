@@ -21,6 +21,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from pydantic import BaseModel, Field
@@ -73,8 +74,10 @@ def _click_graph_sql(cfg: GraphConfig) -> str:
       HAVING impressions >= {cfg.min_impressions} AND clicks >= {cfg.min_clicks}),
     ranked AS (
       SELECT *, clicks::DOUBLE / impressions AS ctr,
-        row_number() OVER (PARTITION BY query ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, item) AS rank_in_query,
-        row_number() OVER (PARTITION BY item ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, query) AS rank_in_item
+        row_number() OVER (PARTITION BY query ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, item)
+          AS rank_in_query,
+        row_number() OVER (PARTITION BY item ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, query)
+          AS rank_in_item
       FROM edges)
     SELECT query, item, impressions, clicks, ctr, first_ts, last_ts, rank_in_query, rank_in_item
     FROM ranked WHERE rank_in_query <= {cfg.top_n} OR rank_in_item <= {cfg.top_n}
@@ -104,7 +107,8 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
     cfg = cfg or GraphConfig()
     started = time.perf_counter()
     if not store.days():
-        raise FileNotFoundError(f"{store.events_dir}: the event store is empty — run `xc ingest` or `xc simulate` first")
+        raise FileNotFoundError(f"{store.events_dir}: the event store is empty — "
+                                "run `xc ingest` or `xc simulate` first")
     out_dir.mkdir(parents=True, exist_ok=True)
     queries = {
         "click_graph": _click_graph_sql(cfg),
@@ -124,7 +128,9 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
             for name, sql in queries.items():
                 con.execute(f"COPY (SELECT *, ?::TIMESTAMPTZ AS train_start, ?::TIMESTAMPTZ AS train_end FROM "
                             f"({sql})) TO '{tmps[name].as_posix()}' (FORMAT parquet)", [train_start, train_end])
-        published = _publish(store, out_dir, tmps, generation, register)
+        built_from = {"store_generation": generation, "train_start": train_start.isoformat(),
+                      "train_end": train_end.isoformat(), "config": cfg.model_dump()}
+        published = _publish(store, out_dir, tmps, built_from, register)
     finally:
         for tmp in tmps.values():
             tmp.unlink(missing_ok=True)
@@ -136,20 +142,36 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
                               published=published, **counts)
 
 
-def _publish(store: EventStore, out_dir: Path, tmps: dict[str, Path], generation: int, register: bool) -> bool:
+PUBLISHED = "_published.json"  # beside the tables: the store snapshot, train window and settings they come from
+
+
+def _publish(store: EventStore, out_dir: Path, tmps: dict[str, Path], built_from: dict[str, Any],
+             register: bool) -> bool:
     """Move the three tables into place together, unless those there come from a newer store snapshot."""
-    marker = out_dir / "_published.json"
+    marker = out_dir / PUBLISHED
     with store.lock():  # also serialises the duckdb view writes with the store's own
-        if marker.exists() and json.loads(marker.read_text())["store_generation"] > generation:
+        if marker.exists() and json.loads(marker.read_text())["store_generation"] > built_from["store_generation"]:
             return False
         for name, tmp in tmps.items():
             tmp.replace(out_dir / f"{name}.parquet")
         marker_tmp = marker.with_name(f".{marker.name}.tmp-{os.getpid()}")
-        marker_tmp.write_text(json.dumps({"store_generation": generation}))
+        marker_tmp.write_text(json.dumps(built_from))
         marker_tmp.replace(marker)
         if register:
             register_views(store.duckdb_path, out_dir)
     return True
+
+
+def tables_current(store: EventStore, out_dir: Path, train_start: datetime, train_end: datetime,
+                   cfg: GraphConfig) -> bool:
+    """Whether the tables in ``out_dir`` were built from the store as it is now, for this train window and
+    these settings (then a consumer reads them instead of building them a second time)."""
+    marker = out_dir / PUBLISHED
+    if not marker.exists() or any(not (out_dir / f"{name}.parquet").exists() for name in TABLES):
+        return False
+    built_from = json.loads(marker.read_text())
+    return built_from == {"store_generation": store.generation(), "train_start": train_start.isoformat(),
+                          "train_end": train_end.isoformat(), "config": cfg.model_dump()}
 
 
 def register_views(duckdb_path: Path, out_dir: Path) -> None:

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 MANIFEST_VERSION = 1
 
 
-class IndexError_(RuntimeError):  # noqa: N801 - IndexError is a builtin with another meaning
+class IndexError_(RuntimeError):  # IndexError is a builtin with another meaning
     """A stale, corrupt or mismatched index: the message says which and how to rebuild it."""
 
 
@@ -60,18 +60,21 @@ class LabelIndex:
         cfg = cfg or IndexConfig()
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = vectors.shape[1]
+        inner: faiss.Index
         if cfg.kind == "flat":
             inner = faiss.IndexFlatIP(dim)
         elif cfg.kind == "hnsw":
-            inner = faiss.IndexHNSWFlat(dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            inner.hnsw.efConstruction = cfg.ef_construction
-            inner.hnsw.efSearch = cfg.ef_search
+            hnsw = faiss.IndexHNSWFlat(dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = cfg.ef_construction
+            hnsw.hnsw.efSearch = cfg.ef_search
+            inner = hnsw
         else:
             quantizer = faiss.IndexFlatIP(dim)
             lists = max(1, min(cfg.ivf_lists, len(vectors) // 39))
-            inner = faiss.IndexIVFFlat(quantizer, dim, lists, faiss.METRIC_INNER_PRODUCT)
-            inner.train(vectors)
-            inner.nprobe = min(cfg.ivf_probe, lists)
+            ivf = faiss.IndexIVFFlat(quantizer, dim, lists, faiss.METRIC_INNER_PRODUCT)
+            ivf.train(vectors)
+            ivf.nprobe = min(cfg.ivf_probe, lists)
+            inner = ivf
         index = cls(faiss.IndexIDMap2(inner), cfg, dim, model_uri, dataset)
         index.add(vectors, np.arange(len(vectors)) if ids is None else ids)
         return index
@@ -88,7 +91,8 @@ class LabelIndex:
 
         if self.cfg.kind != "hnsw":
             raise IndexError_(f"efSearch applies to HNSW indexes, this one is {self.cfg.kind}")
-        faiss.downcast_index(self.index.index).hnsw.efSearch = ef_search
+        # downcast_index returns the concrete class (its stub says Index): HNSW, checked above
+        cast(faiss.IndexHNSW, faiss.downcast_index(self.index.index)).hnsw.efSearch = ef_search
         self.cfg = self.cfg.model_copy(update={"ef_search": ef_search})
 
     @property
@@ -141,10 +145,10 @@ class LabelIndex:
                               f"{manifest['count']}×{manifest['dimension']}; {rebuild}")
         cfg = IndexConfig(**manifest["config"])
         inner = faiss.downcast_index(index.index) if hasattr(index, "index") else index
-        if cfg.kind == "hnsw":
-            inner.hnsw.efSearch = cfg.ef_search
+        if cfg.kind == "hnsw":  # downcast_index gave the concrete class (its stub says Index)
+            cast(faiss.IndexHNSW, inner).hnsw.efSearch = cfg.ef_search
         elif cfg.kind == "ivf":
-            inner.nprobe = cfg.ivf_probe
+            cast(faiss.IndexIVF, inner).nprobe = cfg.ivf_probe
         return cls(index, cfg, manifest["dimension"], manifest["model_uri"], manifest["dataset"])
 
 

@@ -84,7 +84,7 @@ def read_lines(path: Path) -> pl.DataFrame:
 
 
 @lru_cache(maxsize=1)
-def _suffix_list():  # noqa: ANN202 - third-party type
+def _suffix_list():  # a third-party type
     from publicsuffixlist import PublicSuffixList  # ships the list: no download
 
     return PublicSuffixList()

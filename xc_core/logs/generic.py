@@ -187,11 +187,11 @@ def _jsonl_batch(path: Path, lines: list[str], first: int) -> pl.DataFrame:
         problems.append(problem)
     df = pl.DataFrame(parsed, schema={n: pl.String for n in INPUT_SCHEMA}) if parsed else pl.DataFrame()
     df = _records(df, path, first, [line.rstrip("\r\n") for line in lines])
-    problem = pl.Series("problem", problems, dtype=pl.String)
+    problem_column = pl.Series("problem", problems, dtype=pl.String)
     return df.with_columns(
-        structural_reason=pl.when(problem.is_not_null()).then(pl.lit(Reason.MALFORMED_LINE.value))
+        structural_reason=pl.when(problem_column.is_not_null()).then(pl.lit(Reason.MALFORMED_LINE.value))
         .otherwise(pl.col("structural_reason")),
-        structural_detail=pl.coalesce(problem, pl.col("structural_detail")),
+        structural_detail=pl.coalesce(problem_column, pl.col("structural_detail")),
     )
 
 

@@ -176,7 +176,8 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     try:
         for source in tqdm(sources, desc="ingest", unit="file", disable=not progress):
             batches = _aol_batches if source.kind == "aol" else _generic_batches
-            for batch, seen in batches(source.path, cfg, seen):
+            for batch, grown in batches(source.path, cfg, seen):
+                seen = grown  # the ids seen so far: the next source's batches start from them
                 _count(summary, reasons, flagged, batch)
                 events = batch.events
                 if window is not None:

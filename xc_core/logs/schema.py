@@ -29,7 +29,6 @@ INPUT_SCHEMA: dict[str, pl.DataType] = {
     "bid": pl.Float64(),
 }
 REQUIRED_INPUT_COLUMNS: tuple[str, ...] = ("ts", "user_id", "market", "query_text")
-OPTIONAL_INPUT_COLUMNS: tuple[str, ...] = tuple(c for c in INPUT_SCHEMA if c not in REQUIRED_INPUT_COLUMNS)
 
 #: Columns of the event store, in order.
 EVENT_SCHEMA: dict[str, pl.DataType] = {
@@ -68,11 +67,3 @@ class Reason(StrEnum):
     UNKNOWN_MARKET = "unknown_market"
     MISSING_FIELD = "missing_field"  # a required field (user_id, market) is null
     PARENT_REJECTED = "parent_rejected"  # an AOL click line whose query line was rejected
-
-
-def empty_events() -> pl.DataFrame:
-    return pl.DataFrame(schema=EVENT_SCHEMA)
-
-
-def empty_quarantine() -> pl.DataFrame:
-    return pl.DataFrame(schema=QUARANTINE_SCHEMA)

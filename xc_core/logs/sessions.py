@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
 
-_CONTEXT_SCHEMA = {"user_id": pl.String, "ts": pl.Datetime("us", "UTC"), "session_id": pl.String}
+if TYPE_CHECKING:
+    from polars._typing import SchemaDict
+
+_CONTEXT_SCHEMA: SchemaDict = {"user_id": pl.String, "ts": pl.Datetime("us", "UTC"), "session_id": pl.String}
 
 
 def assign_sessions(events: pl.DataFrame, gap_minutes: float, context: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -29,10 +33,13 @@ def assign_sessions(events: pl.DataFrame, gap_minutes: float, context: pl.DataFr
         starts=(pl.col("user_id") != pl.col("user_id").shift(1)).fill_null(True)
         | ((pl.col("ts") - pl.col("ts").shift(1)) > gap).fill_null(True),
     )
-    starts = work.filter(pl.col("starts") & pl.col("session_id").is_null()).select(
+    # ``starts`` is read by name in the SQL below (duckdb's replacement scan)
+    starts = work.filter(pl.col("starts") & pl.col("session_id").is_null()).select(  # noqa: F841
         "row", key=pl.concat_str([pl.col("user_id"), pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f")],
                                  separator="\x1f"))
-    hashed = duckdb.sql("SELECT row, substr(md5(key), 1, 16) AS sid FROM starts").pl()
+    relation = duckdb.sql("SELECT row, substr(md5(key), 1, 16) AS sid FROM starts")
+    assert relation is not None  # a SELECT always gives a relation (None is for statements)
+    hashed = relation.pl()
     work = work.join(hashed, on="row", how="left", maintain_order="left").with_columns(
         sid=pl.when(pl.col("starts") | pl.col("session_id").is_not_null())
         .then(pl.coalesce("session_id", "sid")).forward_fill()

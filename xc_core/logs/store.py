@@ -191,9 +191,11 @@ class EventStore:
         statements = []
         if self.days():
             glob = (self.events_dir / "day=*" / "events.parquet").as_posix()
-            statements.append(f"CREATE OR REPLACE VIEW events AS SELECT * FROM read_parquet('{glob}', hive_partitioning=true)")
+            statements.append("CREATE OR REPLACE VIEW events AS "
+                              f"SELECT * FROM read_parquet('{glob}', hive_partitioning=true)")
         if self.quarantine_path.exists():
-            statements.append(f"CREATE OR REPLACE VIEW quarantine AS SELECT * FROM read_parquet('{self.quarantine_path.as_posix()}')")
+            statements.append("CREATE OR REPLACE VIEW quarantine AS "
+                              f"SELECT * FROM read_parquet('{self.quarantine_path.as_posix()}')")
         if statements:
             with duckdb.connect(str(self.duckdb_path)) as con:
                 for statement in statements:

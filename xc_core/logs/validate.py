@@ -10,11 +10,16 @@ replacement characters, and also listed in the quarantine with disposition ``kep
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import duckdb
 import polars as pl
 
 from xc_core.logs.config import IngestConfig
 from xc_core.logs.schema import INPUT_SCHEMA, Reason
+
+if TYPE_CHECKING:
+    from polars.expr.whenthen import ChainedThen, Then
 
 
 def _rule(condition: pl.Expr, reason: Reason, detail: pl.Expr) -> tuple[pl.Expr, Reason, pl.Expr]:
@@ -46,8 +51,8 @@ def field_rules(cfg: IngestConfig) -> list[tuple[pl.Expr, Reason, pl.Expr]]:
 
 def apply_rules(records: pl.DataFrame, cfg: IngestConfig) -> pl.DataFrame:
     """Add ``reason`` and ``detail`` (null when the record passes) to a records frame."""
-    reason = pl.when(pl.col("structural_reason").is_not_null()).then(pl.col("structural_reason"))
-    detail = pl.when(pl.col("structural_reason").is_not_null()).then(pl.col("structural_detail"))
+    reason: Then | ChainedThen = pl.when(pl.col("structural_reason").is_not_null()).then(pl.col("structural_reason"))
+    detail: Then | ChainedThen = pl.when(pl.col("structural_reason").is_not_null()).then(pl.col("structural_detail"))
     for condition, code, message in field_rules(cfg):
         reason = reason.when(condition.fill_null(False)).then(pl.lit(code.value))
         detail = detail.when(condition.fill_null(False)).then(message)
@@ -59,7 +64,7 @@ def event_ids(events: pl.DataFrame) -> pl.Series:
 
     duckdb's md5 is vectorised and stable across versions, unlike polars' ``hash``.
     """
-    key = events.select(
+    key = events.select(  # noqa: F841 - read by name in the SQL below (duckdb's replacement scan)
         key=pl.concat_str(
             [pl.col("user_id"), pl.col("ts").dt.to_string("%Y-%m-%dT%H:%M:%S%.6f"), pl.col("market"),
              pl.col("query_text"), pl.col("item_id").fill_null(""),
@@ -67,7 +72,9 @@ def event_ids(events: pl.DataFrame) -> pl.Series:
             separator="\x1f",
         )
     )
-    hashed = duckdb.sql("SELECT substr(md5(key), 1, 16) AS event_id FROM key").pl()
+    relation = duckdb.sql("SELECT substr(md5(key), 1, 16) AS event_id FROM key")
+    assert relation is not None  # a SELECT always gives a relation (None is for statements)
+    hashed = relation.pl()
     return hashed.get_column("event_id")
 
 

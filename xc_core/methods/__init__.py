@@ -1,7 +1,9 @@
 """Training methods; importing this package registers every one of them."""
 
 from xc_core.methods import ablations, auggt, dual_encoder, pretrained, ramen  # noqa: F401 - registration
-from xc_core.methods import classifier  # noqa: F401, I001 - registers '<base>-clf' after its bases
+
+# isort: split
+from xc_core.methods import classifier  # noqa: F401 - registers '<base>-clf' after its bases
 from xc_core.methods.base import METHODS, Method, get_method, register
 
 #: The headline comparison first (zero-shot floor, text-only baseline, RAMEN, each also with the classifier

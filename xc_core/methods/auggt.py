@@ -4,6 +4,8 @@ other document → label, so graph information enters as extra (noisy) positives
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -40,11 +42,9 @@ def propagate_labels(dataset: XCDataset, extra: int = EXTRA_LABELS) -> sp.csr_ma
 
 
 def _augment(dataset: XCDataset, cfg: TrainConfig) -> XCDataset:
-    return XCDataset(dataset.name, dataset.train_texts, dataset.test_texts, dataset.label_texts,
-                     propagate_labels(dataset), dataset.y_test, dataset.train_ids, dataset.test_ids, dataset.label_ids,
-                     dataset.anchor_sets, dataset.filter_pairs, dataset.test_novel, dataset.label_novel,
-                     dataset.test_decile, dict(dataset.meta))
+    return dataclasses.replace(dataset, y_train=propagate_labels(dataset), meta=dict(dataset.meta))
 
 
 AUGGT = register(Method("auggt", "text-only on label-propagated ground truth (AugGT)",
-                        overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment, needs_anchor_sets=True))
+                        overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment,
+                        needs_anchor_sets=True))

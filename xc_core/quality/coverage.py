@@ -16,8 +16,6 @@ from pydantic import BaseModel, Field
 
 from xc_core.datasets.container import AnchorSet, XCDataset
 
-STAGES = ("native", "with_proxy", "after_rwr", "after_pruning")
-
 
 def _degree(edges: np.ndarray, n: int, native_only: bool, proxy: np.ndarray | None) -> np.ndarray:
     rows = edges[:, 0] if not native_only or proxy is None else edges[~np.asarray(proxy, bool), 0]

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import SupportsFloat, TypedDict, cast
 
 import numpy as np
 import polars as pl
@@ -25,8 +26,14 @@ log = logging.getLogger(__name__)
 SESSION_GAP = timedelta(minutes=30)
 
 
+class CalibrationReport(TypedDict):
+    figures: dict[str, object]  # name: number, list or dict
+    markdown: str
+    files: list[str]  # written paths
+
+
 def calibration_report(world: World | str | Path, events_paths: Sequence[str | Path],
-                       out_dir: str | Path) -> dict[str, object]:
+                       out_dir: str | Path) -> CalibrationReport:
     """Compute the calibration numbers, write JSON, markdown and PNGs; return them all.
 
     Returns ``{"figures": {name: number or list}, "markdown": str, "files": [written paths]}``.
@@ -145,7 +152,9 @@ def _sessions(qe: pl.DataFrame) -> dict[str, object]:
     lengths = s.group_by("session").agg(n=pl.len(), distinct=pl.col("query_text").n_unique())
     hist = lengths.group_by("n").len().sort("n")
     return {
-        "sessions": len(lengths), "mean_session_length": round(float(lengths["n"].mean() or 0.0), 4),
+        # the mean of an integer column: a float, or None when there are no rows
+        "sessions": len(lengths), "mean_session_length": round(float(cast(float | None, lengths["n"].mean()) or 0.0),
+                                                               4),
         "session_length_histogram": {int(k): int(v) for k, v in hist.iter_rows()},
         "multi_query_sessions": _ratio((lengths["n"] > 1).sum(), len(lengths)),
         "reformulating_sessions": _ratio((lengths["distinct"] > 1).sum(), len(lengths)),
@@ -163,7 +172,7 @@ def _zipf_slope(counts: np.ndarray) -> float:
     return round(float(slope), 4)
 
 
-def _ratio(a: float, b: float) -> float:
+def _ratio(a: SupportsFloat, b: SupportsFloat) -> float:
     return round(float(a) / float(b), 6) if b else 0.0
 
 
@@ -207,7 +216,9 @@ def _plots(figures: dict[str, object], series: dict[str, np.ndarray], out: Path)
 
     fig = Figure(figsize=(6, 3.5))
     ax = fig.add_subplot()
-    mix = dict(figures["query_kind_share"])  # type: ignore[call-overload]
+    kinds = figures["query_kind_share"]
+    assert isinstance(kinds, dict)
+    mix = dict(kinds)
     mix.update({"with brand": figures["queries_with_brand"], "with location": figures["queries_with_location"]})
     ax.barh(list(mix), list(mix.values()))
     ax.set(xlabel="share of query events", title="Query mix")

@@ -7,12 +7,14 @@ world stores to prove what it is, and what the pipeline passes around instead of
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Scale = Literal["tiny", "demo", "large"]
+#: every simulator scale (CLI choices): the one list, read off ``Scale``
+SCALES: tuple[str, ...] = get_args(Scale)
 
 #: The AOL log's window: one Dagster daily partition set (2006-03-01..2006-06-01) serves both sources.
 WINDOW_START = datetime(2006, 3, 1, tzinfo=UTC)
@@ -144,5 +146,5 @@ def scale_config(scale: Scale | str = "demo", seed: int = 0, **overrides: object
     """The preset config of ``scale`` ("tiny", "demo", "large"), with any field overridden."""
     if scale not in _PRESETS:
         raise ValueError(f"unknown scale '{scale}': expected one of {', '.join(_PRESETS)}")
-    values: dict[str, object] = {"scale": scale, "seed": seed, **_PRESETS[scale], **overrides}
-    return SimConfig(**values)  # type: ignore[arg-type]
+    values: dict[str, Any] = {"scale": scale, "seed": seed, **_PRESETS[scale], **overrides}  # pydantic validates
+    return SimConfig(**values)

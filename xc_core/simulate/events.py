@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -228,7 +229,7 @@ def _place(user: np.ndarray, desired: np.ndarray, duration: np.ndarray) -> np.nd
 
 def simulate_day(sampler: Sampler, day: int) -> tuple[pl.DataFrame, DayStats]:
     """One day's events in the canonical input schema, sorted by time, user and position."""
-    world, cfg = sampler.world, sampler.world.config
+    cfg = sampler.world.config
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 1, day]))
     s = _sessions(rng, sampler, day)
     session = np.repeat(np.arange(len(s.length)), s.length)
@@ -294,7 +295,8 @@ def _rows(rng: np.random.Generator, sampler: Sampler, day: int, sessions: int, t
 def _frame(sampler: Sampler, ts: np.ndarray, user: np.ndarray, market: np.ndarray, query: np.ndarray,
            keyword: np.ndarray, position: np.ndarray, impressed: np.ndarray, clicked: np.ndarray) -> pl.DataFrame:
     texts = sampler.texts
-    item = pl.from_arrow(pa.array(keyword, mask=~impressed))
+    # an arrow Array becomes a Series (from_arrow's signature also admits tables, hence its union)
+    item = cast(pl.Series, pl.from_arrow(pa.array(keyword, mask=~impressed)))
     columns = {
         "ts": pl.Series(ts, dtype=pl.Int64).cast(pl.Datetime("us", "UTC")),
         "user_id": sampler.user_ids.gather(user),
@@ -302,7 +304,7 @@ def _frame(sampler: Sampler, ts: np.ndarray, user: np.ndarray, market: np.ndarra
         "query_text": texts["query"].gather(query),
         "item_id": texts["item_id"].gather(item),
         "item_text": texts["item_text"].gather(item),
-        "position": pl.from_arrow(pa.array(position, mask=~impressed)).cast(pl.Int32),
+        "position": cast(pl.Series, pl.from_arrow(pa.array(position, mask=~impressed))).cast(pl.Int32),
         "impressed": pl.Series(impressed, dtype=pl.Boolean),
         "clicked": pl.Series(clicked, dtype=pl.Boolean),
         "brand": texts["brand"].gather(item),

@@ -39,7 +39,8 @@ def _claim(home: Path, cfg: SimConfig) -> None:
               "dir": str(simulation_dir(home, cfg.scale, cfg.seed))}
     current = current_simulation(home)
     if current and (current["scale"], current["seed"]) != (cfg.scale, cfg.seed) and EventStore(home).days():
-        raise ValueError(f"{home} already holds events of the simulated world {current['scale']}-seed{current['seed']}; "
+        raise ValueError(f"{home} already holds events of the simulated world "
+                         f"{current['scale']}-seed{current['seed']}; "
                          f"use another --home for {cfg.scale}-seed{cfg.seed} (or `make clean`)")
     path = home / "simulate" / "current.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ _KIND_WEIGHT = {"canonical": 1.0, "alias": 0.6, "partial_alias": 0.45, "typo": 0
 _QWERTY = {c: n for c, n in zip("qwertyuiopasdfghjklzxcvbnm",
                                 ["wa", "qes", "wrd", "etf", "ryg", "tuh", "yij", "uok", "ipl", "ol", "qsz", "awdx",
                                  "sefc", "drgv", "fthb", "gyjn", "hukm", "jil", "kol", "asx", "zsdc", "xdfv",
-                                 "cfgb", "vghn", "bhjm", "njk"])}
+                                 "cfgb", "vghn", "bhjm", "njk"], strict=True)}
 
 
 @dataclass
@@ -82,7 +82,7 @@ def build_queries(vocab: Vocabulary, intents: pl.DataFrame, popularity: np.ndarr
             weights = _variant_weights(variants, cfg.variant_zipf, rng) * popularity[m, i]
             records += [{"market": market.name, "text": v.text, "intent_id": intent["intent_id"], "kind": v.kind,
                          "brand": v.brand, "location": v.location, "refinement": v.refinement,
-                         "weight": float(w)} for v, w in zip(variants, weights)]
+                         "weight": float(w)} for v, w in zip(variants, weights, strict=True)]
     frame = pl.DataFrame(records, schema={k: v for k, v in QUERY_SCHEMA.items()
                                           if k not in ("query_id", "traffic", "decile", "segment")})
     return _with_deciles(_with_traffic(frame, cfg))
@@ -215,9 +215,10 @@ def _variant(book: _Phrasebook, u: list[float]) -> _Variant | None:
         refinement = _pick(book.local_refinements if place is None else book.refinements, u[7])
     brand, place, refinement = (book.allowed(x, kind) for x in (brand, place, refinement))
     if kind == "canonical" and u[8] < market.typo_rate:
-        base = _typo(base, u[9], u[10])
-        if base is None:
+        typo = _typo(base, u[9], u[10])
+        if typo is None:
             return None
+        base = typo
         kind = "typo"
     words = [base]
     if brand:

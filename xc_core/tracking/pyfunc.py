@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
-import numpy as np
+from mlflow.pyfunc import PythonModel
 
 PIP_REQUIREMENTS = ["torch==2.13.0", "transformers==5.23.0", "tokenizers==0.23.3", "numpy==2.4.6",
                     "pandas==2.3.3", "pydantic==2.14.3", "mlflow==3.17.2"]
 
 
-class EncoderPyfunc(mlflow.pyfunc.PythonModel):
+class EncoderPyfunc(PythonModel):
     """``predict(list[str]) -> ndarray (n, dim)``; loads the saved HF encoder folder.
 
     A method with the classifier stage ships its per-label vectors and fusion weight in the same model
@@ -32,7 +32,7 @@ class EncoderPyfunc(mlflow.pyfunc.PythonModel):
 
             self.classifier = FusedClassifier.load(Path(context.artifacts["classifier"]))
 
-    def predict(self, context, model_input: list[str], params=None):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - MLflow reads these hints as the schema
+    def predict(self, context, model_input: list[str], params=None):  # MLflow reads the hints as the schema
         """Texts in (MLflow validates the list[str] hint), unit embeddings out."""
         return self.encoder.encode([str(t) for t in model_input])
 

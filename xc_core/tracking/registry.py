@@ -224,7 +224,7 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     """Register the evaluated encoder of (dataset, method, profile) as the new challenger version."""
     import polars as pl
 
-    from xc_core.evaluation.stage import trained_summary, eval_dir
+    from xc_core.evaluation.stage import eval_dir, trained_summary
     from xc_core.tracking.store import git_commit, tracking_uri
 
     trained = trained_summary(home, dataset, method, profile)

@@ -41,7 +41,7 @@ def activate(uri: str) -> None:
 
 def _require_server(uri: str) -> None:
     try:
-        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5)  # noqa: S310 - configured by the user
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5)  # configured by the user
     except OSError as exc:
         raise ConnectionError(f"MLflow tracking server {uri} is not reachable ({exc}); start it (make mlflow-ui) "
                               "or unset MLFLOW_TRACKING_URI to use the local sqlite store") from exc

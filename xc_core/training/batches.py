@@ -44,7 +44,8 @@ def _pick(matrix: sp.csr_matrix, rows: np.ndarray, rng: np.random.Generator) -> 
     starts, ends = matrix.indptr[rows], matrix.indptr[rows + 1]
     counts = ends - starts
     offset = (rng.random(len(rows)) * np.maximum(counts, 1)).astype(np.int64)
-    picked = matrix.indices[np.minimum(starts + offset, max(matrix.nnz - 1, 0))] if matrix.nnz else np.zeros(len(rows), int)
+    picked = (matrix.indices[np.minimum(starts + offset, max(matrix.nnz - 1, 0))] if matrix.nnz
+              else np.zeros(len(rows), int))
     return np.where(counts > 0, picked, -1)
 
 

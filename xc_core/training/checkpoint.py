@@ -43,7 +43,7 @@ def save_checkpoint(folder: Path, model: Any, tokenizer: Any, state: dict[str, A
     model.save_pretrained(tmp / "encoder", safe_serialization=True)
     tokenizer.save_pretrained(tmp / "encoder")
     torch.save(torch_state, tmp / "trainer_state.pt")
-    np.savez(tmp / "arrays.npz", **arrays)
+    np.savez(tmp / "arrays.npz", **arrays)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str) + "\n")
     final = folder / name
     shutil.rmtree(final, ignore_errors=True)

@@ -11,11 +11,15 @@ import argparse
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
-def parameter_digest(model: object) -> str:
+def parameter_digest(model: torch.nn.Module) -> str:
     digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):  # type: ignore[attr-defined]
+    for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()

@@ -117,7 +117,8 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     record = {"dataset": dataset.name, "method": method.name, "profile": profile.name, "mlflow_run_id": run_id,
               "tracking_uri": tracking_uri(home), "model_uri": info.model_uri, "encoder_dir": str(encoder_dir),
               "max_length": enc_cfg.max_length, "seed": cfg.seed,
-              "classifier_dir": str(classifier_dir) if classifier_dir else None, **summary, "val_recall@10": summary.get(f"val_recall@{cfg.val_k}"),
+              "classifier_dir": str(classifier_dir) if classifier_dir else None, **summary,
+              "val_recall@10": summary.get(f"val_recall@{cfg.val_k}"),
               "seconds": round(time.perf_counter() - started, 2)}
     (out / "train_summary.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
     return record
@@ -203,7 +204,8 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg:
     for row in fused.info["history"]:
         mlflow.log_metric("classifier/loss", row["loss"], step=int(row["epoch"]))
     mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/lexical_weight": fused.lexical_weight,
-                        "classifier/weights_mb": fused.megabytes, "classifier/train_seconds": fused.info["train_seconds"]})
+                        "classifier/weights_mb": fused.megabytes,
+                        "classifier/train_seconds": fused.info["train_seconds"]})
     mlflow.log_artifact(str(folder / "fusion.json"))
     return folder, {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
                     "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],

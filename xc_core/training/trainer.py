@@ -24,9 +24,11 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core import seeds
 from xc_core.datasets.container import AnchorSet, XCDataset
 from xc_core.encoders.text import EncoderConfig, TextEncoder
 from xc_core.graphs.pruning import prune_anchor_set
+from xc_core.seeds import Stream
 from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
@@ -73,7 +75,7 @@ def dist_info() -> tuple[int, int]:
 
 def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     """Seeded (train, validation) split of the train documents; validation is held out of training."""
-    rng = np.random.default_rng([cfg.seed, 17])
+    rng = seeds.rng(cfg.seed, Stream.VALIDATION_SPLIT)
     order = rng.permutation(n)
     n_val = int(min(cfg.val_max, max(10, round(n * cfg.val_fraction))))
     return np.sort(order[n_val:]), np.sort(order[:n_val])
@@ -116,7 +118,8 @@ class Trainer:
         self.encoder = TextEncoder(encoder_cfg)
         self.train_idx, self.val_idx = split_validation(len(dataset.train_texts), cfg)
         if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
-            keep = np.random.default_rng([cfg.seed, 23]).choice(len(self.train_idx), cfg.max_train_docs, replace=False)
+            keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(self.train_idx), cfg.max_train_docs,
+                                                                      replace=False)
             self.train_idx = np.sort(self.train_idx[keep])
         self.heldout_anchor_edges: dict[str, int] = {}
         self.anchor_pairs_added = 0
@@ -207,7 +210,8 @@ class Trainer:
         merged = sp.csr_matrix(keep_rows @ y + extra)
         merged.data[:] = 1.0
         self.anchor_pairs_added = int(merged.nnz - (keep_rows @ y).nnz)
-        new_docs = np.unique(np.asarray(rows, np.int64)[outside[np.asarray(rows, np.int64)]]) if rows else np.zeros(0, np.int64)
+        new_docs = (np.unique(np.asarray(rows, np.int64)[outside[np.asarray(rows, np.int64)]]) if rows
+                    else np.zeros(0, np.int64))
         self.train_idx = np.union1d(self.train_idx, new_docs)
         self.data = dataclasses.replace(self.data, y_train=merged)
         log.info("anchor_pairs: %d labelled pairs added, %d documents joined the training set",
@@ -253,7 +257,7 @@ class Trainer:
         rows = np.arange(self.rank, len(batch.doc_ids), self.world)
         pick = np.ix_(rows, rows)
 
-        def side(s):  # type: ignore[no-untyped-def]
+        def side(s):
             return type(s)([s.texts[i] for i in rows], s.valid[rows], s.neighbour_mask[pick])
 
         return Batch(batch.doc_ids[rows], batch.label_ids[rows], [batch.doc_texts[i] for i in rows],
@@ -327,7 +331,8 @@ class Trainer:
         positives = np.unique(sp.csr_matrix(self.val_truth)[self.val_idx].indices)
         others = np.setdiff1d(np.arange(n), positives)
         take = max(0, self.cfg.val_max_labels - len(positives))
-        sample = np.random.default_rng([self.cfg.seed, 31]).choice(others, min(take, len(others)), replace=False)
+        sample = seeds.rng(self.cfg.seed, Stream.VALIDATION_LABELS).choice(others, min(take, len(others)),
+                                                                           replace=False)
         return np.sort(np.concatenate([positives, sample]))
 
     def validation_task_loss(self) -> float:
@@ -335,7 +340,7 @@ class Trainer:
         import torch
 
         ids = self.val_idx[: self.cfg.batch_size]
-        batch = self.builder.build(ids, np.random.default_rng([self.cfg.seed, 99]))
+        batch = self.builder.build(ids, seeds.rng(self.cfg.seed, Stream.BANDIT_REWARD_BATCH))
         self.encoder.model.eval()
         with torch.no_grad():
             docs = self.encoder.forward(batch.doc_texts)
@@ -365,7 +370,8 @@ class Trainer:
         label_rows = np.concatenate([a.label_edges[:, 0] for a in sets])
         doc_emb = self._encode_rows(self.data.train_texts, doc_rows)
         label_emb = self._encode_rows(self.data.label_texts, label_rows)
-        anchor_emb = {name: self._encode_rows(full.texts, np.concatenate([full.doc_edges[:, 1], full.label_edges[:, 1]]))
+        anchor_emb = {name: self._encode_rows(full.texts,
+                                              np.concatenate([full.doc_edges[:, 1], full.label_edges[:, 1]]))
                       for name, full in self.full_anchors.items()}
         center = embedding_center(doc_emb, label_emb, *anchor_emb.values()) if self.cfg.prune_center else None
         record: dict[str, Any] = {"epoch": epoch}
@@ -377,7 +383,8 @@ class Trainer:
         if len(rows) and len(label_rows):
             record["pass_rates"] = prune_pass_rates(
                 doc_emb, label_emb, self.data.y_train, self.cfg.prune_threshold, center,
-                np.random.default_rng([self.cfg.seed, epoch, 41]), doc_rows=rows, label_rows=np.unique(label_rows))
+                seeds.rng(self.cfg.seed, Stream.PRUNE_PASS_RATES, epoch), doc_rows=rows,
+                label_rows=np.unique(label_rows))
         log.info("pruning at epoch %d: %s", epoch, record)
         self.builder = self._builder()
         return record
@@ -393,7 +400,7 @@ class Trainer:
         return balanced_kmeans(emb, size, seed=self.cfg.seed + epoch)
 
     def _epoch_batches(self, epoch: int, assign: np.ndarray | None) -> list[np.ndarray]:
-        rng = np.random.default_rng([self.cfg.seed, epoch, 7])
+        rng = seeds.rng(self.cfg.seed, Stream.EPOCH_BATCHES, epoch)
         if self.cfg.batching == "clusters" and assign is not None:
             return cluster_batches(assign, self.cfg.batch_size, rng)
         return random_batches(len(self.train_idx), self.cfg.batch_size, rng)
@@ -509,7 +516,7 @@ class Trainer:
                 if step < start_step:
                     continue
                 torch.manual_seed(cfg.seed * 1_000_003 + epoch * 10_007 + step)
-                batch = self._shard(self.builder.build(self.train_idx[rows], np.random.default_rng([cfg.seed, epoch, step])))
+                batch = self._shard(self.builder.build(self.train_idx[rows], seeds.step_rng(cfg.seed, epoch, step)))
                 terms = self.losses(batch)
                 weights = self.bandit.weights()
                 total = sum(weights[t] * v for t, v in terms.items())

@@ -14,7 +14,7 @@ class EvalConfig(dg.Config):
     profile: str = Field(default="demo", description="profile the encoders were trained with")
 
 
-def _dataset(xc_home: XcHome, dataset: str):  # type: ignore[no-untyped-def]
+def _dataset(xc_home: XcHome, dataset: str):
     from xc_core.graphs.stage import load_with_anchors
 
     return load_with_anchors(xc_home.path, dataset)
@@ -27,16 +27,14 @@ def _label_index(dataset: str) -> dg.AssetsDefinition:
               kinds={"faiss"}, description="HNSW inner-product index of every label under the method's encoder, "
                                            "with recall@10 against exact search on the real test queries")
     def label_index(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.evaluation.predict import predict_trained
-        from xc_core.evaluation.stage import index_dir, trained_summary
+        from xc_core.evaluation.stage import index_method
 
         data = _dataset(xc_home, dataset)
-        trained = trained_summary(xc_home.path, dataset, context.partition_key, config.profile)
-        preds = predict_trained(data, trained, index_dir(xc_home.path, dataset, context.partition_key, config.profile))
+        preds = index_method(data, context.partition_key, config.profile, xc_home.path)
         return dg.MaterializeResult(metadata={
             "labels": data.n_labels, "hnsw_recall@10": preds.index_recall_at_10,
             "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query,
-            "model_uri": trained["model_uri"], "path": dg.MetadataValue.path(str(preds.index_dir))})
+            "model_uri": preds.model_uri, "path": dg.MetadataValue.path(str(preds.index_dir))})
 
     return label_index
 

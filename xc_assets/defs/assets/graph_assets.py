@@ -14,10 +14,11 @@ from pydantic import Field
 from xc_assets.defs.assets.ingest_assets import markdown_table, png_markdown
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import EVENT_DATASETS, events_config, graphs_dir
+from xc_core.datasets.registry import EVENT_DATASETS, dataset_names, events_config, graphs_dir
 from xc_core.graphs.tables import TABLES
 
-DATASETS = ("synthetic", "aol-1000", "wikispeedia", "xc-repo")
+#: one asset family per registered data set, plus ``xc-repo`` (a folder named in run config)
+DATASETS = (*dataset_names(), "xc-repo")
 
 
 def prefix(dataset: str) -> str:
@@ -46,15 +47,11 @@ def _graph_tables(dataset: str) -> dg.AssetsDefinition:
                             description=f"{t} of the {dataset} train window (xc_core.graphs.tables)")
                for t in TABLES],
     )
-    def graph_tables(context: dg.AssetExecutionContext, xc_home: XcHome):  # type: ignore[no-untyped-def]
-        from xc_core.datasets.events import event_window
-        from xc_core.graphs.tables import build_graph_tables
+    def graph_tables(context: dg.AssetExecutionContext, xc_home: XcHome):
+        from xc_core.datasets.stage import materialize_graph_tables
 
-        cfg = events_config(dataset, xc_home.path)
-        store = xc_home.event_store()
-        first, split, _ = event_window(store, cfg)
         out = graphs_dir(xc_home.path, dataset)
-        summary = build_graph_tables(store, out, first, split, cfg.graph.model_copy(update={"markets": cfg.markets}))
+        summary = materialize_graph_tables(dataset, xc_home.path)
         context.log.info(f"graph tables {summary.to_dict()}")
         for table in TABLES:
             frame = pl.read_parquet(out / f"{table}.parquet")
@@ -134,7 +131,7 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
                                      "top 10), pruned by encoder cosine > 0"),
         ],
     )
-    def anchor_sets(context: dg.AssetExecutionContext, config: AnchorSetsConfig, xc_home: XcHome):  # type: ignore[no-untyped-def]
+    def anchor_sets(context: dg.AssetExecutionContext, config: AnchorSetsConfig, xc_home: XcHome):
         from xc_core.datasets.registry import dataset_dir, default_thresholds
         from xc_core.graphs.stage import materialize_anchor_sets
         from xc_core.profiles import get_profile
@@ -148,7 +145,8 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
         similar_rows = pl.read_parquet(similar) if similar.exists() else pl.DataFrame()
         yield dg.MaterializeResult(asset_key=[p, "similar_text"], metadata={
             "proxy_edges": similar_rows.height,
-            "sample": dg.MetadataValue.md(markdown_table(similar_rows.drop("node_idx", "neighbour_idx", strict=False), 10)),
+            "sample": dg.MetadataValue.md(markdown_table(similar_rows.drop("node_idx", "neighbour_idx", strict=False),
+                                                         10)),
             "path": dg.MetadataValue.path(str(similar)),
         })
         yield dg.MaterializeResult(asset_key=[p, "anchor_sets"], metadata={
@@ -163,7 +161,7 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
     return anchor_sets
 
 
-def _dataset_path(home: Path, dataset: str, dataset_dir) -> Path:  # type: ignore[no-untyped-def]
+def _dataset_path(home: Path, dataset: str, dataset_dir) -> Path:
     if dataset != "xc-repo":
         return dataset_dir(home, dataset)
     found = sorted((home / "datasets").glob("*/meta.json"), key=lambda p: p.stat().st_mtime)
@@ -173,9 +171,9 @@ def _dataset_path(home: Path, dataset: str, dataset_dir) -> Path:  # type: ignor
     return protocols[-1]
 
 
-def _degree_plot(result) -> Path:  # type: ignore[no-untyped-def]
-    from xc_core.quality.plots import plot_degree_histogram
+def _degree_plot(result) -> Path:
     from xc_core.quality.coverage import degree_histogram
+    from xc_core.quality.plots import plot_degree_histogram
 
     return plot_degree_histogram(degree_histogram(result.dataset.anchor_sets, result.dataset),
                                  result.path / "degree_histogram.png", title=result.dataset.name)
@@ -222,7 +220,7 @@ def _coverage_check(dataset: str) -> dg.AssetChecksDefinition:
 def _dataset_name(home: Path, dataset: str) -> str:
     if dataset != "xc-repo":
         return dataset
-    return _dataset_path(home, dataset, None).name  # type: ignore[arg-type]
+    return _dataset_path(home, dataset, None).name
 
 
 graph_table_assets = [_graph_tables(d) for d in EVENT_DATASETS]

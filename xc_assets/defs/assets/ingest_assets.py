@@ -5,8 +5,6 @@ No ``from __future__ import annotations`` here: Dagster reads the Config/resourc
 
 import warnings
 from datetime import datetime
-
-
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +16,7 @@ from xc_assets.defs.constants import INGEST_GROUP
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
 from xc_core.logs.config import IngestConfig
-from xc_core.logs.ingest import Source, ingest
+from xc_core.logs.ingest import Source, SourceKind, ingest
 from xc_core.paths import aol_archive
 
 # BackfillPolicy is "beta" in Dagster 1.13; single-run backfills are what make a 92-day ingest one read.
@@ -75,7 +73,7 @@ def _default_paths(source: str, xc_home: XcHome, start: datetime, end: datetime)
 def raw_events(context: dg.AssetExecutionContext, config: RawEventsConfig, xc_home: XcHome) -> dg.MaterializeResult:
     window = context.partition_time_window
     paths = [Path(p) for p in config.paths] or _default_paths(config.source, xc_home, window.start, window.end)
-    kind = "aol" if config.source == "aol" else "events"
+    kind: SourceKind = "aol" if config.source == "aol" else "events"
     cfg = IngestConfig(max_query_chars=config.max_query_chars, session_gap_minutes=config.session_gap_minutes)
     summary = ingest([Source(kind, p) for p in paths], xc_home.path, cfg,
                      window=(window.start, window.end), progress=False)

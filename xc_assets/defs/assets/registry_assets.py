@@ -25,14 +25,14 @@ class PolicyConfig(dg.Config):
                                         "0.005 = half a P@1 point) worth promoting; 0 accepts any strict lead")
 
 
-def _policy(config: PolicyConfig):  # type: ignore[no-untyped-def]
+def _policy(config: PolicyConfig):
     from xc_core.tracking.registry import PromotionPolicy
 
     return PromotionPolicy(primary=config.primary, confidence=config.confidence, min_lead=config.min_lead,
                            guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance})
 
 
-def _latest_challenger(xc_home: XcHome, dataset: str):  # type: ignore[no-untyped-def]
+def _latest_challenger(xc_home: XcHome, dataset: str):
     import mlflow
 
     from xc_core.tracking.registry import CHALLENGER, model_name
@@ -47,13 +47,15 @@ def _challenger(dataset: str) -> dg.AssetsDefinition:
 
     @dg.asset(key=[p, "challenger"], deps=[[p, "offline_eval"]], group_name=p, kinds={"mlflow"},
               description="Registers the evaluated encoder as a new version of xc-encoder-<dataset> (alias challenger)")
-    def challenger(context: dg.AssetExecutionContext, config: ChallengerConfig, xc_home: XcHome) -> dg.MaterializeResult:
+    def challenger(context: dg.AssetExecutionContext, config: ChallengerConfig,
+                   xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.tracking.registry import register_evaluated
 
         out = register_evaluated(xc_home.path, dataset, config.method, config.profile)
         context.log.info(f"registered {out['model']} v{out['version']} ({config.method})")
         return dg.MaterializeResult(metadata={"model": out["model"], "version": out["version"],
-                                              "method": config.method, "metrics": dg.MetadataValue.json(out["metrics"])})
+                                              "method": config.method,
+                                              "metrics": dg.MetadataValue.json(out["metrics"])})
 
     return challenger
 

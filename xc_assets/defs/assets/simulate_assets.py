@@ -1,7 +1,7 @@
 """The simulator in Dagster: the ``world`` (ground truth, persisted) and ``simulated_events`` (daily
 partitions) that ``raw_events`` ingests through the same path as real logs."""
 
-from typing import Literal
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import Field
@@ -10,10 +10,14 @@ from xc_assets.defs.assets.ingest_assets import png_markdown
 from xc_assets.defs.constants import INGEST_GROUP
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
+from xc_core.simulate.config import Scale
+
+if TYPE_CHECKING:  # the type of a metadata value; dagster exports it only from its internals
+    from dagster._core.definitions.metadata import RawMetadataValue
 
 
 class WorldConfig(dg.Config):
-    scale: Literal["tiny", "demo", "large"] = Field(default="demo", description="simulator scale")
+    scale: Scale = Field(default="demo", description="simulator scale")
     seed: int = Field(default=0, description="same seed, byte-identical world and events")
 
 
@@ -46,7 +50,8 @@ def simulated_events(context: dg.AssetExecutionContext, xc_home: XcHome) -> dg.M
     days = days_in_window(sim.config, window.start, window.end)
     files = simulated_day_files(sim, xc_home.path, days)
     context.log.info(f"{len(files)} simulated day files for {window.start:%Y-%m-%d}..{window.end:%Y-%m-%d}")
-    metadata: dict[str, object] = {"days": len(files), "files": dg.MetadataValue.json([str(f) for f in files])}
+    metadata: dict[str, RawMetadataValue] = {"days": len(files),
+                                             "files": dg.MetadataValue.json([str(f) for f in files])}
     if files:
         report = calibration_report(sim, files, files[0].parent.parent / "calibration")
         figures = report["figures"]
@@ -55,10 +60,10 @@ def simulated_events(context: dg.AssetExecutionContext, xc_home: XcHome) -> dg.M
         pngs = [p for p in report["files"] if str(p).endswith(".png")]
         if pngs:
             metadata["plots"] = dg.MetadataValue.md("\n\n".join(png_markdown(p) for p in map(_path, pngs)))
-    return dg.MaterializeResult(metadata=metadata)  # type: ignore[arg-type]
+    return dg.MaterializeResult(metadata=metadata)
 
 
-def _path(p: object):  # type: ignore[no-untyped-def]
+def _path(p: object):
     from pathlib import Path
 
     return Path(str(p))
