@@ -15,6 +15,7 @@ pickle, so an MLflow model folder stays readable by any later scikit-learn.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,14 +80,24 @@ class LexicalChannel:
         return cls(dict(vectorizer.vocabulary_), vectorizer.idf_.astype(np.float32), sp.csr_matrix(documents),
                    sp.csr_matrix(labels, dtype=np.float32), cfg)
 
-    def _transform(self, texts: list[str]) -> sp.csr_matrix:
+    @functools.cached_property
+    def _fitted_vectorizer(self) -> Any:
+        """Built once per loaded channel: a serving process transforms one query at a time."""
         vectorizer = _vectorizer(self.cfg, self.vocabulary)
         vectorizer.idf_ = self.idf
-        return sp.csr_matrix(vectorizer.transform(texts))
+        return vectorizer
+
+    @functools.cached_property
+    def _voters_t(self) -> sp.csr_matrix:
+        """(n_features, n_docs): transposed once, not per search call (it dominated a single query's cost)."""
+        return self.documents.T.tocsr()
+
+    def _transform(self, texts: list[str]) -> sp.csr_matrix:
+        return sp.csr_matrix(self._fitted_vectorizer.transform(texts))
 
     def score_blocks(self, texts: list[str]):  # a generator of (start, dense block)
         """Yield (first row, dense (chunk, n_labels) lexical scores in [0, 1]) over ``texts`` in chunks."""
-        voters_t = self.documents.T.tocsr()
+        voters_t = self._voters_t
         width = min(self.cfg.neighbours, self.documents.shape[0])
         for start in range(0, len(texts), self.cfg.chunk):
             similarity = (self._transform(texts[start: start + self.cfg.chunk]) @ voters_t).toarray()
