@@ -35,8 +35,8 @@ def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> 
     if fused is None:
         scores, ids = index.search(vector, k)
     else:
-        from xc_core.classifier.fusion import fused_search
-        from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS
+        from xc_core.classifier.fusion import LABEL_VECTORS, fused_search
+        from xc_core.evaluation.predict import CLASSIFIER_INDEX
 
         classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
         scores, ids = fused_search(vector, index, classifier_index, np.load(folder / LABEL_VECTORS), fused, k,

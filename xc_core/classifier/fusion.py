@@ -20,6 +20,7 @@ import numpy as np
 from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
+LABEL_VECTORS = "label_vectors.npy"  # the encoder's label embeddings: beside a classifier folder and in an index folder
 
 
 @dataclass
@@ -32,8 +33,13 @@ class FusedClassifier:
     lexical_weight: float = 0.0  # share of the lexical score added to the fused one (0: channel unused)
 
     @property
+    def active_lexical(self) -> LexicalChannel | None:
+        """The lexical channel when it takes part in the score (weight > 0), else None."""
+        return self.lexical if self.lexical_weight > 0 else None
+
+    @property
     def uses_lexical(self) -> bool:
-        return self.lexical is not None and self.lexical_weight > 0
+        return self.active_lexical is not None
 
     def save(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -42,8 +48,8 @@ class FusedClassifier:
         (folder / FUSION_FILE).write_text(json.dumps(
             {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, **self.info},
             indent=2, default=float) + "\n")
-        if self.lexical is not None and self.uses_lexical:
-            self.lexical.save(folder / LEXICAL_DIR)
+        if (channel := self.active_lexical) is not None:
+            channel.save(folder / LEXICAL_DIR)
         return folder
 
     @classmethod
@@ -67,8 +73,8 @@ class FusedClassifier:
 
     @property
     def megabytes(self) -> float:
-        return (self.weights.nbytes / 2**20) + (self.lexical.megabytes if self.lexical is not None
-                                                and self.uses_lexical else 0.0)
+        channel = self.active_lexical
+        return self.weights.nbytes / 2**20 + (channel.megabytes if channel is not None else 0.0)
 
 
 def union_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -119,10 +125,10 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
     candidates, lexical = union_ids(enc_ids, clf_ids), None
-    if fused.lexical is not None and fused.uses_lexical:
+    if (channel := fused.active_lexical) is not None:
         if texts is None or len(texts) != len(queries):
             raise ValueError("this fused model has a lexical channel: pass the query texts (one per query vector)")
-        candidates, lexical = fused.lexical.shortlist(list(texts), depth, candidates)
+        candidates, lexical = channel.shortlist(list(texts), depth, candidates)
     return rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
                    lexical_weight=fused.lexical_weight)
 

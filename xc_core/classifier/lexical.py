@@ -109,15 +109,20 @@ class LexicalChannel:
             block /= np.maximum(block.max(axis=1, keepdims=True), 1e-12)
             yield start, block.astype(np.float32)
 
+    @staticmethod
+    def _top(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores) of each row's ``k`` best labels, unordered; ids with no vote (score 0) become −1."""
+        top = np.argpartition(-block, min(k, block.shape[1]) - 1, axis=1)[:, :k]
+        scores = np.take_along_axis(block, top, axis=1)
+        return np.where(scores > 0, top, -1), scores
+
     def shortlist(self, texts: list[str], depth: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(candidates ∪ the lexical top ``depth``, lexical score of each) per query; −1 pads score 0."""
         from xc_core.classifier.fusion import union_ids
 
         rows = []
         for start, block in self.score_blocks(texts):
-            width = min(depth, block.shape[1])
-            top = np.argpartition(-block, width - 1, axis=1)[:, :width]
-            top = np.where(np.take_along_axis(block, top, axis=1) > 0, top, -1)
+            top, _ = self._top(block, depth)
             united = union_ids(candidates[start: start + len(block)], top)
             scores = np.where(united >= 0, np.take_along_axis(block, np.maximum(united, 0), axis=1), 0.0)
             rows.append((united, scores.astype(np.float32)))
@@ -130,13 +135,11 @@ class LexicalChannel:
         """Top-``k`` (lexical scores, label ids) per query, best first: the channel alone."""
         out_scores, out_ids = [], []
         for _, block in self.score_blocks(texts):
-            width = min(k, block.shape[1])
-            top = np.argpartition(-block, width - 1, axis=1)[:, :width]
-            scores = np.take_along_axis(block, top, axis=1)
+            top, scores = self._top(block, k)
             order = np.argsort(-scores, axis=1, kind="stable")
             scores, top = np.take_along_axis(scores, order, axis=1), np.take_along_axis(top, order, axis=1)
-            out_scores.append(np.where(scores > 0, scores, -np.inf))
-            out_ids.append(np.where(scores > 0, top, -1))
+            out_scores.append(np.where(top >= 0, scores, -np.inf))
+            out_ids.append(top)
         return np.concatenate(out_scores).astype(np.float32), np.concatenate(out_ids)
 
     @property

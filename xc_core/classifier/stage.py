@@ -17,14 +17,13 @@ import scipy.sparse as sp
 
 from xc_core import seeds
 from xc_core.classifier.config import ClassifierConfig
-from xc_core.classifier.fusion import FusedClassifier, drop_pairs, rescore, union_ids
+from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier, drop_pairs, rescore, union_ids
 from xc_core.classifier.lexical import LexicalChannel
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
 
 log = logging.getLogger(__name__)
-LABEL_VECTORS = "label_vectors.npy"  # the encoder's label embeddings, beside (not inside) the classifier folder
 
 
 def label_vectors_path(classifier_dir: Path) -> Path:
@@ -109,24 +108,28 @@ def choose_fusion(grid: FusionGrid, curve: list[dict[str, float]], cfg: Classifi
     kept the channel in 5 of 9 models and it cost PSP on test. The channel changes every query's ranking; noise is
     no reason to ship it."""
     metric = cfg.select_metric
-    dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=lambda r: (r[metric], r["alpha"]))
+
+    def rank(row: dict[str, float], score: str = metric) -> tuple[float, float, float]:
+        return row[score], -row["lexical_weight"], row["alpha"]  # ties → less lexical, then more encoder
+
+    dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=rank)
     lexical = [r for r in curve if r["lexical_weight"] > 0]
     if not lexical:
         return dense, {}
     if not cfg.lexical.require_significant:
-        best = max(lexical, key=lambda r: (r[metric], -r["lexical_weight"], r["alpha"]))
+        best = max(lexical, key=rank)
         keep = bool(best[metric] > dense[metric])
         return (best if keep else dense), {"metric": metric, "candidate": _pair(best), "kept": keep}
     order = seeds.rng(seed, Stream.FUSION_HALVES).permutation(grid.truth.shape[0])
     pick, check = np.sort(order[: len(order) // 2]), np.sort(order[len(order) // 2:])
     scored = [{**r, "pick": grid.metrics(r["alpha"], r["lexical_weight"], pick)[metric]} for r in lexical]
-    best = max(scored, key=lambda r: (r["pick"], -r["lexical_weight"], r["alpha"]))
+    best = max(scored, key=lambda r: rank(r, "pick"))
     gain, low, high = grid.paired_gain(best, dense, metric, rows=check)
     keep = bool(low > 0)
     test = {"metric": metric, "candidate": _pair(best), "picked_on_rows": len(pick), "tested_on_rows": len(check),
             "gain": float(gain), "low": float(low), "high": float(high), "kept": keep}
     # the halves decide *whether* the channel pays; *which* pair is then chosen on all validation rows
-    chosen = max(lexical, key=lambda r: (r[metric], -r["lexical_weight"], r["alpha"])) if keep else dense
+    chosen = max(lexical, key=rank) if keep else dense
     return chosen, test
 
 

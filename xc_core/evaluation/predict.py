@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core.classifier.fusion import LABEL_VECTORS
 from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import EncoderConfig, TextEncoder
 from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
@@ -53,7 +54,6 @@ def to_csr(scores: np.ndarray, ids: np.ndarray, n_labels: int) -> sp.csr_matrix:
 
 
 CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
-LABEL_VECTORS = "label_vectors.npy"  # in a method's index folder: the label embeddings the index holds
 
 
 def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri: str, k: int = 100,
