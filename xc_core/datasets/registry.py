@@ -149,8 +149,6 @@ register_dataset(DatasetSpec("aol-1000", "the shared AOL query-click sample, ing
                              events=lambda home: aol_1000_config(), fetch_events=_ingest_aol))
 register_dataset(DatasetSpec("wikispeedia", "shared data: article title → articles players navigated to",
                              build=_wikispeedia))
-#: the event-log data sets registered at import (kept for callers that iterate them)
-EVENT_DATASETS = event_datasets()
 
 
 def leaked_test_nodes(dataset: XCDataset) -> int:

@@ -14,7 +14,7 @@ from pydantic import Field
 from xc_assets.defs.assets.ingest_assets import markdown_table, png_markdown
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import EVENT_DATASETS, dataset_names, events_config, graphs_dir
+from xc_core.datasets.registry import dataset_names, event_datasets, events_config, graphs_dir
 from xc_core.graphs.tables import TABLES
 
 #: one asset family per registered data set, plus ``xc-repo`` (a folder named in run config)
@@ -94,7 +94,7 @@ def _graph_table_check(dataset: str) -> dg.AssetChecksDefinition:
 
 def _xc_dataset(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
-    deps = [[p, t] for t in TABLES] if dataset in EVENT_DATASETS else []
+    deps = [[p, t] for t in TABLES] if dataset in event_datasets() else []
 
     @dg.asset(key=[p, "xc_dataset"], deps=deps, group_name=p, kinds={"parquet", "scipy"},
               description=f"The {dataset} XC data set: texts, train/test CSR matrices, native anchor sets")
@@ -223,7 +223,7 @@ def _dataset_name(home: Path, dataset: str) -> str:
     return _dataset_path(home, dataset, None).name
 
 
-graph_table_assets = [_graph_tables(d) for d in EVENT_DATASETS]
+graph_table_assets = [_graph_tables(d) for d in event_datasets()]
 dataset_assets = [_xc_dataset(d) for d in DATASETS]
 anchor_assets = [_anchor_sets(d) for d in DATASETS]
-graph_checks = [_graph_table_check(d) for d in EVENT_DATASETS] + [_coverage_check(d) for d in DATASETS]
+graph_checks = [_graph_table_check(d) for d in event_datasets()] + [_coverage_check(d) for d in DATASETS]
