@@ -37,6 +37,27 @@ def test_the_channel_survives_a_save_and_load(channel: LexicalChannel, tmp_path:
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_query_is_weighted_exactly_as_scikit_learn_weights_the_documents(channel: LexicalChannel) -> None:
+    from xc_core.classifier.lexical import _vectorizer
+
+    reference = _vectorizer(channel.cfg, channel.vocabulary)
+    reference.idf_ = channel.idf
+    for text in ["Yahooo MAIL mail login", "cheap flights flights paris rome", "zzz"]:
+        features, weights = channel._query(text)
+        row = np.zeros(len(channel.vocabulary), dtype=np.float32)
+        row[features] = weights
+        np.testing.assert_allclose(row, reference.transform([text]).toarray()[0], atol=1e-6)
+
+
+def test_a_tie_at_the_neighbour_cut_keeps_the_earlier_document() -> None:
+    # two identical documents carrying different labels; one neighbour votes
+    labels = sp.csr_matrix(([1.0, 1.0], ([0, 1], [1, 0])), shape=(2, 2))
+    channel = LexicalChannel.fit(["red shoes", "red shoes"], labels, LexicalConfig(min_df=1, neighbours=1))
+    for _ in range(3):
+        ids, scores = channel.scores("red shoes")
+        assert ids.tolist() == [1] and scores.tolist() == [1.0], "document 0's label, every time"
+
+
 def test_no_usable_words_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="min_df"):
         LexicalChannel.fit(["a b", "c d"], sp.identity(2, format="csr"), LexicalConfig(min_df=2))

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,7 +40,6 @@ class LexicalConfig(BaseModel):
     power: float = Field(default=2.0, gt=0, description="a neighbour's vote is its cosine to this power")
     max_ngram: int = Field(default=2, ge=1, le=3, description="word n-grams 1..max_ngram")
     min_df: int = Field(default=2, ge=1, description="n-grams seen in fewer training documents are dropped")
-    chunk: int = Field(default=256, ge=1, description="queries scored together (memory: chunk × documents floats)")
     require_significant: bool = Field(default=True, description="keep the channel only when its validation gain "
                                       "over the dense fusion has a paired 95% interval above 0")
 
@@ -81,66 +82,74 @@ class LexicalChannel:
                    sp.csr_matrix(labels, dtype=np.float32), cfg)
 
     @functools.cached_property
-    def _fitted_vectorizer(self) -> Any:
-        """Built once per loaded channel: a serving process transforms one query at a time."""
-        vectorizer = _vectorizer(self.cfg, self.vocabulary)
-        vectorizer.idf_ = self.idf
-        return vectorizer
+    def _analyzer(self) -> Callable[[str], list[str]]:
+        """scikit-learn's own text → n-grams function, so a query is cut exactly as the documents were."""
+        return cast(Callable[[str], list[str]], _vectorizer(self.cfg, self.vocabulary).build_analyzer())
 
     @functools.cached_property
     def _voters_t(self) -> sp.csr_matrix:
-        """(n_features, n_docs): transposed once, not per search call (it dominated a single query's cost)."""
+        """(n_features, n_docs): each n-gram's posting list of (document, weight)."""
         return self.documents.T.tocsr()
 
-    def _transform(self, texts: list[str]) -> sp.csr_matrix:
-        return sp.csr_matrix(self._fitted_vectorizer.transform(texts))
+    def _query(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(feature ids, unit TF-IDF weights) of one query: sublinear tf × idf, l2-normalised, as the documents."""
+        counts = Counter(f for gram in self._analyzer(text) if (f := self.vocabulary.get(gram)) is not None)
+        features = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+        weights = (np.log(np.fromiter(counts.values(), dtype=np.float32, count=len(counts))) + 1) * self.idf[features]
+        return features, weights / max(float(np.linalg.norm(weights)), 1e-12)
 
-    def score_blocks(self, texts: list[str]):  # a generator of (start, dense block)
-        """Yield (first row, dense (chunk, n_labels) lexical scores in [0, 1]) over ``texts`` in chunks."""
-        voters_t = self._voters_t
-        width = min(self.cfg.neighbours, self.documents.shape[0])
-        for start in range(0, len(texts), self.cfg.chunk):
-            similarity = (self._transform(texts[start: start + self.cfg.chunk]) @ voters_t).toarray()
-            nearest = np.argpartition(-similarity, width - 1, axis=1)[:, :width]
-            votes = np.take_along_axis(similarity, nearest, axis=1) ** self.cfg.power
-            rows = np.repeat(np.arange(len(similarity)), width)
-            vote_matrix = sp.csr_matrix((votes.ravel(), (rows, nearest.ravel())), shape=similarity.shape)
-            block = (vote_matrix @ self.labels).toarray()
-            block /= np.maximum(block.max(axis=1, keepdims=True), 1e-12)
-            yield start, block.astype(np.float32)
+    def scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(label ids ascending, lexical scores in (0, 1]) of one query; labels without a vote are left out.
 
-    @staticmethod
-    def _top(block: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores) of each row's ``k`` best labels, unordered; ids with no vote (score 0) become −1."""
-        top = np.argpartition(-block, min(k, block.shape[1]) - 1, axis=1)[:, :k]
-        scores = np.take_along_axis(block, top, axis=1)
-        return np.where(scores > 0, top, -1), scores
+        Works on posting lists, not on a row over every document and label: a served query costs the
+        documents it shares an n-gram with, and scipy's per-call overhead (most of a single query's time)
+        is never paid. Ties (identical documents) are broken towards the lower id, so results are repeatable."""
+        features, weights = self._query(text)
+        postings = self._voters_t
+        spans = [(postings.indptr[f], postings.indptr[f + 1]) for f in features]
+        if not spans or all(lo == hi for lo, hi in spans):
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        docs, cosine = _sum_by_id(np.concatenate([postings.indices[lo:hi] for lo, hi in spans]),
+                                  np.concatenate([postings.data[lo:hi] * w for (lo, hi), w in zip(spans, weights,
+                                                                                                   strict=True)]))
+        keep = _top_stable(cosine, self.cfg.neighbours)
+        docs, votes = docs[keep], cosine[keep] ** self.cfg.power
+        labels = self.labels
+        rows = [(labels.indptr[d], labels.indptr[d + 1]) for d in docs]
+        ids, total = _sum_by_id(np.concatenate([labels.indices[lo:hi] for lo, hi in rows]),
+                                np.concatenate([labels.data[lo:hi] * v for (lo, hi), v in zip(rows, votes,
+                                                                                               strict=True)]))
+        positive = total > 0
+        ids, total = ids[positive], total[positive]
+        return ids, (total / total.max()).astype(np.float32) if len(total) else total.astype(np.float32)
 
     def shortlist(self, texts: list[str], depth: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(candidates ∪ the lexical top ``depth``, lexical score of each) per query; −1 pads score 0."""
         from xc_core.classifier.fusion import union_ids
 
-        rows = []
-        for start, block in self.score_blocks(texts):
-            top, _ = self._top(block, depth)
-            united = union_ids(candidates[start: start + len(block)], top)
-            scores = np.where(united >= 0, np.take_along_axis(block, np.maximum(united, 0), axis=1), 0.0)
-            rows.append((united, scores.astype(np.float32)))
-        width = max(r[0].shape[1] for r in rows)
-        ids = np.concatenate([np.pad(u, ((0, 0), (0, width - u.shape[1])), constant_values=-1) for u, _ in rows])
-        scores = np.concatenate([np.pad(s, ((0, 0), (0, width - s.shape[1]))) for _, s in rows])
-        return ids, scores
+        rows = [self.scores(text) for text in texts]
+        top = np.full((len(texts), depth), -1, dtype=np.int64)
+        for row, (ids, values) in enumerate(rows):
+            best = ids[_top_stable(values, depth)]
+            top[row, :len(best)] = best
+        united = union_ids(candidates, top)
+        scores = np.zeros(united.shape, dtype=np.float32)
+        for row, (ids, values) in enumerate(rows):
+            if len(ids):
+                at = np.minimum(np.searchsorted(ids, united[row]), len(ids) - 1)
+                scores[row] = np.where((united[row] >= 0) & (ids[at] == united[row]), values[at], 0.0)
+        return united, scores
 
     def search(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (lexical scores, label ids) per query, best first: the channel alone."""
-        out_scores, out_ids = [], []
-        for _, block in self.score_blocks(texts):
-            top, scores = self._top(block, k)
-            order = np.argsort(-scores, axis=1, kind="stable")
-            scores, top = np.take_along_axis(scores, order, axis=1), np.take_along_axis(top, order, axis=1)
-            out_scores.append(np.where(top >= 0, scores, -np.inf))
-            out_ids.append(top)
-        return np.concatenate(out_scores).astype(np.float32), np.concatenate(out_ids)
+        out_scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
+        out_ids = np.full((len(texts), k), -1, dtype=np.int64)
+        for row, text in enumerate(texts):
+            ids, values = self.scores(text)
+            best = _top_stable(values, k)
+            best = best[np.lexsort((ids[best], -values[best]))]  # best first, ties by label id
+            out_scores[row, :len(best)], out_ids[row, :len(best)] = values[best], ids[best]
+        return out_scores, out_ids
 
     @property
     def megabytes(self) -> float:
@@ -161,3 +170,20 @@ class LexicalChannel:
         cfg = LexicalConfig.model_validate_json((folder / "lexical.json").read_text())
         return cls(json.loads((folder / "vocabulary.json").read_text()), np.load(folder / "idf.npy"),
                    sp.load_npz(folder / "documents.npz").tocsr(), sp.load_npz(folder / "labels.npz").tocsr(), cfg)
+
+
+
+def _sum_by_id(ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct ids ascending, the sum of ``values`` per id)."""
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    return distinct, np.bincount(inverse, weights=values, minlength=len(distinct))
+
+
+def _top_stable(values: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest values (ascending position order); a tie at the cut keeps the earlier."""
+    if len(values) <= k:
+        return np.arange(len(values))
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    above = np.flatnonzero(values > kth)
+    tied = np.flatnonzero(values == kth)[: k - len(above)]
+    return np.sort(np.concatenate([above, tied]))
