@@ -1,5 +1,6 @@
 """Gated promotion through Dagster: the first model becomes champion; a deliberately degraded model (the
-untrained random tiny BERT) is registered as challenger but the blocking check stops the alias move."""
+untrained random tiny BERT) is registered as challenger, the gate keeps the alias where it was, and that run
+is a success (a warning check with the reason), not a red failure."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
     degraded = _promote(tiny_home, "pretrained")
     gate = next(e for e in degraded.get_asset_check_evaluations() if e.asset_check_key.name == "beats_champion")
     assert not gate.passed and "does not beat" in (gate.description or "")
+    assert gate.severity == dg.AssetCheckSeverity.WARN and gate.metadata["decision"].value == "rejected"
+    assert degraded.success, "a rejected challenger is the gate working: the run must not be red"
     assert not _champion_done(degraded)
     challenger = client.get_model_version_by_alias(model_name("synthetic"), CHALLENGER)
     assert challenger.version != champion.version and challenger.tags["method"] == "pretrained"

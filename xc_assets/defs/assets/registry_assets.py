@@ -1,5 +1,9 @@
-"""Registry per data set: ``challenger`` (register + alias) → blocking check ``beats_champion`` →
-``champion`` (the alias move). A worse model is registered and tagged, but the check stops the move."""
+"""Registry per data set: ``challenger`` (register + alias) → check ``beats_champion`` → ``champion`` (the alias
+move). A worse model is registered and tagged, and the alias stays: a rejection is the gate working, so the run
+succeeds, the check shows as a warning with the reason, and ``champion`` is simply not materialized. Red (a failed
+run or an ERROR check) means something broke: registration, the gate's inputs, the store."""
+
+from collections.abc import Iterator
 
 import dagster as dg
 from pydantic import Field
@@ -66,7 +70,8 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=[p, "challenger"], name="beats_champion", blocking=True,
                     description="Promotion gate: primary metric strictly better with its paired-bootstrap interval "
                                 "above 0 on the same test queries and a lead of at least min_lead, no guard metric "
-                                "regressing beyond its tolerance (the first model always passes)")
+                                "regressing beyond its tolerance (the first model always passes). A rejection is "
+                                "a WARN result: the run succeeds and the champion stays")
     def beats_champion(config: PolicyConfig, xc_home: XcHome) -> dg.AssetCheckResult:
         from dataclasses import asdict
 
@@ -80,7 +85,9 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
         client = mlflow.MlflowClient(uri)
         for key, value in decision.as_tags().items():  # rejected versions keep their reason too
             client.set_model_version_tag(version.name, version.version, key, value)
-        return dg.AssetCheckResult(passed=decision.promote, description=decision.reason, metadata={
+        severity = dg.AssetCheckSeverity.ERROR if decision.promote else dg.AssetCheckSeverity.WARN
+        return dg.AssetCheckResult(passed=decision.promote, severity=severity, description=decision.reason, metadata={
+            "decision": "promoted" if decision.promote else "rejected",
             "challenger_version": str(version.version),
             "champion_version": str(current.version) if current else "none",
             "challenger_metrics": dg.MetadataValue.json(decision.challenger),
@@ -94,17 +101,20 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
 def _champion(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
-    @dg.asset(key=[p, "champion"], deps=[[p, "challenger"]], group_name=p, kinds={"mlflow"},
-              description="Moves the champion alias to the challenger (runs only when beats_champion passed)")
-    def champion(context: dg.AssetExecutionContext, config: PolicyConfig, xc_home: XcHome) -> dg.MaterializeResult:
+    @dg.asset(key=[p, "champion"], deps=[[p, "challenger"]], group_name=p, kinds={"mlflow"}, output_required=False,
+              description="Moves the champion alias to the challenger when the gate promotes it; materialized only "
+                          "then (a rejected challenger leaves the champion as it was and the run green)")
+    def champion(context: dg.AssetExecutionContext, config: PolicyConfig,
+                 xc_home: XcHome) -> Iterator[dg.MaterializeResult]:
         from xc_core.tracking.registry import promote_if_better
 
         uri, version = _latest_challenger(xc_home, dataset)
         decision = promote_if_better(dataset, str(version.version), uri, _policy(config), home=xc_home.path)
-        if not decision.promote:  # the data changed between the check and now: never move the alias then
-            raise dg.Failure(f"not promoted: {decision.reason}")
+        if not decision.promote:  # the gate's own decision (see beats_champion), not an error: nothing to move
+            context.log.info(f"champion unchanged, v{version.version} not promoted: {decision.reason}")
+            return
         context.log.info(f"champion is now v{version.version}: {decision.reason}")
-        return dg.MaterializeResult(metadata={"champion_version": str(version.version), "reason": decision.reason})
+        yield dg.MaterializeResult(metadata={"champion_version": str(version.version), "reason": decision.reason})
 
     return champion
 
