@@ -62,6 +62,36 @@ def test_bootstrap_ratio_ci_is_the_ratio_of_totals() -> None:
     assert low <= value <= high
 
 
+@pytest.mark.parametrize("chunk", [1 << 23, 300])  # one batch of resamples, or many (the draws must not move)
+def test_scipy_bootstrap_gives_the_numbers_of_a_plain_resampling_loop(chunk: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import xc_core.evaluation.analyses as analyses
+
+    monkeypatch.setattr(analyses, "BOOTSTRAP_CHUNK", chunk)
+    rng = np.random.default_rng(3)
+    a, b = rng.random(60), rng.random(60)
+    num_a, num_b, den = rng.random(60), rng.random(60), rng.random(60) + 0.5
+
+    def reference(statistic, n_boot: int = 200, seed: int = 7) -> np.ndarray:  # the pre-scipy implementation
+        draws = np.random.default_rng(seed)
+        per_batch = max(1, chunk // 60)
+        return np.concatenate([statistic(draws.integers(0, 60, size=(min(per_batch, n_boot - start), 60)))
+                               for start in range(0, n_boot, per_batch)])
+
+    def ratio(num: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return num[idx].sum(axis=1) / den[idx].sum(axis=1)
+
+    mean_ref = np.quantile(reference(lambda idx: a[idx].mean(axis=1)), [0.025, 0.975])
+    assert bootstrap_ci(a, n_boot=200, seed=7)[1:] == pytest.approx(tuple(mean_ref), abs=1e-15)
+    diff_ref = reference(lambda idx: (a - b)[idx].mean(axis=1))
+    got = paired_bootstrap_diff(a, b, n_boot=200, seed=7)
+    assert got[1:3] == pytest.approx(tuple(np.quantile(diff_ref, [0.025, 0.975])), abs=1e-15)
+    assert got[3] == pytest.approx((1 + np.sum(np.abs(diff_ref - got[0]) >= abs(got[0]))) / 201)
+    ratio_ref = reference(lambda idx: ratio(num_a, idx) - ratio(num_b, idx))
+    got = paired_bootstrap_ratio_diff(num_a, den, num_b, den, n_boot=200, seed=7)
+    assert got[1:3] == pytest.approx(tuple(np.quantile(ratio_ref, [0.025, 0.975])), abs=1e-15)
+
+
 def test_paired_diff_of_identical_systems_is_zero_with_p_one() -> None:
     values = np.random.default_rng(3).random(500)
     diff, low, high, p = paired_bootstrap_diff(values, values.copy(), n_boot=300)

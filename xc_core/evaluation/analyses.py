@@ -42,24 +42,37 @@ FN_CUTOFFS = (5, 10, 20, 50, 100)
 # -- bootstrap ----------------------------------------------------------------------------------
 
 
-def _resampled(statistic: Callable[[np.ndarray], np.ndarray], n_rows: int, n_boot: int,
+def _resampled(statistic: Callable[..., np.ndarray], arrays: tuple[np.ndarray, ...], n_boot: int,
                seed: int) -> np.ndarray:
-    """``statistic`` on ``n_boot`` resamples of the rows (with replacement): (n_boot,) values.
+    """``statistic(*arrays resampled, axis=-1)`` on ``n_boot`` paired resamples of the rows: (n_boot,) values.
 
-    ``statistic`` maps a (b, n_rows) array of row indices to b values; resamples are drawn in chunks
-    of at most :data:`BOOTSTRAP_CHUNK` indices.
+    ``scipy.stats.bootstrap`` draws the resamples (rows with replacement, the same rows for every array),
+    in batches of at most :data:`BOOTSTRAP_CHUNK` indices; its percentile interval is
+    :func:`_interval`'s, which is also used on the distribution for the p-value below.
     """
+    n_rows = len(arrays[0])
     if n_rows < 1:
         raise ValueError("bootstrap needs at least one row")
-    rng = np.random.default_rng(seed)
-    per_chunk = max(1, BOOTSTRAP_CHUNK // n_rows)
-    chunks = [statistic(rng.integers(0, n_rows, size=(min(per_chunk, n_boot - start), n_rows)))
-              for start in range(0, n_boot, per_chunk)]
-    return np.concatenate(chunks)
+    if n_rows == 1:  # every resample is the one row (scipy asks for two)
+        return np.repeat(statistic(*(a[None, :] for a in arrays), axis=-1), n_boot)
+    from scipy import stats
+
+    result = stats.bootstrap(arrays, statistic, paired=True, vectorized=True, n_resamples=n_boot,
+                             batch=max(1, BOOTSTRAP_CHUNK // n_rows), method="percentile",
+                             rng=np.random.default_rng(seed))
+    return np.asarray(result.bootstrap_distribution, dtype=np.float64)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.divide(numerator, denominator, out=np.zeros(np.shape(numerator)), where=denominator > 0)
+
+
+def _mean(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    return values.mean(axis=axis)
+
+
+def _ratio_of_sums(numerator: np.ndarray, denominator: np.ndarray, axis: int = -1) -> np.ndarray:
+    return _ratio(numerator.sum(axis=axis), denominator.sum(axis=axis))
 
 
 def _interval(resampled: np.ndarray, alpha: float) -> tuple[float, float]:
@@ -74,7 +87,7 @@ def bootstrap_ci(per_row: np.ndarray, n_boot: int = 1000, seed: int = 0,
     For metrics that are means of per-row values (P@k, nDCG@k, R@k); rows resampled with replacement.
     """
     values = np.asarray(per_row, dtype=np.float64)
-    resampled = _resampled(lambda idx: values[idx].mean(axis=1), len(values), n_boot, seed)
+    resampled = _resampled(_mean, (values,), n_boot, seed)
     return (float(values.mean()), *_interval(resampled, alpha))
 
 
@@ -86,7 +99,7 @@ def bootstrap_ratio_ci(numerator: np.ndarray, denominator: np.ndarray, n_boot: i
     resample recomputes the ratio of its own totals (0 when its denominator total is 0).
     """
     num, den = np.asarray(numerator, dtype=np.float64), np.asarray(denominator, dtype=np.float64)
-    resampled = _resampled(lambda idx: _ratio(num[idx].sum(axis=1), den[idx].sum(axis=1)), len(num), n_boot, seed)
+    resampled = _resampled(_ratio_of_sums, (num, den), n_boot, seed)
     return (float(_ratio(num.sum(), den.sum())), *_interval(resampled, alpha))
 
 
@@ -112,7 +125,7 @@ def paired_bootstrap_diff(per_row_a: np.ndarray, per_row_b: np.ndarray, n_boot: 
     if a.shape != b.shape:
         raise ValueError(f"paired arrays differ in shape: {a.shape} vs {b.shape}")
     difference = a - b
-    resampled = _resampled(lambda idx: difference[idx].mean(axis=1), len(difference), n_boot, seed)
+    resampled = _resampled(_mean, (difference,), n_boot, seed)
     return _paired(float(difference.mean()), resampled, alpha)
 
 
@@ -127,12 +140,12 @@ def paired_bootstrap_ratio_diff(numerator_a: np.ndarray, denominator_a: np.ndarr
     num_a, den_a, num_b, den_b = (np.asarray(x, dtype=np.float64)
                                   for x in (numerator_a, denominator_a, numerator_b, denominator_b))
 
-    def difference(idx: np.ndarray) -> np.ndarray:
-        return (_ratio(num_a[idx].sum(axis=-1), den_a[idx].sum(axis=-1))
-                - _ratio(num_b[idx].sum(axis=-1), den_b[idx].sum(axis=-1)))
+    def difference(num_a: np.ndarray, den_a: np.ndarray, num_b: np.ndarray, den_b: np.ndarray,
+                   axis: int = -1) -> np.ndarray:
+        return _ratio_of_sums(num_a, den_a, axis=axis) - _ratio_of_sums(num_b, den_b, axis=axis)
 
-    resampled = _resampled(difference, len(num_a), n_boot, seed)
-    return _paired(float(difference(np.arange(len(num_a)))), resampled, alpha)
+    resampled = _resampled(difference, (num_a, den_a, num_b, den_b), n_boot, seed)
+    return _paired(float(difference(num_a, den_a, num_b, den_b)), resampled, alpha)
 
 
 def paired_metric_diff(rows_a: dict[str, np.ndarray], rows_b: dict[str, np.ndarray], metric: str,
