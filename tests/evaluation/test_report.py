@@ -29,3 +29,12 @@ def test_report_renders_every_section_with_plots_and_best_marked(tmp_path: Path)
     assert text.count("data:image/png;base64,") == 2
     assert '<td class="best">50.00<br><small>[45.00, 55.00]</small></td>' in text
     assert 'class="hit">industrial supply' in text
+
+
+def test_report_escapes_what_comes_from_the_data(tmp_path: Path) -> None:
+    results = [MethodResult("<b>m</b>", {"P@1": 0.5})]
+    examples = [{"query": "<script>alert(1)</script>", "predictions": [{"label": "a & b", "hit": False,
+                                                                         "score": 0.1}]}]
+    text = render_report("x<y", results, tmp_path / "r.html", [], examples, {"note": "<i>"}).read_text()
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "&lt;b&gt;m&lt;/b&gt;" in text and "a &amp; b" in text and "x&lt;y" in text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-import html
+import functools
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,15 +25,17 @@ class MethodResult:
 
 
 def _png(fig: Any) -> str:
+    """The figure as base64 PNG (embedded in the page: the report is one self-contained file)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    return f'<img src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}"/>'
+    return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _metrics_table(results: list[MethodResult]) -> str:
+def _metric_rows(results: list[MethodResult]) -> tuple[list[str], list[dict[str, Any]]]:
+    """(column keys, one row per method: cells with the value in %, its CI and whether it is the column's best)."""
     keys = [k for k in TABLE_KEYS if any(k in r.metrics for r in results)]
     best = {k: max(r.metrics.get(k, float("-inf")) for r in results) for k in keys}
     rows = []
@@ -41,13 +43,11 @@ def _metrics_table(results: list[MethodResult]) -> str:
         cells = []
         for k in keys:
             value = r.metrics.get(k)
-            text = "–" if value is None else f"{100 * value:.2f}"
-            if k in r.ci:
-                text += f'<br><small>[{100 * r.ci[k][1]:.2f}, {100 * r.ci[k][2]:.2f}]</small>'
-            cells.append(f'<td class="{"best" if value is not None and value == best[k] else ""}">{text}</td>')
-        rows.append(f"<tr><th>{html.escape(r.method)}</th>{''.join(cells)}</tr>")
-    head = "".join(f"<th>{k}</th>" for k in keys)
-    return f"<table><tr><th>method</th>{head}</tr>{''.join(rows)}</table>"
+            ci = (f"{100 * r.ci[k][1]:.2f}", f"{100 * r.ci[k][2]:.2f}") if k in r.ci else None
+            cells.append({"text": "–" if value is None else f"{100 * value:.2f}", "ci": ci,
+                          "best": value is not None and value == best[k]})
+        rows.append({"method": r.method, "cells": cells})
+    return keys, rows
 
 
 def _curves(results: list[MethodResult]) -> str:
@@ -68,7 +68,7 @@ def _curves(results: list[MethodResult]) -> str:
     return _png(fig)
 
 
-def _quantile_chart(results: list[MethodResult]) -> str:
+def _quantile_chart(results: list[MethodResult]) -> str | None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,7 +77,7 @@ def _quantile_chart(results: list[MethodResult]) -> str:
 
     with_bins = [r for r in results if r.quantiles]
     if not with_bins:
-        return "<p>no quantile analysis</p>"
+        return None
     fig, ax = plt.subplots(figsize=(9, 3.8))
     bins = [q["bin"] for q in with_bins[0].quantiles]
     width = 0.8 / len(with_bins)
@@ -89,63 +89,36 @@ def _quantile_chart(results: list[MethodResult]) -> str:
     return _png(fig)
 
 
-def _dict_table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "<p>–</p>"
-    keys = list(rows[0])
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(k))}</td>" for k in keys) + "</tr>" for r in rows)
-    return "<table><tr>" + "".join(f"<th>{html.escape(str(k))}</th>" for k in keys) + f"</tr>{body}</table>"
+def _cell(value: Any) -> str:
+    """A table cell: floats to 4 significant digits, everything else as text (escaped by the template)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return html.escape(str(value))
+@functools.cache
+def _template() -> Any:
+    import jinja2
 
-
-def _tradeoff_section(tradeoffs: dict[str, Path]) -> str:
-    """Embedded trade-off plots: per label-frequency decile, encoder alone vs classifier alone vs fused, and
-    the validation curve that chose alpha."""
-    if not tradeoffs:
-        return ""
-    images = "".join(f"<h3>{html.escape(method)}</h3><img src=\"data:image/png;base64,"
-                     f"{base64.b64encode(path.read_bytes()).decode()}\"/>" for method, path in tradeoffs.items())
-    return ("<h2>Classifier stage: head/tail trade-off (test shares of P@5 and PSP@5 per label-frequency decile, "
-            "0 = tail; right: validation metrics by α, 1 = encoder only)</h2>" + images)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("xc_core.evaluation", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters["cell"] = _cell
+    return env.get_template("report.html.j2")
 
 
 def render_report(dataset: str, results: list[MethodResult], out: Path, diff_table: list[dict[str, Any]],
                   examples: list[dict[str, Any]], notes: dict[str, Any],
                   paired: list[dict[str, Any]] | None = None, tradeoffs: dict[str, Path] | None = None) -> Path:
-    """Write ``out`` (HTML): metrics with CIs, curves, quantile bars, DIFF@k, subsets, examples, index stats,
-    and for each method with a classifier stage its head/tail trade-off plot (``tradeoffs``: method → PNG)."""
+    """Write ``out`` (HTML, from ``templates/report.html.j2``): metrics with CIs, curves, quantile bars, DIFF@k,
+    subsets, examples, index stats, and for each method with a classifier stage its head/tail trade-off plot
+    (``tradeoffs``: method → PNG)."""
     subsets = [{"method": r.method, "subset": s, **{k: v for k, v in m.items() if k in ("P@1", "P@5", "PSP@5", "R@10",
                                                                                        "rows")}}
                for r in results for s, m in r.subsets.items()]
-    index_rows = [{"method": r.method, **r.index} for r in results if r.index]
-    example_html = "".join(
-        f"<h4>{html.escape(e['query'])} <small>{html.escape(e.get('note', ''))}</small></h4><ol>"
-        + "".join(f'<li class="{"hit" if p["hit"] else "miss"}">{html.escape(p["label"])} '
-                  f'<small>{p["score"]:.3f}</small></li>' for p in e["predictions"]) + "</ol>"
-        for e in examples)
-    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>xc report: {html.escape(dataset)}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}} td.best{{font-weight:bold;background:#e6ffe6}}
-li.hit{{color:#060}} li.miss{{color:#999}} small{{color:#666}}</style></head><body>
-<h1>Offline evaluation: {html.escape(dataset)}</h1>
-<p>{html.escape(", ".join(f"{k}: {v}" for k, v in notes.items()))}</p>
-<h2>Metrics (%, 95% bootstrap CI in brackets; best in bold)</h2>{_metrics_table(results)}
-<h2>Paired differences (bootstrap over the same test queries: is the gap more than noise?)</h2>\
-{_dict_table(paired or [])}
-<h2>P@k and PSP@k</h2>{_curves(results)}
-<h2>Label quantiles</h2>{_quantile_chart(results)}
-<h2>DIFF@k per label quantile: FN@k(dual_encoder) − FN@k(ramen); positive = RAMEN retrieves positives the
-text-only baseline misses (RAMEN Table 8; bin 0 = tail)</h2>{_dict_table(diff_table)}
-{_tradeoff_section(tradeoffs or {})}
-<h2>Seen vs novel queries, novel labels, query deciles</h2>{_dict_table(subsets)}
-<h2>Index recall and latency</h2>{_dict_table(index_rows)}
-<h2>Example predictions (green: in the ground truth; RAMEN Table 7)</h2>{example_html}
-</body></html>"""
+    metric_keys, metric_rows = _metric_rows(results)
+    page = _template().render(
+        dataset=dataset, notes=notes, metric_keys=metric_keys, metric_rows=metric_rows, paired=paired or [],
+        curves=_curves(results), quantile_chart=_quantile_chart(results), diff_table=diff_table,
+        tradeoffs={m: base64.b64encode(p.read_bytes()).decode() for m, p in (tradeoffs or {}).items()},
+        subsets=subsets, index_rows=[{"method": r.method, **r.index} for r in results if r.index], examples=examples)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(body, encoding="utf-8")
+    out.write_text(page, encoding="utf-8")
     return out
