@@ -24,7 +24,6 @@ from xc_assets.defs.assets import (
     simulate_assets,
 )
 from xc_assets.defs.assets.graph_assets import prefix
-from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
 from xc_core.methods import RUN_METHODS
 
@@ -53,9 +52,14 @@ def _selection(dataset: str) -> tuple[list[Any], list[Any]]:
 
 
 def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
-    keys = daily_partitions.get_partition_keys()
-    if dataset == "aol-1000":
-        return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+    if dataset == "aol-1000":  # the archive's own days (the partitions run on to today)
+        from xc_assets.defs.sensors import partition_range
+        from xc_core.paths import aol_archive
+
+        days = partition_range(aol_archive(), "aol")
+        if days is None:
+            raise ValueError(f"{aol_archive()}: no valid event on a daily partition")
+        return {"dagster/asset_partition_range_start": days[0], "dagster/asset_partition_range_end": days[1]}
     if dataset == "synthetic":
         from xc_core.simulate import scale_config
 

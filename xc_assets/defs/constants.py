@@ -2,9 +2,10 @@
 
 import os
 
-#: The daily partition window. It covers the AOL log (2006-03-01..2006-05-31) and the simulator's
-#: default calendar, which deliberately starts on the same day so one partition set serves both.
+#: The daily partitions: from the AOL log's first day (the simulator's default calendar starts on the same day, so
+#: one partition set serves both) up to today, growing each day, so logs dated today have a partition.
+#: ``XC_PARTITIONS_END`` (exclusive, YYYY-MM-DD) pins the end.
 PARTITIONS_START = os.environ.get("XC_PARTITIONS_START", "2006-03-01")
-PARTITIONS_END = os.environ.get("XC_PARTITIONS_END", "2006-06-01")
+PARTITIONS_END = os.environ.get("XC_PARTITIONS_END") or None
 
 INGEST_GROUP = "ingestion"

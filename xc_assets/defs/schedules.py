@@ -6,13 +6,24 @@ import os
 import dagster as dg
 
 from xc_assets.defs.jobs import retrain_job
+from xc_assets.defs.resources import XcHome
 
-#: Each night, the newest daily partition: new log partition → graph tables → data set → anchor sets. It
-#: launches no training: ``train_eval_job`` runs (one per method partition) and ``xc promote`` do that.
-nightly_retrain = dg.build_schedule_from_partitioned_job(
-    retrain_job,
-    name="nightly_retrain",
-    hour_of_day=int(os.environ.get("XC_RETRAIN_HOUR", "2")),
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Nightly rebuild of the default data set's graphs, data set and anchor sets (stopped by default)",
-)
+RETRAIN_HOUR = int(os.environ.get("XC_RETRAIN_HOUR", "2"))
+
+
+@dg.schedule(job=retrain_job, cron_schedule=f"0 {RETRAIN_HOUR} * * *", execution_timezone="UTC",
+             default_status=dg.DefaultScheduleStatus.STOPPED,
+             description="Each night, when the event store holds events the last rebuild did not see: graph tables → "
+                         "data set → anchor sets over the newest data (stopped by default)")
+def nightly_retrain(context: dg.ScheduleEvaluationContext, xc_home: XcHome) -> dg.RunRequest | dg.SkipReason:
+    """One run per new state of the event store: the run key is the store's generation (bumped by every
+    ingestion that stores events), so a night without new events launches nothing and says why."""
+    store = xc_home.event_store()
+    days = store.days()
+    if not days:
+        return dg.SkipReason(f"the event store under {xc_home.path} holds no events yet (ingest a log first: "
+                             "the landing sensor or ingest_job)")
+    generation = store.generation()
+    return dg.RunRequest(run_key=f"events-generation-{generation}",
+                         tags={"xc/trigger": "nightly_retrain", "xc/events_first_day": days[0].isoformat(),
+                               "xc/events_last_day": days[-1].isoformat(), "xc/events_generation": str(generation)})

@@ -1,5 +1,5 @@
-"""Sensors: a landing folder for raw log files (each file ingested exactly once), and run failures made
-visible. The landing folder is ``$XC_LANDING`` or ``<home>/landing``."""
+"""Sensors: a landing folder for raw log files (each file ingested exactly once, over the days its events fall
+on), and run failures made visible. The landing folder is ``$XC_LANDING`` or ``<home>/landing``."""
 
 import hashlib
 import json
@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 
 from xc_assets.defs.jobs import ingest_job
+from xc_assets.defs.partitions import daily_partitions
 
 LANDING_SUFFIXES = (".tgz", ".txt", ".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
 
@@ -25,20 +26,45 @@ def file_run_key(path: Path) -> str:
     return f"{path.name}:{digest}"
 
 
+def partition_range(path: Path, source: str) -> tuple[str, str] | None:
+    """The daily partitions a landing file's events fall on (first, last day), clipped to the partition
+    set; None when the file holds no valid event (the run would store nothing)."""
+    from xc_core.logs.ingest import Source, event_span
+
+    span = event_span([Source("aol" if source == "aol" else "events", path)])
+    if span is None:
+        return None
+    keys = daily_partitions.get_partition_keys()
+    first, last = max(span[0].isoformat(), keys[0]), min(span[1].isoformat(), keys[-1])
+    return (first, last) if first <= last else None
+
+
 @dg.sensor(job=ingest_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.STOPPED,
-           description="Launches ingestion for each new raw log file in the landing folder, exactly once")
+           description="Launches ingestion for each new raw log file in the landing folder, exactly once, over "
+                       "the days its events fall on")
 def landing_folder_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     folder = landing_dir()
     files = sorted(p for p in folder.glob("*") if p.suffix in LANDING_SUFFIXES) if folder.exists() else []
-    requests = []
+    done = set(json.loads(context.cursor)) if context.cursor else set()
+    requests, skipped = [], []
     for path in files:
+        key = file_run_key(path)
+        if key in done:  # read once: the dates of a file already requested are not parsed again every tick
+            continue
+        done.add(key)
         source = "aol" if path.suffix in (".tgz", ".txt") else "events"
+        days = partition_range(path, source)
+        if days is None:
+            skipped.append(f"{path.name}: no valid event on a partition day ({daily_partitions.start:%Y-%m-%d} "
+                           "onwards); nothing to ingest")
+            continue
         requests.append(dg.RunRequest(
-            run_key=file_run_key(path),
+            run_key=key,
             run_config={"ops": {"raw_events": {"config": {"source": source, "paths": [str(path)]}}}},
-            tags={"dagster/asset_partition_range_start": "2006-03-01",
-                  "dagster/asset_partition_range_end": "2006-05-31", "xc/landing_file": path.name}))
-    return dg.SensorResult(run_requests=requests)
+            tags={"dagster/asset_partition_range_start": days[0], "dagster/asset_partition_range_end": days[1],
+                  "xc/landing_file": path.name}))
+    return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(done)),
+                           skip_reason="; ".join(skipped) if skipped and not requests else None)
 
 
 @dg.run_failure_sensor(default_status=dg.DefaultSensorStatus.RUNNING,

@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -54,6 +54,8 @@ class IngestSummary:
     stored: int = 0
     already_stored: int = 0
     days_written: int = 0
+    first_event: str | None = None  # ISO time of the earliest / latest valid event read, inside the window or not
+    last_event: str | None = None
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
@@ -180,6 +182,7 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
                 seen = grown  # the ids seen so far: the next source's batches start from them
                 _count(summary, reasons, flagged, batch)
                 events = batch.events
+                _widen_span(summary, events)
                 if window is not None:
                     inside = (pl.col("ts") >= window[0]) & (pl.col("ts") < window[1])
                     summary.outside_window += events.filter(~inside).height
@@ -198,6 +201,30 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     summary.seconds = round(time.perf_counter() - started, 3)
     log.info("ingested %s", summary.to_dict())
     return summary
+
+
+def _widen_span(summary: IngestSummary, events: pl.DataFrame) -> None:
+    if not events.height:
+        return
+    span = events.select(first=pl.col("ts").min().dt.to_string(), last=pl.col("ts").max().dt.to_string())
+    first, last = str(span.item(0, "first")), str(span.item(0, "last"))
+    summary.first_event = min(summary.first_event or first, first)
+    summary.last_event = max(summary.last_event or last, last)
+
+
+def event_span(sources: Sequence[Source], cfg: IngestConfig | None = None) -> tuple[date, date] | None:
+    """First and last day of the valid events in ``sources`` (None when there are none): which daily
+    partitions an ingestion of these files should cover. Reads and validates like :func:`ingest`, stores nothing."""
+    cfg = cfg or IngestConfig()
+    preflight(sources)
+    summary = IngestSummary()
+    for source in sources:
+        batches = _aol_batches if source.kind == "aol" else _generic_batches
+        for batch, _ in batches(source.path, cfg, no_ids_seen()):  # duplicates do not move a span
+            _widen_span(summary, batch.events)
+    if summary.first_event is None or summary.last_event is None:
+        return None
+    return datetime.fromisoformat(summary.first_event).date(), datetime.fromisoformat(summary.last_event).date()
 
 
 def _count(summary: IngestSummary, reasons: Counter[str], flagged: Counter[str], batch: _Batch) -> None:

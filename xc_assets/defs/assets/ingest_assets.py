@@ -4,7 +4,7 @@ No ``from __future__ import annotations`` here: Dagster reads the Config/resourc
 """
 
 import warnings
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +16,7 @@ from xc_assets.defs.constants import INGEST_GROUP
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
 from xc_core.logs.config import IngestConfig
-from xc_core.logs.ingest import Source, SourceKind, ingest
+from xc_core.logs.ingest import IngestSummary, Source, SourceKind, ingest
 from xc_core.paths import aol_archive
 
 # BackfillPolicy is "beta" in Dagster 1.13; single-run backfills are what make a 92-day ingest one read.
@@ -61,6 +61,19 @@ def _default_paths(source: str, xc_home: XcHome, start: datetime, end: datetime)
     raise dg.Failure("source 'events' needs config paths: canonical Parquet/CSV/TSV/JSON Lines files")
 
 
+def _nothing_stored(summary: IngestSummary, start: datetime, end: datetime) -> str:
+    """Why an ingestion stored no event, and what to do about it."""
+    window = f"{start.date()} .. {(end - timedelta(days=1)).date()}"
+    if summary.read == 0:
+        return f"stored no events: the input has no rows (partitions {window})"
+    if summary.first_event is None:
+        return (f"stored no events: all {summary.rejected} of {summary.read} rows were rejected (see the quarantine "
+                f"asset for the reasons)")
+    return (f"stored no events: the valid events read lie between {summary.first_event} and {summary.last_event}, "
+            f"outside this run's partitions {window} ({summary.outside_window} rows); launch the run for those "
+            f"dates (the landing sensor does so from the file's own dates)")
+
+
 @dg.asset(
     deps=["simulated_events"],
     partitions_def=daily_partitions,
@@ -78,6 +91,10 @@ def raw_events(context: dg.AssetExecutionContext, config: RawEventsConfig, xc_ho
     summary = ingest([Source(kind, p) for p in paths], xc_home.path, cfg,
                      window=(window.start, window.end), progress=False)
     context.log.info(f"ingested {summary.to_dict()}")
+    if summary.stored == 0 and summary.already_stored == 0:  # a green run that stored nothing would hide the miss
+        raise dg.Failure(description=_nothing_stored(summary, window.start, window.end), metadata={
+            "rows_read": summary.read, "rows_rejected": summary.rejected,
+            "rows_outside_partitions": summary.outside_window})
     rejects = xc_home.event_store().read_quarantine().filter(pl.col("disposition") == "rejected")
     return dg.MaterializeResult(metadata={
         "rows_read": summary.read,
