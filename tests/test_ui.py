@@ -75,7 +75,8 @@ def test_graphql_sees_every_asset_check_job_schedule_and_sensor(server: int) -> 
     repo = data["repositoriesOrError"]["nodes"][0]
     assert {"ingest_job", "retrain_job", "train_eval_job"} <= {j["name"] for j in repo["jobs"]}
     assert [s["name"] for s in repo["schedules"]] == ["nightly_retrain"]
-    assert {s["name"] for s in repo["sensors"]} == {"landing_folder_sensor", "record_run_failures"}
+    assert {s["name"] for s in repo["sensors"]} == {"landing_folder_sensor", "record_run_failures",
+                                                   "train_after_rebuild", "promote_after_training"}
 
 
 def test_a_materialization_launched_through_the_api_succeeds(server: int) -> None:

@@ -10,10 +10,15 @@ from xc_assets.defs.assets import (
     registry_assets,
     simulate_assets,
 )
-from xc_assets.defs.jobs import ingest_job, retrain_job, train_eval_job
+from xc_assets.defs.jobs import ingest_job, promotion_job, report_job, retrain_job, train_eval_job
 from xc_assets.defs.resources import XcHome
 from xc_assets.defs.schedules import nightly_retrain
-from xc_assets.defs.sensors import landing_folder_sensor, record_run_failures
+from xc_assets.defs.sensors import (
+    landing_folder_sensor,
+    promote_after_training,
+    record_run_failures,
+    train_after_rebuild,
+)
 
 defs = dg.Definitions(
     assets=[*dg.load_assets_from_modules([simulate_assets, ingest_assets]), *graph_assets.graph_table_assets,
@@ -21,8 +26,8 @@ defs = dg.Definitions(
             *eval_assets.index_assets, *eval_assets.eval_assets, *eval_assets.report_assets,
             *registry_assets.challenger_assets, *registry_assets.champion_assets],
     asset_checks=[*graph_assets.graph_checks, *registry_assets.promotion_checks],
-    jobs=[ingest_job, retrain_job, train_eval_job],
+    jobs=[ingest_job, retrain_job, train_eval_job, report_job, promotion_job],
     schedules=[nightly_retrain],
-    sensors=[landing_folder_sensor, record_run_failures],
+    sensors=[landing_folder_sensor, record_run_failures, train_after_rebuild, promote_after_training],
     resources={"xc_home": XcHome()},
 )

@@ -27,7 +27,8 @@ def test_schedules_and_sensors_are_loaded_and_schedules_default_to_stopped() -> 
     repo = defs.get_repository_def()
     schedule = repo.get_schedule_def("nightly_retrain")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    assert {s.name for s in repo.sensor_defs} == {"landing_folder_sensor", "record_run_failures"}
+    assert {s.name for s in repo.sensor_defs} == {"landing_folder_sensor", "record_run_failures",
+                                                  "train_after_rebuild", "promote_after_training"}
 
 
 def test_landing_sensor_requests_each_file_once_by_name_and_content(tmp_path: Path,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from xc_assets.defs.jobs import ingest_job
+from xc_assets.defs.jobs import ingest_job, promotion_job, report_job, retrain_job, train_eval_job
 from xc_assets.defs.partitions import daily_partitions
 
 LANDING_SUFFIXES = (".tgz", ".txt", ".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
@@ -65,6 +65,71 @@ def landing_folder_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
                   "xc/landing_file": path.name}))
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(done)),
                            skip_reason="; ".join(skipped) if skipped and not requests else None)
+
+
+# -- the nightly chain: rebuild → train/eval per method → report → gate, one promotion at a time -------------
+
+GENERATION = "xc/generation"  # the nightly rebuild run that a training / promotion run belongs to
+NIGHTLY = "nightly_retrain"
+
+
+def retrain_profile() -> str:
+    return os.environ.get("XC_RETRAIN_PROFILE", "demo")
+
+
+def retrain_methods() -> list[str]:
+    """``XC_RETRAIN_METHODS`` (comma-separated) or ``xc run``'s default list; every name must be registered."""
+    from xc_core.methods import RUN_METHODS, get_method
+
+    methods = [m for m in os.environ.get("XC_RETRAIN_METHODS", ",".join(RUN_METHODS)).split(",") if m]
+    for method in methods:
+        get_method(method)  # an unknown name fails the tick with the registry's message
+    return methods
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitored_jobs=[retrain_job], request_job=train_eval_job,
+                      default_status=dg.DefaultSensorStatus.RUNNING,
+                      description="After a nightly rebuild: train, index and evaluate every configured method "
+                                  "(XC_RETRAIN_METHODS, profile XC_RETRAIN_PROFILE), one run per method partition")
+def train_after_rebuild(context: dg.RunStatusSensorContext) -> list[dg.RunRequest] | dg.SkipReason:
+    rebuild = context.dagster_run
+    if rebuild.tags.get("xc/trigger") != NIGHTLY:  # a hand-launched rebuild trains nothing by surprise
+        return dg.SkipReason(f"run {rebuild.run_id} was not launched by {NIGHTLY}")
+    methods, profile = retrain_methods(), retrain_profile()
+    config = {"config": {"profile": profile}}
+    return [dg.RunRequest(
+        run_key=f"{rebuild.run_id}:{method}", partition_key=method,
+        run_config={"ops": {f"synthetic__{step}": config for step in ("encoder", "label_index", "offline_eval")}},
+        tags={GENERATION: rebuild.run_id, "xc/methods": ",".join(methods), "xc/profile": profile,
+              "xc/method": method}) for method in methods]
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitored_jobs=[train_eval_job],
+                      request_jobs=[report_job, promotion_job], default_status=dg.DefaultSensorStatus.RUNNING,
+                      description="When every method of a nightly generation is evaluated: the report, then each "
+                                  "method through the promotion gate in the configured order")
+def promote_after_training(context: dg.RunStatusSensorContext) -> list[dg.RunRequest] | dg.SkipReason:
+    from xc_assets.run import promotion_run_config
+
+    tags = context.dagster_run.tags
+    if GENERATION not in tags:
+        return dg.SkipReason("not a run of the nightly chain")
+    generation, methods, profile = tags[GENERATION], tags["xc/methods"].split(","), tags["xc/profile"]
+    runs = context.instance.get_runs(filters=dg.RunsFilter(job_name=train_eval_job.name, tags={GENERATION: generation},
+                                                           statuses=[dg.DagsterRunStatus.SUCCESS]))
+    missing = sorted(set(methods) - {r.tags.get("dagster/partition") for r in runs})
+    if missing:
+        return dg.SkipReason(f"generation {generation}: waiting for {', '.join(missing)}")
+    requests = [dg.RunRequest(run_key=f"{generation}:report", job_name=report_job.name,
+                              run_config={"ops": {"synthetic__eval_report": {"config": {"profile": profile}}}},
+                              tags={GENERATION: generation, "dagster/priority": str(len(methods) + 1)})]
+    for order, method in enumerate(methods):  # the queue's priority keeps the order; xc/promotion keeps one at a time
+        requests.append(dg.RunRequest(
+            run_key=f"{generation}:promote:{method}", job_name=promotion_job.name,
+            run_config=promotion_run_config("synthetic", method, profile),
+            tags={GENERATION: generation, "xc/method": method, "xc/promotion": "synthetic",
+                  "dagster/priority": str(len(methods) - order)}))
+    return requests
 
 
 @dg.run_failure_sensor(default_status=dg.DefaultSensorStatus.RUNNING,
