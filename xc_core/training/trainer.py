@@ -244,6 +244,8 @@ class Trainer:
         optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         warmup = max(1, int(total_steps * self.cfg.warmup_fraction))
 
+        # Not transformers' get_linear_schedule_with_warmup: that one spends step 0 at lr 0 and decays one step
+        # later, so every trained model (and the README's tables) would move; kept with the numbers it gave.
         def schedule(step: int) -> float:
             return min(1.0, (step + 1) / warmup) * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
