@@ -38,10 +38,12 @@ def _timed(step, queries: list[str]) -> float:
 
 def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int, seed: int = 0) -> dict:
     from xc_core.classifier import FusedClassifier, fused_search
-    from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS, classifier_dir_of, encoder_for
-    from xc_core.evaluation.stage import index_dir, trained_summary
-    from xc_core.graphs.stage import load_with_anchors
+    from xc_core.classifier.fusion import LABEL_VECTORS
+    from xc_core.encoders.text import encoder_for
     from xc_core.index import LabelIndex
+    from xc_core.paths import index_dir, trained_summary
+    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.predict import CLASSIFIER_INDEX, classifier_dir_of
 
     data = load_with_anchors(home, dataset)
     trained = trained_summary(home, dataset, method, profile)

@@ -178,7 +178,7 @@ def bench_prune() -> dict[str, dict[str, float]]:
 def bench_tables(events: int, tmp: Path) -> dict[str, object]:
     from datetime import UTC, datetime
 
-    from xc_core.graphs.tables import build_graph_tables
+    from xc_core.datasets.graph_tables import build_graph_tables
     from xc_core.logs.store import EventStore
     from xc_core.simulate import simulate
 

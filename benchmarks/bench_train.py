@@ -32,12 +32,13 @@ def main() -> None:
     args = parser.parse_args()
 
     from xc_core.datasets.container import XCDataset
-    from xc_core.datasets.stage import materialize_dataset
     from xc_core.encoders.text import EncoderConfig, TextEncoder
-    from xc_core.graphs.stage import anchors_dir, materialize_anchor_sets
     from xc_core.methods import get_method
+    from xc_core.paths import anchors_dir
     from xc_core.profiles import encoder_config, get_profile
     from xc_core.simulate.pipeline import current_simulation, simulate_into_store
+    from xc_core.stages.datasets import materialize_dataset
+    from xc_core.stages.graphs import materialize_anchor_sets
     from xc_core.training.trainer import Trainer
 
     home = Path(args.home)

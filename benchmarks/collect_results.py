@@ -22,7 +22,7 @@ def _ci(folder: Path, metric: str) -> str:
 
 
 def method_rows(home: Path, dataset: str) -> list[str]:
-    from xc_core.datasets.registry import dataset_slug
+    from xc_core.paths import dataset_slug
 
     slug = dataset_slug(dataset)
     rows = ["| method | val R@10 | train s | test P@1 (95% CI) | PSP@1 (95% CI) | P@5 | PSP@5 | R@10 | HNSW R@10 |",

@@ -44,7 +44,7 @@ def export(dataset, folder: Path, split: str) -> None:
 
 
 def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
-    from xc_core.evaluation.predict import fingerprint_test_split
+    from xc_core.stages.predict import fingerprint_test_split
 
     split = fingerprint_test_split(dataset)
     meta = folder / "meta.json"
@@ -64,8 +64,9 @@ def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
 
 
 def evaluate_peer(dataset_name: str, profile: str, homes: list[Path]) -> dict:
-    from xc_core.evaluation.stage import eval_dir, evaluate_scores
-    from xc_core.graphs.stage import load_with_anchors
+    from xc_core.paths import eval_dir
+    from xc_core.stages.evaluation import evaluate_scores
+    from xc_core.stages.graphs import load_with_anchors
 
     dataset = load_with_anchors(homes[0], dataset_name)
     started = time.perf_counter()

@@ -33,11 +33,8 @@ def _run(args: list[str], log: Path) -> None:
 
 
 def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, methods: list[str], root: Path) -> None:
-    from xc_core.datasets.registry import dataset_dir
-    from xc_core.evaluation.stage import eval_dir
-    from xc_core.graphs.stage import anchors_dir
     from xc_core.methods import get_method
-    from xc_core.training.stage import model_dir
+    from xc_core.paths import anchors_dir, dataset_dir, eval_dir, model_dir
 
     home = root / f"{dataset}-s{seed}"
     log = root / "grid.log"

@@ -24,7 +24,7 @@ METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
 
 
 def _per_row(home: Path, dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], str] | None:
-    from xc_core.evaluation.stage import eval_dir
+    from xc_core.paths import eval_dir
 
     folder = eval_dir(home, dataset, method, profile)
     if not (folder / "per_row.npz").exists():

@@ -58,10 +58,10 @@ def write_tgz(path: Path, files: dict[str, bytes]) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from xc_core.datasets.stage import materialize_dataset
-    from xc_core.graphs.stage import materialize_anchor_sets
     from xc_core.profiles import get_profile
     from xc_core.simulate.pipeline import simulate_into_store
+    from xc_core.stages.datasets import materialize_dataset
+    from xc_core.stages.graphs import materialize_anchor_sets
 
     home = tmp_path_factory.mktemp("train-home")
     simulate_into_store("tiny", 0, home)
@@ -72,6 +72,6 @@ def tiny_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def tiny_data(tiny_home: Path) -> XCDataset:
-    from xc_core.graphs.stage import anchors_dir
+    from xc_core.paths import anchors_dir
 
     return XCDataset.load(anchors_dir(tiny_home, "synthetic"))

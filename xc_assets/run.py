@@ -155,7 +155,7 @@ def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, 
     """Register each evaluated method in turn and run the promotion gate (``xc promote``): the same Dagster
     runs as the end of ``xc run``, for models that are already trained and evaluated. ``min_lead``: the
     smallest primary-metric lead promoted (see :class:`xc_core.tracking.registry.PromotionPolicy`)."""
-    from xc_core.evaluation.stage import eval_dir
+    from xc_core.paths import eval_dir
 
     missing = [m for m in methods if not (eval_dir(home, dataset, m, profile) / "metrics.json").exists()]
     if missing:
@@ -170,7 +170,7 @@ def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, 
 
 def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...], started: float,
                 min_lead: float) -> dict[str, object]:
-    from xc_core.graphs.stage import anchors_dir
+    from xc_core.paths import anchors_dir
 
     folder = anchors_dir(home, dataset)
     if not (folder / "meta.json").exists():

@@ -51,22 +51,22 @@ def cmd_simulate(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.datasets.stage import materialize_graph_tables
+    from xc_core.stages.datasets import materialize_graph_tables
 
     summary = materialize_graph_tables(args.dataset, resolve_home(args.home))
     return {"dataset": args.dataset, **summary.to_dict()}
 
 
 def cmd_dataset(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.datasets.stage import materialize_dataset
+    from xc_core.stages.datasets import materialize_dataset
 
     return materialize_dataset(args.dataset, resolve_home(args.home), seed=args.seed)[1]
 
 
 def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.datasets.stage import load_or_build
-    from xc_core.graphs.stage import materialize_anchor_sets
     from xc_core.profiles import get_profile
+    from xc_core.stages.datasets import load_or_build
+    from xc_core.stages.graphs import materialize_anchor_sets
 
     home = resolve_home(args.home)
     dataset = load_or_build(args.dataset, home)
@@ -75,10 +75,11 @@ def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
 
 def cmd_train(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.datasets.container import XCDataset
-    from xc_core.graphs.stage import anchors_dir, load_with_anchors
     from xc_core.methods import get_method
+    from xc_core.paths import anchors_dir
     from xc_core.profiles import get_profile
-    from xc_core.training.stage import train_method
+    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.training import train_method
 
     home = resolve_home(args.home)
     folder = anchors_dir(home, args.dataset)
@@ -94,13 +95,13 @@ def cmd_train(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _anchored(home: Path, name: str) -> XCDataset:
-    from xc_core.graphs.stage import load_with_anchors
+    from xc_core.stages.graphs import load_with_anchors
 
     return load_with_anchors(home, name)
 
 
 def cmd_index(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.evaluation.stage import index_method
+    from xc_core.stages.evaluation import index_method
 
     home = resolve_home(args.home)
     preds = index_method(_anchored(home, args.dataset), args.method, args.profile, home, progress=not args.quiet)
@@ -110,7 +111,7 @@ def cmd_index(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_eval(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.evaluation.stage import evaluate_method
+    from xc_core.stages.evaluation import evaluate_method
 
     home = resolve_home(args.home)
     summary = evaluate_method(_anchored(home, args.dataset), args.method, args.profile, home,
@@ -120,7 +121,7 @@ def cmd_eval(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_report(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.evaluation.stage import build_report
+    from xc_core.stages.evaluation import build_report
 
     home = resolve_home(args.home)
     return build_report(_anchored(home, args.dataset), args.profile, home)

@@ -1,9 +1,12 @@
-"""Where xc reads and writes: one place that resolves the home folder and the shared data."""
+"""Where xc reads and writes: one place that resolves the home folder and the shared data, and names each
+stage's folder in the home (every layer reads another stage's output through these, so they live at the bottom)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,3 +30,47 @@ def shared_data_dir() -> Path:
 
 def aol_archive() -> Path:
     return shared_data_dir() / "aol-1000" / "user_search_logs.tgz"
+
+
+# ---- the home's layout: one folder per (stage, data set[, method, profile]) ------------------------------
+
+def dataset_slug(name: str) -> str:
+    """A data set's folder name: its registered name, or the last part of an XC-repository folder's path."""
+    return Path(name).name if ("/" in name or Path(name).is_dir()) else name
+
+
+def dataset_dir(home: Path, name: str) -> Path:
+    return home / "datasets" / dataset_slug(name)
+
+
+def graphs_dir(home: Path, name: str) -> Path:
+    return home / "graphs" / dataset_slug(name)
+
+
+def anchors_dir(home: Path, name: str) -> Path:
+    return home / "anchor_sets" / dataset_slug(name)
+
+
+def model_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
+    return home / "models" / dataset_slug(dataset) / f"{method}-{profile}"
+
+
+def index_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
+    return home / "indexes" / dataset_slug(dataset) / f"{method}-{profile}"
+
+
+def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
+    return home / "eval" / dataset_slug(dataset) / f"{method}-{profile}"
+
+
+def report_path(home: Path, dataset: str, profile: str) -> Path:
+    return home / "reports" / f"{dataset_slug(dataset)}-{profile}.html"
+
+
+def trained_summary(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
+    """The training stage's record of a trained method (``train_summary.json`` in its model folder)."""
+    path = model_dir(home, dataset, method, profile) / "train_summary.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no trained encoder — run `xc train --dataset {dataset} --method {method} "
+                                f"--profile {profile}` first")
+    return json.loads(path.read_text())

@@ -13,9 +13,8 @@ def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> 
     import numpy as np
 
     from xc_core.datasets.container import XCDataset
-    from xc_core.datasets.registry import dataset_dir
-    from xc_core.evaluation.stage import index_dir
     from xc_core.index import LabelIndex
+    from xc_core.paths import dataset_dir, index_dir
     from xc_core.tracking.registry import CHAMPION, champion_version, model_name
     from xc_core.tracking.store import activate, tracking_uri
 
@@ -36,7 +35,7 @@ def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> 
         scores, ids = index.search(vector, k)
     else:
         from xc_core.classifier.fusion import LABEL_VECTORS, fused_search
-        from xc_core.evaluation.predict import CLASSIFIER_INDEX
+        from xc_core.stages.predict import CLASSIFIER_INDEX
 
         classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
         scores, ids = fused_search(vector, index, classifier_index, np.load(folder / LABEL_VECTORS), fused, k,

@@ -13,9 +13,10 @@ import polars as pl
 import pytest
 
 from xc_core.datasets.events import event_window
-from xc_core.datasets.registry import events_config, graphs_dir
-from xc_core.graphs.tables import TABLES, build_graph_tables
+from xc_core.datasets.graph_tables import TABLES, build_graph_tables
+from xc_core.datasets.registry import events_config
 from xc_core.logs.store import EventStore
+from xc_core.paths import graphs_dir
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -46,7 +46,7 @@ def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
     # both evaluations carry the same test-split fingerprint, so the promotion gate may pair them
     import json
 
-    from xc_core.evaluation.stage import eval_dir
+    from xc_core.paths import eval_dir
 
     splits = {json.loads((eval_dir(tiny_home, "synthetic", m, "tiny") / "metrics.json").read_text())["test_split"]
               for m in ("pretrained", "ramen")}

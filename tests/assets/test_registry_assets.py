@@ -12,11 +12,11 @@ import mlflow
 from xc_assets.defs.assets.registry_assets import challenger_assets, champion_assets, promotion_checks
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
-from xc_core.evaluation.stage import eval_dir, evaluate_method
-from xc_core.graphs.stage import anchors_dir
+from xc_core.paths import anchors_dir, eval_dir
+from xc_core.stages.evaluation import evaluate_method
+from xc_core.stages.training import train_method
 from xc_core.tracking.registry import CHALLENGER, model_name
 from xc_core.tracking.store import tracking_uri
-from xc_core.training.stage import train_method
 
 
 def _ensure_evaluated(home: Path, method: str) -> None:

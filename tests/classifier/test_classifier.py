@@ -25,7 +25,7 @@ def encoder_dir(tiny_home: Path) -> Path:
 
 
 def _encode(encoder_dir: Path, texts: list[str]) -> np.ndarray:
-    from xc_core.evaluation.predict import encoder_for
+    from xc_core.encoders.text import encoder_for
 
     return encoder_for(encoder_dir, 16).encode(texts)
 
@@ -65,7 +65,8 @@ def test_a_label_with_an_uninformative_text_is_found_through_its_clicks(tiny_dat
 
 def test_alpha_one_reproduces_the_encoder_only_predictions(tiny_data: XCDataset, encoder_dir: Path,
                                                            tmp_path: Path) -> None:
-    from xc_core.evaluation.predict import encoder_for, predict
+    from xc_core.encoders.text import encoder_for
+    from xc_core.stages.predict import predict
 
     encoder = encoder_for(encoder_dir, 16)
     label_vecs = encoder.encode(tiny_data.label_texts)
@@ -108,9 +109,10 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
                                                                           tmp_path: Path) -> None:
     import mlflow
 
-    from xc_core.evaluation.stage import eval_dir, evaluate_method
+    from xc_core.paths import eval_dir
+    from xc_core.stages.evaluation import evaluate_method
+    from xc_core.stages.training import train_method
     from xc_core.tracking.store import activate, tracking_uri
-    from xc_core.training.stage import train_method
 
     base = train_method(tiny_data, "pretrained", "tiny", tmp_path)
     fused = train_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
@@ -146,13 +148,15 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
 
 def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDataset, tmp_path: Path) -> None:
     """Registered, promoted, then `xc predict`'s function: the same labels as the evaluation's search."""
-    from xc_core.datasets.registry import dataset_dir
-    from xc_core.evaluation.predict import CLASSIFIER_INDEX, LABEL_VECTORS, encoder_for
-    from xc_core.evaluation.stage import evaluate_method, index_dir
+    from xc_core.classifier.fusion import LABEL_VECTORS
+    from xc_core.encoders.text import encoder_for
+    from xc_core.paths import dataset_dir, index_dir
     from xc_core.profiles import get_profile
     from xc_core.serving import predict_from_champion
+    from xc_core.stages.evaluation import evaluate_method
+    from xc_core.stages.predict import CLASSIFIER_INDEX
+    from xc_core.stages.training import train_method
     from xc_core.tracking.registry import promote_if_better, register_evaluated
-    from xc_core.training.stage import train_method
 
     tiny_data.save(dataset_dir(tmp_path, tiny_data.name))
     profile = get_profile("tiny")  # alpha 0.5 only: the served search must be the fused one, not alpha 1's

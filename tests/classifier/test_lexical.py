@@ -105,7 +105,7 @@ def test_the_lexical_channel_is_kept_only_when_its_validation_gain_is_significan
     dense fusion stays)."""
     from xc_core.classifier import ClassifierConfig
     from xc_core.classifier.stage import FusionGrid, choose_fusion
-    from xc_core.evaluation.stage import propensity
+    from xc_core.evaluation.metrics import propensity
 
     rng = np.random.default_rng(1)
     y = sp.csr_matrix(tiny_data.y_train)

@@ -83,7 +83,7 @@ def test_the_data_set_reads_current_graph_tables_instead_of_building_them_again(
     """Dagster builds and checks the graph tables, then the data set asset consumes them: one build. Tables from
     another store snapshot or other settings are rebuilt."""
     from xc_core.datasets.events import event_window
-    from xc_core.graphs.tables import TABLES, build_graph_tables
+    from xc_core.datasets.graph_tables import TABLES, build_graph_tables
 
     ingest([Source("aol", aol_slice)], tmp_path, progress=False)
     store, cfg, out = EventStore(tmp_path), aol_1000_config(), tmp_path / "graphs"

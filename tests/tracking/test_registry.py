@@ -129,7 +129,7 @@ def test_a_lead_below_min_lead_is_rejected_without_a_paired_comparison_too() -> 
 
 def _evaluation(home: Path, method: str, run_id: str, hits: np.ndarray, split: str = "split-a") -> dict[str, str]:
     """The files an evaluation leaves (metrics.json, per_row.npz) and the tags its registered version gets."""
-    from xc_core.evaluation.stage import eval_dir
+    from xc_core.paths import eval_dir
 
     folder = eval_dir(home, "synthetic", method, "demo")
     folder.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,7 @@ def test_auggt_validation_recall_is_scored_on_the_original_labels(tiny_data: XCD
 
 def test_every_data_set_gets_the_profile_recipe_then_overrides_then_the_methods_switches() -> None:
     from xc_core.profiles import get_profile
-    from xc_core.training.stage import train_config
+    from xc_core.stages.training import train_config
 
     demo = get_profile("demo")
     wiki = train_config(get_method("ramen"), demo)

@@ -16,7 +16,7 @@ from xc_core.datasets.container import XCDataset
 
 
 def _launch(home: Path, anchors: Path, out: Path, digest: Path, *extra: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "xc_core.training.launch", "--anchors", str(anchors), "--method", "ramen",
+    cmd = [sys.executable, "-m", "xc_core.stages.launch", "--anchors", str(anchors), "--method", "ramen",
            "--profile", "tiny", "--home", str(home), "--no-mlflow", "--out", str(out), "--digest-dir", str(digest),
            *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -39,7 +39,7 @@ def test_tiny_ramen_lowers_the_task_loss_and_raises_validation_recall(tiny_data:
 
 
 def test_resume_after_sigkill_ends_with_the_same_parameters(tiny_home: Path, tmp_path: Path) -> None:
-    from xc_core.graphs.stage import anchors_dir
+    from xc_core.paths import anchors_dir
 
     anchors = anchors_dir(tiny_home, "synthetic")
     straight = _launch(tiny_home, anchors, tmp_path / "a", tmp_path / "da")
@@ -63,10 +63,10 @@ def test_resume_after_sigkill_ends_with_the_same_parameters(tiny_home: Path, tmp
 
 
 def test_two_gloo_ranks_train_in_sync(tiny_home: Path, tmp_path: Path) -> None:
-    from xc_core.graphs.stage import anchors_dir
+    from xc_core.paths import anchors_dir
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-           "-m", "xc_core.training.launch", "--anchors", str(anchors_dir(tiny_home, "synthetic")),
+           "-m", "xc_core.stages.launch", "--anchors", str(anchors_dir(tiny_home, "synthetic")),
            "--method", "ramen", "--profile", "tiny", "--home", str(tiny_home), "--no-mlflow",
            "--out", str(tmp_path / "ddp"), "--digest-dir", str(tmp_path / "digest")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -84,7 +84,7 @@ def test_mlflow_run_holds_params_metrics_curves_and_a_loadable_pyfunc(tiny_data:
                                                                      method: str) -> None:
     import mlflow
 
-    from xc_core.training.stage import train_method
+    from xc_core.stages.training import train_method
 
     summary = train_method(tiny_data, method, "tiny", tiny_home)
     client = mlflow.MlflowClient(summary["tracking_uri"])

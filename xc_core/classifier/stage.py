@@ -61,8 +61,7 @@ class FusionGrid:
 
     def metrics(self, alpha: float, weight: float, rows: np.ndarray | None = None) -> dict[str, float]:
         """Validation metrics of one fusion, over ``rows`` of the validation rows (default: all)."""
-        from xc_core.evaluation.metrics import evaluate
-        from xc_core.evaluation.predict import to_csr
+        from xc_core.evaluation.metrics import evaluate, to_csr
 
         scores, ids = self.ranked(alpha, weight)
         truth = self.truth
@@ -150,8 +149,8 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     """Train the classifier of the encoder in ``encoder_dir`` and pick alpha; saved under ``out_dir``.
 
     ``split_seed_cfg``: the method's TrainConfig, whose seed and validation sizes fix the validation rows."""
-    from xc_core.evaluation.predict import encoder_for
-    from xc_core.evaluation.stage import propensity
+    from xc_core.encoders.text import encoder_for
+    from xc_core.evaluation.metrics import propensity
     from xc_core.training.trainer import split_validation
 
     encoder = encoder_for(encoder_dir, max_length)

@@ -5,7 +5,7 @@ every event before ``split``; a test document is a query text clicked at or afte
 labels the items clicked for it then. The label universe is every item clicked in either period, so
 items first clicked in test are *novel labels* (reachable only through their text: IRENE's case).
 
-Anchor sets come from the train-window graph tables (:mod:`xc_core.graphs.tables`):
+Anchor sets come from the train-window graph tables (:mod:`xc_core.datasets.graph_tables`):
 
 - ``cosession_queries`` — anchors are query texts. Document side: the query's co-session queries.
 - ``click_graph`` — anchors are query texts. Label side: the train queries that clicked the item. Named for
@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
 from xc_core.datasets.container import DEFAULT_PSP, AnchorSet, XCDataset
-from xc_core.graphs.tables import GraphConfig, build_graph_tables, tables_current
+from xc_core.datasets.graph_tables import GraphConfig, build_graph_tables, tables_current
 from xc_core.logs.store import EventStore
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Build any supported data set by name, and the per-data-set defaults (PSP constants, coverage gates).
+"""Build any supported data set by name (the home's folders for them are in :mod:`xc_core.paths`).
 
 Names: every :func:`register_dataset` entry — built in: ``synthetic`` (the simulator's events in the store,
 markets MC-*), ``aol-1000`` (ingested from the shared archive on first use), ``wikispeedia`` (shared data) —
@@ -16,8 +16,7 @@ import polars as pl
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.events import EventsDatasetConfig, aol_1000_config, build_events_dataset
 from xc_core.logs.store import EventStore
-from xc_core.paths import aol_archive, shared_data_dir
-from xc_core.quality.coverage import CoverageThreshold
+from xc_core.paths import aol_archive, graphs_dir, shared_data_dir
 
 SIMULATOR_MARKETS = ["MC-1", "MC-2", "MC-3", "MC-4"]
 
@@ -70,18 +69,6 @@ def get_dataset_spec(name: str) -> DatasetSpec:
         raise UnknownDatasetError(f"unknown data set '{name}': use {', '.join(DATASETS)} or an XC-repository "
                                   "folder (a path to one with trn_X.txt, tst_X.txt, …)")
     return DATASETS[name]
-
-
-def dataset_dir(home: Path, name: str) -> Path:
-    return home / "datasets" / dataset_slug(name)
-
-
-def graphs_dir(home: Path, name: str) -> Path:
-    return home / "graphs" / dataset_slug(name)
-
-
-def dataset_slug(name: str) -> str:
-    return Path(name).name if ("/" in name or Path(name).is_dir()) else name
 
 
 def events_config(name: str, home: Path | None = None) -> EventsDatasetConfig:
@@ -158,13 +145,3 @@ def leaked_test_nodes(dataset: XCDataset) -> int:
     test_only = {t for t, novel in zip(dataset.test_texts, dataset.test_novel, strict=True) if novel}
     return sum(len(test_only.intersection(dataset.anchor_sets[name].texts)) for name in dataset.document_space_sets())
 
-
-def default_thresholds(dataset: XCDataset, min_share: float = 0.5) -> list[CoverageThreshold]:
-    """Gate every (anchor set, node type) that has native edges at all: ≥ min_share covered after RWR."""
-    out = []
-    for name, a in dataset.anchor_sets.items():
-        for node_type, edges in (("document", a.doc_edges), ("label", a.label_edges)):
-            if len(edges):
-                out.append(CoverageThreshold(anchor_set=name, node_type=node_type, stage="after_rwr",
-                                             min_share=min_share))
-    return out

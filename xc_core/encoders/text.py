@@ -128,3 +128,8 @@ class TextEncoder:
                 idx = order[s: s + self.cfg.batch_size]
                 out[idx] = self.forward([texts[i] for i in idx]).cpu().numpy()
         return out
+
+
+def encoder_for(encoder_dir: Path, max_length: int = 32) -> TextEncoder:
+    """The encoder saved in ``encoder_dir`` (a trained method's, or the shipped one)."""
+    return TextEncoder(EncoderConfig(model_path=str(encoder_dir), max_length=max_length))

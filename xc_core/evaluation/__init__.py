@@ -26,10 +26,12 @@ from xc_core.evaluation.metrics import (
     ndcg_per_row,
     positive_labels,
     precision_per_row,
+    propensity,
     psp_denominator_per_row,
     psp_numerator_per_row,
     psp_per_row,
     recall_per_row,
+    to_csr,
     top_k,
 )
 
@@ -55,11 +57,13 @@ __all__ = [
     "per_row_metrics",
     "positive_labels",
     "precision_per_row",
+    "propensity",
     "psp_denominator_per_row",
     "psp_numerator_per_row",
     "psp_per_row",
     "quantile_contributions",
     "recall_per_row",
     "subset_metrics",
+    "to_csr",
     "top_k",
 ]

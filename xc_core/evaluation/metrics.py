@@ -44,7 +44,7 @@ from typing import cast
 import numpy as np
 import scipy.sparse as sp
 
-from xc_core.datasets.container import DEFAULT_PSP
+from xc_core.datasets.container import DEFAULT_PSP, XCDataset
 
 #: Inverse-propensity constants (A, B) per data-set family, as Jain et al. 2016 fit them and pyxclib
 #: documents them; :func:`inverse_propensity` defaults to ``"other"``.
@@ -100,6 +100,11 @@ def inverse_propensity(y_train: sp.spmatrix, A: float = DEFAULT_PSP[0], B: float
     frequency = np.bincount(positive_labels(y_train).indices, minlength=y_train.shape[1])
     C = (np.log(n_points) - 1.0) * (B + 1.0) ** A
     return 1.0 + C * (frequency + B) ** (-A)
+
+
+def propensity(dataset: XCDataset) -> np.ndarray:
+    """:func:`inverse_propensity` of a data set's training labels, with its own PSP constants."""
+    return inverse_propensity(dataset.y_train, *dataset.psp_constants)
 
 
 def _score_digits(values: np.ndarray) -> list[np.ndarray]:
@@ -201,6 +206,14 @@ def filter_predictions(y_score: sp.spmatrix, pairs: np.ndarray) -> sp.csr_matrix
     keep = ~np.isin(rows * n_labels + scores.indices, pairs[:, 0] * n_labels + pairs[:, 1])
     indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=n_rows))])
     return sp.csr_matrix((scores.data[keep], scores.indices[keep], indptr), shape=scores.shape)
+
+
+def to_csr(scores: np.ndarray, ids: np.ndarray, n_labels: int) -> sp.csr_matrix:
+    """(n, k) similarities and ids (−1 = none) as a CSR matrix of the same scores (a search's top-k, scorable)."""
+    rows = np.repeat(np.arange(len(ids)), ids.shape[1])
+    keep = ids.ravel() >= 0
+    return sp.csr_matrix((scores.ravel()[keep].astype(np.float32), (rows[keep], ids.ravel()[keep])),
+                         shape=(len(ids), n_labels))
 
 
 def _hits(positives: sp.csr_matrix, top: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 ``ramen-clf`` is RAMEN (NGAME) in the RAMEN paper: the graph-regularized encoder, then per-label
 classifiers. The encoder part is exactly the base method's (same switches), so an already trained base
-encoder of the same profile and seed is reused instead of trained twice (``training/stage.py``).
+encoder of the same profile and seed is reused instead of trained twice (``stages/training.py``).
 """
 
 from dataclasses import replace

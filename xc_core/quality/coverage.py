@@ -108,3 +108,14 @@ def check_coverage(table: pl.DataFrame, thresholds: list[CoverageThreshold]) -> 
         outcomes.append(CoverageOutcome(measured >= t.min_share, t.anchor_set, t.node_type, t.stage, measured,
                                         t.min_share))
     return outcomes
+
+
+def default_thresholds(dataset: XCDataset, min_share: float = 0.5) -> list[CoverageThreshold]:
+    """Gate every (anchor set, node type) that has native edges at all: ≥ min_share covered after RWR."""
+    out = []
+    for name, a in dataset.anchor_sets.items():
+        for node_type, edges in (("document", a.doc_edges), ("label", a.label_edges)):
+            if len(edges):
+                out.append(CoverageThreshold(anchor_set=name, node_type=node_type, stage="after_rwr",
+                                             min_share=min_share))
+    return out

@@ -122,7 +122,7 @@ def _eval_rows(home: Path, tags: dict[str, str]) -> tuple[str, dict[str, Any]] |
     """(test split fingerprint, per-query arrays) of the evaluation that belongs to this version's run."""
     import numpy as np
 
-    from xc_core.evaluation.stage import eval_dir
+    from xc_core.paths import eval_dir
 
     if not {"dataset", "method", "profile"} <= set(tags):
         return None
@@ -224,7 +224,7 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     """Register the evaluated encoder of (dataset, method, profile) as the new challenger version."""
     import polars as pl
 
-    from xc_core.evaluation.stage import eval_dir, trained_summary
+    from xc_core.paths import eval_dir, trained_summary
     from xc_core.tracking.store import git_commit, tracking_uri
 
     trained = trained_summary(home, dataset, method, profile)

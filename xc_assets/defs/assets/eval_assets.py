@@ -15,7 +15,7 @@ class EvalConfig(dg.Config):
 
 
 def _dataset(xc_home: XcHome, dataset: str):
-    from xc_core.graphs.stage import load_with_anchors
+    from xc_core.stages.graphs import load_with_anchors
 
     return load_with_anchors(xc_home.path, dataset)
 
@@ -27,7 +27,7 @@ def _label_index(dataset: str) -> dg.AssetsDefinition:
               kinds={"faiss"}, description="HNSW inner-product index of every label under the method's encoder, "
                                            "with recall@10 against exact search on the real test queries")
     def label_index(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.evaluation.stage import index_method
+        from xc_core.stages.evaluation import index_method
 
         data = _dataset(xc_home, dataset)
         preds = index_method(data, context.partition_key, config.profile, xc_home.path)
@@ -46,7 +46,7 @@ def _offline_eval(dataset: str) -> dg.AssetsDefinition:
               kinds={"scipy"}, description="pyxclib-exact P/nDCG/PSP/PSnDCG/R on the full test split, bootstrap CIs, "
                                            "label quantiles, seen/novel subsets")
     def offline_eval(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.evaluation.stage import evaluate_method
+        from xc_core.stages.evaluation import evaluate_method
 
         summary = evaluate_method(_dataset(xc_home, dataset), context.partition_key, config.profile, xc_home.path)
         shown = {k: round(float(v), 4) for k, v in summary.items()
@@ -64,12 +64,12 @@ def _eval_report(dataset: str) -> dg.AssetsDefinition:
     @dg.asset(key=[p, "eval_report"], deps=[[p, "offline_eval"]], group_name=p, kinds={"html"},
               description="One self-contained HTML report comparing every evaluated method (logged to MLflow)")
     def eval_report(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.evaluation.stage import build_report
+        from xc_core.stages.evaluation import build_report
 
         out = build_report(_dataset(xc_home, dataset), config.profile, xc_home.path)
         rows = ["| method | P@1 | PSP@1 |", "|---|---|---|"]
         for method in out["methods"]:
-            from xc_core.evaluation.stage import eval_dir
+            from xc_core.paths import eval_dir
 
             m = json.loads((eval_dir(xc_home.path, dataset, method, config.profile) / "metrics.json").read_text())
             rows.append(f"| {method} | {100 * m['P@1']:.2f} | {100 * m.get('PSP@1', float('nan')):.2f} |")

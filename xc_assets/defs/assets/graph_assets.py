@@ -14,8 +14,9 @@ from pydantic import Field
 from xc_assets.defs.assets.ingest_assets import markdown_table, png_markdown
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import dataset_names, event_datasets, events_config, graphs_dir
-from xc_core.graphs.tables import TABLES
+from xc_core.datasets.graph_tables import TABLES
+from xc_core.datasets.registry import dataset_names, event_datasets, events_config
+from xc_core.paths import graphs_dir
 
 #: one asset family per registered data set, plus ``xc-repo`` (a folder named in run config)
 DATASETS = (*dataset_names(), "xc-repo")
@@ -44,11 +45,11 @@ def _graph_tables(dataset: str) -> dg.AssetsDefinition:
         name=f"{p}_graph_tables",
         specs=[dg.AssetSpec([p, t], deps=[dg.AssetDep("raw_events", partition_mapping=dg.AllPartitionMapping())],
                             group_name=p, kinds={"duckdb", "parquet"},
-                            description=f"{t} of the {dataset} train window (xc_core.graphs.tables)")
+                            description=f"{t} of the {dataset} train window (xc_core.datasets.graph_tables)")
                for t in TABLES],
     )
     def graph_tables(context: dg.AssetExecutionContext, xc_home: XcHome):
-        from xc_core.datasets.stage import materialize_graph_tables
+        from xc_core.stages.datasets import materialize_graph_tables
 
         out = graphs_dir(xc_home.path, dataset)
         summary = materialize_graph_tables(dataset, xc_home.path)
@@ -99,7 +100,7 @@ def _xc_dataset(dataset: str) -> dg.AssetsDefinition:
     @dg.asset(key=[p, "xc_dataset"], deps=deps, group_name=p, kinds={"parquet", "scipy"},
               description=f"The {dataset} XC data set: texts, train/test CSR matrices, native anchor sets")
     def xc_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.datasets.stage import materialize_dataset
+        from xc_core.stages.datasets import materialize_dataset
 
         name = dataset if dataset != "xc-repo" else config.xc_repo_path
         if not name:
@@ -132,9 +133,10 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
         ],
     )
     def anchor_sets(context: dg.AssetExecutionContext, config: AnchorSetsConfig, xc_home: XcHome):
-        from xc_core.datasets.registry import dataset_dir, default_thresholds
-        from xc_core.graphs.stage import materialize_anchor_sets
+        from xc_core.paths import dataset_dir
         from xc_core.profiles import get_profile
+        from xc_core.quality.coverage import default_thresholds
+        from xc_core.stages.graphs import materialize_anchor_sets
 
         source = XCDataset.load(_dataset_path(xc_home.path, dataset, dataset_dir))
         result = materialize_anchor_sets(source, xc_home.path, get_profile(config.profile),
@@ -186,7 +188,7 @@ def _coverage_check(dataset: str) -> dg.AssetChecksDefinition:
                     description="Blocks training when a graph is too thin: share of documents/labels with ≥1 "
                                 "anchor after RWR must reach the configured minimum, per anchor set and side")
     def check(xc_home: XcHome) -> dg.AssetCheckResult:
-        from xc_core.graphs.stage import anchors_dir
+        from xc_core.paths import anchors_dir
         from xc_core.quality.coverage import CoverageThreshold, check_coverage
         from xc_core.quality.gx_suites import anchor_leak_suite, coverage_suite
 

@@ -30,8 +30,8 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
               description="Dual encoder trained by the partition's method (RAMEN, baselines, ablations); one MLflow "
                           "run each, logged as a pyfunc model")
     def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.graphs.stage import load_with_anchors
-        from xc_core.training.stage import train_method
+        from xc_core.stages.graphs import load_with_anchors
+        from xc_core.stages.training import train_method
 
         name = dataset if dataset != "xc-repo" else _latest_repo(xc_home)
         data = load_with_anchors(xc_home.path, name)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from xc_core.datasets.container import XCDataset
-from xc_core.evaluation.predict import fingerprint_test_split, load_or_predict, predict
 from xc_core.index import IndexError_
+from xc_core.stages.predict import fingerprint_test_split, load_or_predict, predict
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def encoder_dir(tiny_home: Path) -> Path:
 
 def test_saved_predictions_are_reused_for_the_same_model_and_split(tiny_data: XCDataset, encoder_dir: Path,
                                                                   tmp_path: Path) -> None:
-    from xc_core.evaluation.predict import encoder_for
+    from xc_core.encoders.text import encoder_for
 
     first = predict(tiny_data, encoder_for(encoder_dir, 16), tmp_path / "idx", "runs:/a/encoder", k=20)
     (tmp_path / "idx" / "label_vectors.npy").unlink()  # not needed for reuse: nothing is encoded again
@@ -40,7 +40,7 @@ def test_another_model_or_a_corrupt_index_is_never_reused(tiny_data: XCDataset, 
                                                          tmp_path: Path) -> None:
     import json
 
-    from xc_core.evaluation.predict import encoder_for
+    from xc_core.encoders.text import encoder_for
 
     folder = tmp_path / "idx"
     predict(tiny_data, encoder_for(encoder_dir, 16), folder, "runs:/a/encoder", k=10)

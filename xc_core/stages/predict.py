@@ -13,7 +13,8 @@ import scipy.sparse as sp
 
 from xc_core.classifier.fusion import LABEL_VECTORS
 from xc_core.datasets.container import XCDataset
-from xc_core.encoders.text import EncoderConfig, TextEncoder
+from xc_core.encoders.text import TextEncoder, encoder_for
+from xc_core.evaluation.metrics import to_csr
 from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
 
 
@@ -39,18 +40,6 @@ def fingerprint_test_split(dataset: XCDataset) -> str:
         digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
     digest.update("\n".join(dataset.test_texts).encode())
     return digest.hexdigest()[:16]
-
-
-def encoder_for(encoder_dir: Path, max_length: int = 32) -> TextEncoder:
-    return TextEncoder(EncoderConfig(model_path=str(encoder_dir), max_length=max_length))
-
-
-def to_csr(scores: np.ndarray, ids: np.ndarray, n_labels: int) -> sp.csr_matrix:
-    """(n, k) similarities and ids (−1 = none) as a CSR matrix of the same scores."""
-    rows = np.repeat(np.arange(len(ids)), ids.shape[1])
-    keep = ids.ravel() >= 0
-    return sp.csr_matrix((scores.ravel()[keep].astype(np.float32), (rows[keep], ids.ravel()[keep])),
-                         shape=(len(ids), n_labels))
 
 
 CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W

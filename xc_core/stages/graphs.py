@@ -12,14 +12,10 @@ from typing import Any
 import polars as pl
 
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import dataset_slug, default_thresholds
 from xc_core.graphs.anchors import AnchorConfig, build_anchor_stage
+from xc_core.paths import anchors_dir, dataset_dir
 from xc_core.profiles import Profile, encoder_config
-from xc_core.quality.coverage import CoverageThreshold, check_coverage
-
-
-def anchors_dir(home: Path, name: str) -> Path:
-    return home / "anchor_sets" / dataset_slug(name)
+from xc_core.quality.coverage import CoverageThreshold, check_coverage, default_thresholds
 
 
 @dataclass
@@ -80,7 +76,5 @@ def _coverage_summary(table: pl.DataFrame) -> dict[str, dict[str, dict[str, floa
 
 def load_with_anchors(home: Path, name: str) -> XCDataset:
     """The data set with its expanded anchor sets when the anchor stage has run, else as built."""
-    from xc_core.datasets.registry import dataset_dir
-
     folder = anchors_dir(home, name)
     return XCDataset.load(folder if (folder / "meta.json").exists() else dataset_dir(home, name))

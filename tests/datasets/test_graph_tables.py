@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from xc_core.graphs.tables import GraphConfig, build_graph_tables
+from xc_core.datasets.graph_tables import GraphConfig, build_graph_tables
 from xc_core.logs.ingest import Source, ingest
 from xc_core.logs.store import EventStore
 

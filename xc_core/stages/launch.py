@@ -1,4 +1,4 @@
-"""Distributed entry point: ``torchrun --nproc_per_node N -m xc_core.training.launch ...``.
+"""Distributed entry point: ``torchrun --nproc_per_node N -m xc_core.stages.launch ...``.
 
 Every rank trains on its shard of each global batch (DistributedDataParallel: NCCL on GPUs, gloo on CPU);
 rank 0 owns the MLflow run and the checkpoints. ``--digest-dir`` makes each rank write a hash of its final
@@ -40,8 +40,9 @@ def main() -> None:
 
     from xc_core.datasets.container import XCDataset
     from xc_core.methods import get_method
+    from xc_core.paths import model_dir
     from xc_core.profiles import encoder_config, get_profile
-    from xc_core.training.stage import model_dir, train_config, train_method
+    from xc_core.stages.training import train_config, train_method
     from xc_core.training.trainer import Trainer, dist_info
 
     home = Path(args.home)

@@ -12,45 +12,17 @@ import numpy as np
 import polars as pl
 
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import dataset_slug
-from xc_core.evaluation.metrics import evaluate, filter_predictions, inverse_propensity, top_k
-from xc_core.evaluation.predict import classifier_dir_of, fingerprint_test_split, load_or_predict
+from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, to_csr, top_k
 from xc_core.evaluation.report import MethodResult, render_report
-
-
-def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return home / "eval" / dataset_slug(dataset) / f"{method}-{profile}"
-
-
-def index_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return home / "indexes" / dataset_slug(dataset) / f"{method}-{profile}"
-
-
-def report_path(home: Path, dataset: str, profile: str) -> Path:
-    return home / "reports" / f"{dataset_slug(dataset)}-{profile}.html"
-
-
-def trained_summary(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
-    from xc_core.training.stage import model_dir
-
-    path = model_dir(home, dataset, method, profile) / "train_summary.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no trained encoder — run `xc train --dataset {dataset} --method {method} "
-                                f"--profile {profile}` first")
-    return json.loads(path.read_text())
+from xc_core.paths import dataset_slug, eval_dir, index_dir, report_path, trained_summary
+from xc_core.stages.predict import classifier_dir_of, fingerprint_test_split, load_or_predict, predict_trained
 
 
 def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Any:
     """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): its label
     index (and classifier index) built, the test queries searched, both measured; returns the predictions."""
-    from xc_core.evaluation.predict import predict_trained
-
     trained = trained_summary(home, dataset.name, method, profile)
     return predict_trained(dataset, trained, index_dir(home, dataset.name, method, profile), progress=progress)
-
-
-def propensity(dataset: XCDataset) -> np.ndarray:
-    return inverse_propensity(dataset.y_train, *dataset.psp_constants)
 
 
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
@@ -82,7 +54,6 @@ def _classifier_tradeoff(dataset: XCDataset, preds: Any, classifier_dir: Path, o
 
     from xc_core.classifier import FusedClassifier
     from xc_core.classifier.tradeoff import VARIANTS_FILE, decile_table, plot, summarize
-    from xc_core.evaluation.predict import to_csr
 
     variants = np.load(preds.index_dir / VARIANTS_FILE)
     runs = {f"{name} only": to_csr(variants[f"{name}_scores"], variants[f"{name}_ids"], dataset.n_labels)

@@ -10,16 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import dataset_slug
+from xc_core.paths import dataset_slug, model_dir
 from xc_core.profiles import Profile, encoder_config, get_profile, train_settings
 from xc_core.tracking.store import ensure_experiment, git_commit, tracking_uri
 from xc_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
-
-
-def model_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return home / "models" / dataset_slug(dataset) / f"{method}-{profile}"
 
 
 class MlflowSink:

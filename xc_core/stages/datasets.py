@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.datasets.container import XCDataset
-from xc_core.datasets.registry import build_dataset, dataset_dir, leaked_test_nodes
+from xc_core.datasets.registry import build_dataset, leaked_test_nodes
+from xc_core.paths import dataset_dir
 
 
 def materialize_dataset(name: str, home: Path, seed: int = 0) -> tuple[XCDataset, dict[str, Any]]:
@@ -28,9 +29,10 @@ def materialize_graph_tables(name: str, home: Path) -> Any:
     """The graph-table stage of event-log data set ``name`` (``xc graphs`` and the Dagster graph-table asset):
     click / co-session / co-click tables of its train window, from the home's event store."""
     from xc_core.datasets.events import event_window
-    from xc_core.datasets.registry import events_config, graphs_dir
-    from xc_core.graphs.tables import build_graph_tables
+    from xc_core.datasets.graph_tables import build_graph_tables
+    from xc_core.datasets.registry import events_config
     from xc_core.logs.store import EventStore
+    from xc_core.paths import graphs_dir
 
     store, cfg = EventStore(home), events_config(name, home)
     first, split, _ = event_window(store, cfg)
