@@ -24,14 +24,14 @@ METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
 
 
 def _per_row(home: Path, dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], str] | None:
+    from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
 
-    folder = eval_dir(home, dataset, method, profile)
-    if not (folder / "per_row.npz").exists():
+    record = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
+    saved = record.per_row() if record is not None else None
+    if record is None or saved is None:
         return None
-    rows = {k.replace("__", "/"): v for k, v in np.load(folder / "per_row.npz").items()}
-    split = json.loads((folder / "metrics.json").read_text()).get("test_split", "")
-    return rows, split
+    return {k.replace("__", "/"): v for k, v in saved.items()}, record.test_split or ""
 
 
 def seed_average(homes: list[Path], dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], int]:

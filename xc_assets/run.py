@@ -155,9 +155,10 @@ def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, 
     """Register each evaluated method in turn and run the promotion gate (``xc promote``): the same Dagster
     runs as the end of ``xc run``, for models that are already trained and evaluated. ``min_lead``: the
     smallest primary-metric lead promoted (see :class:`xc_core.tracking.registry.PromotionPolicy`)."""
+    from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
 
-    missing = [m for m in methods if not (eval_dir(home, dataset, m, profile) / "metrics.json").exists()]
+    missing = [m for m in methods if EvaluationRecord.load(eval_dir(home, dataset, m, profile)) is None]
     if missing:
         raise FileNotFoundError(f"not evaluated in {home}: {', '.join(missing)}; run `xc eval --dataset {dataset} "
                                 f"--method NAME --profile {profile} --home {home}` (or `xc run`) first")

@@ -59,8 +59,13 @@ def index_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
     return home / "indexes" / dataset_slug(dataset) / f"{method}-{profile}"
 
 
+def eval_root(home: Path, dataset: str) -> Path:
+    """Every evaluation of a data set (one ``eval_dir`` per method and profile)."""
+    return home / "eval" / dataset_slug(dataset)
+
+
 def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return home / "eval" / dataset_slug(dataset) / f"{method}-{profile}"
+    return eval_root(home, dataset) / f"{method}-{profile}"
 
 
 def report_path(home: Path, dataset: str, profile: str) -> Path:

@@ -3,18 +3,17 @@ then one HTML report per data set over every evaluated method."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, to_csr, top_k
+from xc_core.evaluation.record import EvaluationRecord
 from xc_core.evaluation.report import MethodResult, render_report
-from xc_core.paths import dataset_slug, eval_dir, index_dir, report_path, trained_summary
+from xc_core.paths import eval_dir, eval_root, index_dir, report_path, trained_summary
 from xc_core.stages.predict import classifier_dir_of, fingerprint_test_split, load_or_predict, predict_trained
 
 
@@ -106,17 +105,11 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
         deciles = decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv)
         for row in deciles.iter_rows(named=True):
             subsets[f"decile {row['decile']}"] = {k: v for k, v in row.items() if k != "decile"}
-    out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "top100.npy", top)
-    np.savez(out / "per_row.npz", **{k.replace("/", "__"): v for k, v in per_row.items()})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
-    quantiles.write_parquet(out / "quantiles.parquet")
-    fn.write_parquet(out / "false_negatives.parquet")
-    ci.write_parquet(out / "ci.parquet")
     summary = {"dataset": info.pop("dataset", dataset.name), "method": info.pop("method"),
                "profile": info.pop("profile"), **metrics, "test_documents": len(dataset.test_texts),
                "test_split": info.pop("test_split", None) or fingerprint_test_split(dataset), **info,
                "subsets": subsets, "seconds": round(time.perf_counter() - started, 2)}
-    (out / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    EvaluationRecord.save(out, summary, top, per_row, quantiles, fn, ci)
     return summary, metrics
 
 
@@ -128,29 +121,25 @@ def _log_to_run(trained: dict[str, Any], metrics: dict[str, float], recall: floa
         client.log_metric(trained["mlflow_run_id"], f"test/{key.replace('@', '_at_')}", float(value))
 
 
-def _method_result(folder: Path) -> MethodResult:
-    summary = json.loads((folder / "metrics.json").read_text())
-    ci = {r["metric"]: (r["value"], r["low"], r["high"])
-          for r in pl.read_parquet(folder / "ci.parquet").iter_rows(named=True)}
-    quantiles = pl.read_parquet(folder / "quantiles.parquet").to_dicts()
+def _method_result(record: EvaluationRecord) -> MethodResult:
+    summary = record.summary
     return MethodResult(
-        method=summary["method"], metrics={k: v for k, v in summary.items() if "@" in k and isinstance(v, float)
-                                           and not k.startswith("hnsw")},
-        ci=ci, index={key: summary.get(key, float("nan"))  # a peer (PECOS) has no label index
-                      for key in ("hnsw_recall@10", "ms_per_query", "exact_ms_per_query")},
-        subsets=summary["subsets"], quantiles=quantiles, mlflow_run_id=summary.get("mlflow_run_id", ""))
+        method=record.method, metrics=record.metrics, ci=record.ci(),
+        index={key: summary.get(key, float("nan"))  # a peer (PECOS) has no label index
+               for key in ("hnsw_recall@10", "ms_per_query", "exact_ms_per_query")},
+        subsets=summary["subsets"], quantiles=record.quantiles().to_dicts(), mlflow_run_id=record.mlflow_run_id)
 
 
 def _paired_rows(home: Path, dataset: str, profile: str, a: str, b: str) -> list[dict[str, Any]]:
     from xc_core.evaluation import paired_metric_diff
 
-    fa, fb = eval_dir(home, dataset, a, profile), eval_dir(home, dataset, b, profile)
-    if not (fa / "per_row.npz").exists() or not (fb / "per_row.npz").exists():
+    ra, rb = (EvaluationRecord.load(eval_dir(home, dataset, m, profile)) for m in (a, b))
+    rows_a, rows_b = (r.per_row() if r is not None else None for r in (ra, rb))
+    if rows_a is None or rows_b is None:
         return []
-    ra, rb = dict(np.load(fa / "per_row.npz")), dict(np.load(fb / "per_row.npz"))
     rows = []
     for key in ("P@1", "P@5", "R@10", "PSP@1", "PSP@5"):
-        result = paired_metric_diff(ra, rb, key)
+        result = paired_metric_diff(rows_a, rows_b, key)
         if result is not None:
             diff, low, high, p = result
             rows.append({"comparison": f"{a} − {b}", "metric": key, "diff": diff, "low": low, "high": high, "p": p})
@@ -158,8 +147,10 @@ def _paired_rows(home: Path, dataset: str, profile: str, a: str, b: str) -> list
 
 
 def _examples(dataset: XCDataset, home: Path, profile: str, method: str, n: int = 6) -> list[dict[str, Any]]:
-    folder = eval_dir(home, dataset.name, method, profile)
-    top = np.load(folder / "top100.npy")
+    record = EvaluationRecord.load(eval_dir(home, dataset.name, method, profile))
+    if record is None:
+        return []
+    top = record.top()
     rng = np.random.default_rng(0)
     picks = rng.choice(len(dataset.test_texts), min(n, len(dataset.test_texts)), replace=False)
     examples = []
@@ -175,11 +166,11 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
     """Compare every evaluated method of the data set in one HTML file; log it to each method's MLflow run."""
     from xc_core.evaluation import diff_at_k
 
-    root = home / "eval" / dataset_slug(dataset.name)
-    folders = sorted(p for p in root.glob(f"*-{profile}") if (p / "metrics.json").exists())
-    if not folders:
+    root = eval_root(home, dataset.name)
+    records = [r for r in (EvaluationRecord.load(p) for p in sorted(root.glob(f"*-{profile}"))) if r is not None]
+    if not records:
         raise FileNotFoundError(f"{root}: nothing evaluated yet — run `xc eval` first")
-    results = [_method_result(f) for f in folders]
+    results = [_method_result(r) for r in records]
     methods = [r.method for r in results]
     diffs: list[dict[str, Any]] = []
     # RAMEN against its baselines, then against AugGT and each ablation (does every component matter?)
@@ -198,14 +189,12 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
             diffs += _paired_rows(home, dataset.name, profile, method, "pecos")
     diff_table: list[dict[str, Any]] = []
     if "ramen" in methods and "dual_encoder" in methods:
-        fa = pl.read_parquet(eval_dir(home, dataset.name, "dual_encoder", profile) / "false_negatives.parquet")
-        fb = pl.read_parquet(eval_dir(home, dataset.name, "ramen", profile) / "false_negatives.parquet")
+        fa, fb = (next(r for r in records if r.method == m).false_negatives() for m in ("dual_encoder", "ramen"))
         diff_table = diff_at_k(fa, fb).to_dicts()
     examples = _examples(dataset, home, profile, "ramen" if "ramen" in methods else methods[0])
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
              "PSP A": dataset.psp_constants[0], "PSP B": dataset.psp_constants[1]}
-    tradeoffs = {r.method: f / "tradeoff.png" for r, f in zip(results, folders, strict=True)
-                 if (f / "tradeoff.png").exists()}
+    tradeoffs = {r.method: r.folder / "tradeoff.png" for r in records if (r.folder / "tradeoff.png").exists()}
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,
                          paired=diffs, tradeoffs=tradeoffs)
     _attach(results, path, home)

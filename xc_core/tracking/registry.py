@@ -120,19 +120,16 @@ def decide(challenger: dict[str, float], champion: dict[str, float] | None, poli
 
 def _eval_rows(home: Path, tags: dict[str, str]) -> tuple[str, dict[str, Any]] | None:
     """(test split fingerprint, per-query arrays) of the evaluation that belongs to this version's run."""
-    import numpy as np
-
+    from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
 
     if not {"dataset", "method", "profile"} <= set(tags):
         return None
-    folder = eval_dir(home, tags["dataset"], tags["method"], tags["profile"])
-    if not (folder / "metrics.json").exists() or not (folder / "per_row.npz").exists():
-        return None
-    summary = json.loads((folder / "metrics.json").read_text())
-    if summary.get("mlflow_run_id") != tags.get("mlflow_run_id") or not summary.get("test_split"):
+    record = EvaluationRecord.load(eval_dir(home, tags["dataset"], tags["method"], tags["profile"]))
+    rows = record.per_row() if record is not None else None
+    if record is None or rows is None or record.mlflow_run_id != tags.get("mlflow_run_id") or not record.test_split:
         return None  # a later training of the same method overwrote it, or it predates split fingerprints
-    return summary["test_split"], dict(np.load(folder / "per_row.npz"))
+    return record.test_split, rows
 
 
 def paired_lead(home: Path, challenger_tags: dict[str, str], champion_tags: dict[str, str], metric: str,
@@ -222,17 +219,16 @@ def challenger_metrics(eval_summary: dict[str, Any], quantiles: Any | None = Non
 
 def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
     """Register the evaluated encoder of (dataset, method, profile) as the new challenger version."""
-    import polars as pl
-
+    from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir, trained_summary
     from xc_core.tracking.store import git_commit, tracking_uri
 
     trained = trained_summary(home, dataset, method, profile)
     folder = eval_dir(home, dataset, method, profile)
-    if not (folder / "metrics.json").exists():
+    record = EvaluationRecord.load(folder)
+    if record is None:
         raise FileNotFoundError(f"{folder}: evaluate the model first (`xc eval --dataset {dataset} --method {method}`)")
-    metrics = challenger_metrics(json.loads((folder / "metrics.json").read_text()),
-                                 pl.read_parquet(folder / "quantiles.parquet"))
+    metrics = challenger_metrics(record.summary, record.quantiles())
     tags = {"method": method, "dataset": dataset, "profile": profile, "git_commit": git_commit(),
             "mlflow_run_id": trained["mlflow_run_id"], **metric_tags(metrics)}
     uri = tracking_uri(home)

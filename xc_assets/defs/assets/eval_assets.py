@@ -1,6 +1,5 @@
 """Per data set: ``label_index`` and ``offline_eval`` for each method partition, and ``eval_report`` over all."""
 
-import json
 
 import dagster as dg
 from pydantic import Field
@@ -68,11 +67,14 @@ def _eval_report(dataset: str) -> dg.AssetsDefinition:
 
         out = build_report(_dataset(xc_home, dataset), config.profile, xc_home.path)
         rows = ["| method | P@1 | PSP@1 |", "|---|---|---|"]
-        for method in out["methods"]:
-            from xc_core.paths import eval_dir
+        from xc_core.evaluation.record import EvaluationRecord
+        from xc_core.paths import eval_dir
 
-            m = json.loads((eval_dir(xc_home.path, dataset, method, config.profile) / "metrics.json").read_text())
-            rows.append(f"| {method} | {100 * m['P@1']:.2f} | {100 * m.get('PSP@1', float('nan')):.2f} |")
+        for method in out["methods"]:
+            record = EvaluationRecord.load(eval_dir(xc_home.path, dataset, method, config.profile))
+            m = record.metrics if record is not None else {}
+            rows.append(f"| {method} | {100 * m.get('P@1', float('nan')):.2f} | "
+                        f"{100 * m.get('PSP@1', float('nan')):.2f} |")
         return dg.MaterializeResult(metadata={
             "summary": dg.MetadataValue.md("\n".join(rows)), "report": dg.MetadataValue.path(out["report"]),
             "paired_differences": dg.MetadataValue.json(out["paired_differences"]), "methods": out["methods"]})

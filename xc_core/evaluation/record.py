@@ -1,0 +1,81 @@
+"""One evaluation as stored in its folder (``paths.eval_dir``), read and written only here: the report, the
+registry's gate and the seed tables ask this record for metrics and per-query arrays instead of opening files.
+
+Files: ``metrics.json`` (the summary: metrics, test-split fingerprint, MLflow run, subsets), ``per_row.npz``
+(per-query terms for paired intervals; ``/`` in keys stored as ``__``), ``top100.npy``, ``quantiles.parquet``,
+``false_negatives.parquet``, ``ci.parquet``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+SUMMARY, PER_ROW, TOP, QUANTILES, FALSE_NEGATIVES, CI = (
+    "metrics.json", "per_row.npz", "top100.npy", "quantiles.parquet", "false_negatives.parquet", "ci.parquet")
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    folder: Path
+    summary: dict[str, Any]
+
+    @classmethod
+    def load(cls, folder: Path) -> EvaluationRecord | None:
+        """The evaluation saved in ``folder``, or None when nothing was evaluated there."""
+        path = folder / SUMMARY
+        return cls(folder, json.loads(path.read_text())) if path.exists() else None
+
+    @classmethod
+    def save(cls, folder: Path, summary: dict[str, Any], top: np.ndarray, per_row: dict[str, np.ndarray],
+             quantiles: pl.DataFrame, false_negatives: pl.DataFrame, ci: pl.DataFrame) -> EvaluationRecord:
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(folder / TOP, top)
+        np.savez(folder / PER_ROW, **{k.replace("/", "__"): v for k, v in per_row.items()})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
+        quantiles.write_parquet(folder / QUANTILES)
+        false_negatives.write_parquet(folder / FALSE_NEGATIVES)
+        ci.write_parquet(folder / CI)
+        (folder / SUMMARY).write_text(json.dumps(summary, indent=2, default=float) + "\n")
+        return cls(folder, summary)
+
+    @property
+    def method(self) -> str:
+        return str(self.summary["method"])
+
+    @property
+    def test_split(self) -> str | None:
+        """Fingerprint of the test split it was scored on (None before fingerprints existed)."""
+        return self.summary.get("test_split")
+
+    @property
+    def mlflow_run_id(self) -> str:
+        return str(self.summary.get("mlflow_run_id", ""))
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The headline metrics (``P@1``, ``PSP@5``, ``R@10`` …), fractions; index figures left out."""
+        return {k: v for k, v in self.summary.items() if "@" in k and isinstance(v, float) and not k.startswith("hnsw")}
+
+    def per_row(self) -> dict[str, np.ndarray] | None:
+        """Per-query terms (``paired_metric_diff`` reads either key spelling), or None when not saved."""
+        path = self.folder / PER_ROW
+        return dict(np.load(path)) if path.exists() else None
+
+    def top(self) -> np.ndarray:
+        return np.load(self.folder / TOP)
+
+    def quantiles(self) -> pl.DataFrame:
+        return pl.read_parquet(self.folder / QUANTILES)
+
+    def false_negatives(self) -> pl.DataFrame:
+        return pl.read_parquet(self.folder / FALSE_NEGATIVES)
+
+    def ci(self) -> dict[str, tuple[float, float, float]]:
+        """metric → (value, low, high) of its bootstrap 95% interval."""
+        return {r["metric"]: (r["value"], r["low"], r["high"])
+                for r in pl.read_parquet(self.folder / CI).iter_rows(named=True)}
