@@ -3,10 +3,8 @@ stage's folder in the home (every layer reads another stage's output through the
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,12 +68,3 @@ def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
 
 def report_path(home: Path, dataset: str, profile: str) -> Path:
     return home / "reports" / f"{dataset_slug(dataset)}-{profile}.html"
-
-
-def trained_summary(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
-    """The training stage's record of a trained method (``train_summary.json`` in its model folder)."""
-    path = model_dir(home, dataset, method, profile) / "train_summary.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no trained encoder — run `xc train --dataset {dataset} --method {method} "
-                                f"--profile {profile}` first")
-    return json.loads(path.read_text())

@@ -13,14 +13,15 @@ from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, to_csr, top_k
 from xc_core.evaluation.record import EvaluationRecord
 from xc_core.evaluation.report import MethodResult, render_report
-from xc_core.paths import eval_dir, eval_root, index_dir, report_path, trained_summary
-from xc_core.stages.predict import classifier_dir_of, fingerprint_test_split, load_or_predict, predict_trained
+from xc_core.paths import eval_dir, eval_root, index_dir, report_path
+from xc_core.stages.predict import fingerprint_test_split, load_or_predict, predict_trained
+from xc_core.training.record import TrainedModel
 
 
 def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Any:
     """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): its label
     index (and classifier index) built, the test queries searched, both measured; returns the predictions."""
-    trained = trained_summary(home, dataset.name, method, profile)
+    trained = TrainedModel.of(home, dataset.name, method, profile)
     return predict_trained(dataset, trained, index_dir(home, dataset.name, method, profile), progress=progress)
 
 
@@ -28,16 +29,16 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
                     progress: bool = False) -> dict[str, Any]:
     """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
     started = time.perf_counter()
-    trained = trained_summary(home, dataset.name, method, profile)
-    classifier_dir = classifier_dir_of(trained)
+    trained = TrainedModel.of(home, dataset.name, method, profile)
+    classifier_dir = trained.classifier_dir
     out = eval_dir(home, dataset.name, method, profile)
-    preds = load_or_predict(dataset, Path(trained["encoder_dir"]), int(trained.get("max_length", 32)),
-                            index_dir(home, dataset.name, method, profile), trained["model_uri"], progress=progress,
+    preds = load_or_predict(dataset, trained.encoder_dir, trained.max_length,
+                            index_dir(home, dataset.name, method, profile), trained.model_uri, progress=progress,
                             classifier_dir=classifier_dir)
     info = {"dataset": dataset.name, "method": method, "profile": profile,
             "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
             "exact_ms_per_query": preds.exact_ms_per_query, "test_split": preds.test_split,
-            "mlflow_run_id": trained["mlflow_run_id"]}
+            "mlflow_run_id": trained.mlflow_run_id}
     if classifier_dir is not None:
         info["classifier"] = _classifier_tradeoff(dataset, preds, classifier_dir, out, trained)
     summary, metrics = evaluate_scores(dataset, preds.scores, out, info, started)
@@ -46,7 +47,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
 
 
 def _classifier_tradeoff(dataset: XCDataset, preds: Any, classifier_dir: Path, out: Path,
-                         trained: dict[str, Any]) -> dict[str, Any]:
+                         trained: TrainedModel) -> dict[str, Any]:
     """Per-decile P@5/PSP@5 of encoder-only, classifier-only and fused on the test split (filter applied),
     the plot beside metrics.json and in the MLflow run; returns the totals and the chosen alpha."""
     import mlflow
@@ -64,7 +65,7 @@ def _classifier_tradeoff(dataset: XCDataset, preds: Any, classifier_dir: Path, o
     table = decile_table(dataset.y_test, dataset.y_train, tops, propensity(dataset))
     table.write_parquet(out / "deciles.parquet")
     figure = plot(table, fused.info.get("alpha_curve", []), fused.alpha, out / "tradeoff.png", fused.lexical_weight)
-    mlflow.MlflowClient(trained["tracking_uri"]).log_artifact(trained["mlflow_run_id"], str(figure))
+    mlflow.MlflowClient(trained.tracking_uri).log_artifact(trained.mlflow_run_id, str(figure))
     return {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight, "weights_mb": round(fused.megabytes, 2),
             "variants": summarize(table)}
 
@@ -113,12 +114,12 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
     return summary, metrics
 
 
-def _log_to_run(trained: dict[str, Any], metrics: dict[str, float], recall: float) -> None:
+def _log_to_run(trained: TrainedModel, metrics: dict[str, float], recall: float) -> None:
     import mlflow
 
-    client = mlflow.MlflowClient(trained["tracking_uri"])
+    client = mlflow.MlflowClient(trained.tracking_uri)
     for key, value in {**metrics, "hnsw_recall@10": recall}.items():
-        client.log_metric(trained["mlflow_run_id"], f"test/{key.replace('@', '_at_')}", float(value))
+        client.log_metric(trained.mlflow_run_id, f"test/{key.replace('@', '_at_')}", float(value))
 
 
 def _method_result(record: EvaluationRecord) -> MethodResult:

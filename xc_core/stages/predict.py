@@ -16,6 +16,7 @@ from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import TextEncoder, encoder_for
 from xc_core.evaluation.metrics import to_csr
 from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
+from xc_core.training.record import TrainedModel
 
 
 @dataclass
@@ -119,18 +120,12 @@ def _label_vectors(dataset: XCDataset, encoder: TextEncoder, classifier_dir: Pat
     return encoder.encode(dataset.label_texts, progress=progress, desc="labels")
 
 
-def classifier_dir_of(trained: dict[str, Any]) -> Path | None:
-    """The classifier folder a trained method's summary names (None: encoder-only method)."""
-    return Path(trained["classifier_dir"]) if trained.get("classifier_dir") else None
-
-
-def predict_trained(dataset: XCDataset, trained: dict[str, Any], index_dir: Path,
+def predict_trained(dataset: XCDataset, trained: TrainedModel, index_dir: Path,
                     progress: bool = False) -> Predictions:
-    """:func:`predict` for a trained method's summary (``train_summary.json``): CLI ``xc index`` and the
-    Dagster ``label_index`` asset."""
-    encoder = encoder_for(Path(trained["encoder_dir"]), int(trained.get("max_length", 32)))
-    return predict(dataset, encoder, index_dir, trained["model_uri"], progress=progress,
-                   classifier_dir=classifier_dir_of(trained))
+    """:func:`predict` for a trained method: CLI ``xc index`` and the Dagster ``label_index`` asset."""
+    encoder = encoder_for(trained.encoder_dir, trained.max_length)
+    return predict(dataset, encoder, index_dir, trained.model_uri, progress=progress,
+                   classifier_dir=trained.classifier_dir)
 
 
 def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, index_dir: Path, model_uri: str,

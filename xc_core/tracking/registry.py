@@ -220,17 +220,18 @@ def challenger_metrics(eval_summary: dict[str, Any], quantiles: Any | None = Non
 def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
     """Register the evaluated encoder of (dataset, method, profile) as the new challenger version."""
     from xc_core.evaluation.record import EvaluationRecord
-    from xc_core.paths import eval_dir, trained_summary
+    from xc_core.paths import eval_dir
     from xc_core.tracking.store import git_commit, tracking_uri
+    from xc_core.training.record import TrainedModel
 
-    trained = trained_summary(home, dataset, method, profile)
+    trained = TrainedModel.of(home, dataset, method, profile)
     folder = eval_dir(home, dataset, method, profile)
     record = EvaluationRecord.load(folder)
     if record is None:
         raise FileNotFoundError(f"{folder}: evaluate the model first (`xc eval --dataset {dataset} --method {method}`)")
     metrics = challenger_metrics(record.summary, record.quantiles())
     tags = {"method": method, "dataset": dataset, "profile": profile, "git_commit": git_commit(),
-            "mlflow_run_id": trained["mlflow_run_id"], **metric_tags(metrics)}
+            "mlflow_run_id": trained.mlflow_run_id, **metric_tags(metrics)}
     uri = tracking_uri(home)
-    version = register(trained["model_uri"], dataset, tags, uri)
+    version = register(trained.model_uri, dataset, tags, uri)
     return {"model": model_name(dataset), "version": version, "metrics": metrics, "tracking_uri": uri}
