@@ -5,7 +5,7 @@ from xc_core.methods.base import Method, register
 
 def _ablation(name: str, description: str, **overrides: object) -> Method:
     switches = {"regularize": True, "prune": True, "bandit": True, **overrides}
-    return register(Method(name, description, overrides=switches, needs_anchor_sets=True))
+    return register(Method(name, description, overrides=switches, needs_anchor_sets=True, ablation_of="ramen"))
 
 
 RAMEN_NO_PRUNING = _ablation("ramen_no_pruning", "RAMEN without anchor pruning", prune=False)

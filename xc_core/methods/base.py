@@ -24,6 +24,8 @@ class Method:
     needs_anchor_sets: bool = False  # trains on the graph: refuse to run without materialized anchor sets
     encoder_overrides: dict[str, Any] = field(default_factory=dict)  # EncoderConfig fields this method sets
     classifier: bool = False  # ends with the classifier stage: per-label vectors fused with the encoder (#18)
+    baselines: tuple[str, ...] = ()  # reports pair this method against these (this − baseline); first: DIFF@k
+    ablation_of: str | None = None  # the full method this one switches an ingredient off; reports pair full − this
 
     def configure(self, base: TrainConfig) -> TrainConfig:
         return base.model_copy(update=self.overrides)

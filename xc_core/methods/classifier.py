@@ -20,5 +20,5 @@ def base_method_name(name: str) -> str:
 
 for _base in BASES:
     _method = METHODS[_base]
-    register(replace(_method, name=f"{_base}{SUFFIX}", classifier=True,
+    register(replace(_method, name=f"{_base}{SUFFIX}", classifier=True, baselines=(_base,),
                      description=f"{_method.description}; then per-label classifiers fused with the encoder"))

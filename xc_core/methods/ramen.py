@@ -4,4 +4,5 @@ bandit-tuned λs (Mittal et al., "Graph Regularized Encoder Training for Extreme
 from xc_core.methods.base import Method, register
 
 RAMEN = register(Method("ramen", "graph-regularized dual encoder (RAMEN)",
-                        overrides={"regularize": True, "prune": True, "bandit": True}, needs_anchor_sets=True))
+                        overrides={"regularize": True, "prune": True, "bandit": True}, needs_anchor_sets=True,
+                        baselines=("dual_encoder", "pretrained", "auggt")))

@@ -173,34 +173,55 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
         raise FileNotFoundError(f"{root}: nothing evaluated yet — run `xc eval` first")
     results = [_method_result(r) for r in records]
     methods = [r.method for r in results]
-    diffs: list[dict[str, Any]] = []
-    # RAMEN against its baselines, then against AugGT and each ablation (does every component matter?)
-    others = ["dual_encoder", "pretrained", "auggt", *sorted(m for m in methods if m.startswith("ramen_no_"))]
-    for other in others:
-        if "ramen" in methods and other in methods:
-            diffs += _paired_rows(home, dataset.name, profile, "ramen", other)
-    # the classifier stage against the encoder it ends with, and every method against the linear peer
-    from xc_core.methods.classifier import SUFFIX, base_method_name
-
-    for method in methods:
-        if method.endswith(SUFFIX) and base_method_name(method) in methods:
-            diffs += _paired_rows(home, dataset.name, profile, method, base_method_name(method))
-    if "pecos" in methods:
-        for method in (m for m in methods if m != "pecos"):
-            diffs += _paired_rows(home, dataset.name, profile, method, "pecos")
+    pairs = report_pairs(methods)
+    diffs = [row for a, b in pairs for row in _paired_rows(home, dataset.name, profile, a, b)]
     diff_table: list[dict[str, Any]] = []
-    if "ramen" in methods and "dual_encoder" in methods:
-        fa, fb = (next(r for r in records if r.method == m).false_negatives() for m in ("dual_encoder", "ramen"))
-        diff_table = diff_at_k(fa, fb).to_dicts()
-    examples = _examples(dataset, home, profile, "ramen" if "ramen" in methods else methods[0])
+    graph = next(((a, b) for a, b in pairs if _declares(a, b)), None)  # a method and its first baseline
+    if graph is not None:
+        by_method = {r.method: r for r in records}
+        diff_table = diff_at_k(by_method[graph[1]].false_negatives(), by_method[graph[0]].false_negatives()).to_dicts()
+    best = max(results, key=lambda r: r.metrics.get("P@1", float("-inf"))).method
+    examples = _examples(dataset, home, profile, best)
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
              "PSP A": dataset.psp_constants[0], "PSP B": dataset.psp_constants[1]}
     tradeoffs = {r.method: r.folder / "tradeoff.png" for r in records if (r.folder / "tradeoff.png").exists()}
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,
-                         paired=diffs, tradeoffs=tradeoffs)
+                         paired=diffs, tradeoffs=tradeoffs, diff_methods=graph)
     _attach(results, path, home)
     return {"dataset": dataset.name, "profile": profile, "report": str(path), "methods": methods,
             "paired_differences": diffs}
+
+
+PEERS = ("pecos",)  # scored by benchmarks/peer_eval.py into the same folders: every method is paired with them
+
+
+def _method(name: str) -> Any:
+    from xc_core.methods import get_method
+
+    try:
+        return get_method(name)
+    except ValueError:  # a peer's folder (pecos), not a registered method
+        return None
+
+
+def _declares(method: str, baseline: str) -> bool:
+    found = _method(method)
+    return found is not None and found.baselines[:1] == (baseline,)
+
+
+def report_pairs(methods: list[str]) -> list[tuple[str, str]]:
+    """(a, b) pairs the report compares (a − b on the same queries), as the methods declare them: each method
+    against its ``baselines``, each ablation's full method against it, and every method against the peers."""
+    pairs: list[tuple[str, str]] = []
+    for name in methods:
+        method = _method(name)
+        if method is None:
+            continue
+        pairs += [(name, b) for b in method.baselines if b in methods]
+        if method.ablation_of in methods:
+            pairs.append((method.ablation_of, name))
+    pairs += [(m, peer) for peer in PEERS if peer in methods for m in methods if m != peer]
+    return pairs
 
 
 def _attach(results: list[MethodResult], path: Path, home: Path) -> None:
