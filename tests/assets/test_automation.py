@@ -68,20 +68,18 @@ def test_landing_sensor_runs_cover_the_days_in_the_file_and_skip_files_with_none
         assert isinstance(again, dg.SensorResult) and not again.run_requests, "a file is read once"
 
 
-def _ingest(home: Path, path: Path, first: str, last: str) -> dg.ExecuteInProcessResult:
-    with dg.instance_for_test() as instance:
-        return dg.materialize([raw_events, quarantine], instance=instance, raise_on_error=False,
-                              resources={"xc_home": XcHome(home=str(home))},
-                              tags={"dagster/asset_partition_range_start": first,
-                                    "dagster/asset_partition_range_end": last},
-                              run_config={"ops": {"raw_events": {"config": {"source": "events",
-                                                                            "paths": [str(path)]}}}})
+def _ingest(home: Path, path: Path, first: str, last: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    days = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+    return dg.materialize([raw_events, quarantine], instance=instance, raise_on_error=False,
+                          resources={"xc_home": XcHome(home=str(home))}, tags=days,
+                          run_config={"ops": {"raw_events": {"config": {"source": "events", "paths": [str(path)]}}}})
 
 
 def test_an_ingestion_that_stores_nothing_fails_and_names_the_files_dates(tmp_path: Path) -> None:
     log = tmp_path / "2024.jsonl"
     log.write_text(_event("2024-05-01 10:00:00") + "\n")
-    result = _ingest(tmp_path / "home", log, "2006-03-01", "2006-03-02")
+    with dg.instance_for_test() as instance:
+        result = _ingest(tmp_path / "home", log, "2006-03-01", "2006-03-02", instance)
     assert not result.success
     (failure,) = [e for e in result.get_step_failure_events() if e.step_key == "raw_events"]
     assert failure.step_failure_data.user_failure_data is not None, "a dg.Failure with its own description"
@@ -93,21 +91,23 @@ def test_the_nightly_schedule_runs_once_per_new_state_of_the_event_store(tmp_pat
     home = XcHome(home=str(tmp_path / "home"))
     with dg.instance_for_test() as instance:
         def tick() -> dg.RunRequest | dg.SkipReason:
-            context = dg.build_schedule_context(instance=instance, resources={"xc_home": home},
-                                                scheduled_execution_time=datetime.now(UTC))
-            return nightly_retrain(context)  # type: ignore[return-value]  # the decorated function's own result
+            # as a context manager: its resources are torn down (left open, a later test's Definitions
+            # reached this test's disposed instance)
+            with dg.build_schedule_context(instance=instance, resources={"xc_home": home},
+                                           scheduled_execution_time=datetime.now(UTC)) as context:
+                return nightly_retrain(context)  # type: ignore[return-value]  # the decorated function's own result
 
         assert isinstance(tick(), dg.SkipReason), "an empty store: nothing to rebuild, and it says why"
         today = f"{datetime.now(UTC):%Y-%m-%d}"
         log = tmp_path / "today.jsonl"
         log.write_text(_event(f"{today} 09:00:00") + "\n")
-        assert _ingest(home.path, log, today, today).success
+        assert _ingest(home.path, log, today, today, instance).success
         first = tick()
         assert isinstance(first, dg.RunRequest) and first.tags["xc/events_last_day"] == today
         same = tick()
         assert isinstance(same, dg.RunRequest) and same.run_key == first.run_key, \
             "no new events: the same run key, so Dagster launches nothing new"
         log.write_text(_event(f"{today} 10:00:00", "u3") + "\n")
-        assert _ingest(home.path, log, today, today).success
+        assert _ingest(home.path, log, today, today, instance).success
         second = tick()
         assert isinstance(second, dg.RunRequest) and second.run_key != first.run_key

@@ -69,8 +69,9 @@ def test_a_log_dated_today_goes_from_the_landing_folder_to_a_gated_challenger(
         assert ingest.tags["dagster/asset_partition_range_end"] == today
         _execute(ingest, instance, "ingest_job")
 
-        tick = nightly_retrain(dg.build_schedule_context(instance=instance, resources={"xc_home": XcHome()},
-                                                         scheduled_execution_time=datetime.now(UTC)))
+        with dg.build_schedule_context(instance=instance, resources={"xc_home": XcHome()},
+                                       scheduled_execution_time=datetime.now(UTC)) as context:  # resources torn down
+            tick = nightly_retrain(context)
         assert isinstance(tick, dg.RunRequest) and tick.tags["xc/events_last_day"] == today
         rebuild = _execute(tick, instance, "retrain_job")
 
