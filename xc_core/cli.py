@@ -186,7 +186,7 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     anchors.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     anchors.set_defaults(func=cmd_anchors)
 
-    train = sub.add_parser("train", parents=[common], help="train an encoder (one MLflow run)")
+    train = sub.add_parser("train", parents=[common], help="train a method (one MLflow run)")
     _add_dataset(train)
     _add_method(train)
     train.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
