@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from xc_core.datasets.container import XCDataset
+from xc_core.methods.base import Fitted, TrainJob
+from xc_core.methods.encoder import EncoderMethod
 from xc_core.paths import model_dir
 from xc_core.profiles import Profile, encoder_config, train_settings
 from xc_core.training.config import TrainConfig
-
-if TYPE_CHECKING:
-    from xc_core.methods.base import Fitted, TrainJob
-    from xc_core.methods.encoder import EncoderMethod
 
 
 class MlflowSink:
@@ -74,8 +72,6 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
     """Train (or, for ``pretrained``, just package) an encoder, then — for a ``-clf`` method — its classifier
     stage; log everything to the active MLflow run and one MLflow model."""
     import mlflow
-
-    from xc_core.methods.base import Fitted
 
     profile, out = job.profile, job.out
     cfg = train_config(method, profile, job.overrides)
