@@ -41,14 +41,15 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
     from xc_core.classifier.fusion import LABEL_VECTORS
     from xc_core.encoders.text import encoder_for
     from xc_core.index import LabelIndex
+    from xc_core.methods.encoder import artefacts
+    from xc_core.methods.encoder.predict import CLASSIFIER_INDEX
     from xc_core.paths import index_dir
     from xc_core.stages.graphs import load_with_anchors
-    from xc_core.stages.predict import CLASSIFIER_INDEX
     from xc_core.training.record import TrainedModel
 
     data = load_with_anchors(home, dataset)
     trained = TrainedModel.of(home, dataset, method, profile)
-    classifier_dir = trained.classifier_dir
+    encoder_dir, max_length, classifier_dir = artefacts(trained)
     if classifier_dir is None:
         raise SystemExit(f"{method} has no classifier stage: benchmark a '-clf' method")
     fused = FusedClassifier.load(classifier_dir)
@@ -56,7 +57,7 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
     label_index = LabelIndex.load(folder, expect_model_uri=trained.model_uri, expect_dataset=dataset)
     classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
     label_vecs = np.load(folder / LABEL_VECTORS)
-    encoder = encoder_for(trained.encoder_dir, trained.max_length)
+    encoder = encoder_for(encoder_dir, max_length)
     rng = np.random.default_rng(seed)
     queries = [data.test_texts[i] for i in rng.choice(len(data.test_texts), min(n_queries, len(data.test_texts)),
                                                       replace=False)]

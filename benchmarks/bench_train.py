@@ -33,7 +33,7 @@ def main() -> None:
 
     from xc_core.datasets.container import XCDataset
     from xc_core.encoders.text import EncoderConfig, TextEncoder
-    from xc_core.methods import get_method
+    from xc_core.methods.encoder import encoder_method
     from xc_core.paths import anchors_dir
     from xc_core.profiles import encoder_config, get_profile
     from xc_core.simulate.pipeline import current_simulation, simulate_into_store
@@ -54,7 +54,7 @@ def main() -> None:
     variants = {"dual_encoder": ("dual_encoder", {}), "ramen": ("ramen", {}),
                 "ramen_fixed_anchors": ("ramen", {"anchor_grad": False})}
     for name, (method_name, extra) in variants.items():
-        method = get_method(method_name)
+        method = encoder_method(method_name)
         cfg = method.configure(profile.train.model_copy(update={"epochs": 1, "max_train_docs": args.docs,
                                                                 "prune_warmup_epochs": 5, **extra}))
         trainer = Trainer(data, encoder_config(profile, home), cfg, home / "bench" / name)

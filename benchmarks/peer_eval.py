@@ -44,7 +44,7 @@ def export(dataset, folder: Path, split: str) -> None:
 
 
 def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
-    from xc_core.stages.predict import fingerprint_test_split
+    from xc_core.evaluation.record import fingerprint_test_split
 
     split = fingerprint_test_split(dataset)
     meta = folder / "meta.json"

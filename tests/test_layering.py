@@ -6,7 +6,8 @@ The layers, lowest first (a package imports only from the layers before it):
 2. ``logs`` → ``simulate`` → ``datasets`` (the container, graph tables, the data-set registry) → ``quality``
 3. ``encoders``, ``index`` — text encoders and label indexes, blind to data sets
 4. ``graphs`` (anchor sets) → ``evaluation`` (metrics, analyses, report) → ``training`` (the trainer) →
-   ``classifier`` → ``methods`` → ``profiles`` → ``tracking`` (MLflow store, pyfunc, registry)
+   ``classifier`` → ``profiles`` → ``tracking`` (MLflow store, pyfunc, registry) → ``methods`` (each method
+   trains, logs and serves itself, so it stands on all of these)
 5. ``stages`` — what the CLI and Dagster run: a profile, the home and MLflow around the libraries above
 6. ``serving``, ``cli``
 
@@ -27,7 +28,7 @@ ROOT = Path(xc_core.__file__).parent
 #: the layers above, lowest first; a package may import only from packages in earlier layers
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("paths", "seeds"), ("logs",), ("simulate",), ("datasets",), ("quality",), ("encoders", "index"),
-    ("graphs",), ("evaluation",), ("training",), ("classifier",), ("methods",), ("profiles",), ("tracking",),
+    ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",), ("tracking",), ("methods",),
     ("stages",), ("serving",), ("cli",))
 
 Edge = tuple[str, str]

@@ -18,8 +18,8 @@ import peer_eval  # a benchmark script, imported from its folder
 
 def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path: Path) -> None:
     from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.record import fingerprint_test_split
     from xc_core.paths import anchors_dir, eval_dir
-    from xc_core.stages.predict import fingerprint_test_split
 
     if not peer_eval.PEER_PYTHON.exists():
         pytest.fail(f"{peer_eval.PEER_PYTHON} missing: `make test` builds it (`make peers`)")

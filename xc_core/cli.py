@@ -106,8 +106,7 @@ def cmd_index(args: argparse.Namespace) -> dict[str, object]:
     home = resolve_home(args.home)
     preds = index_method(_anchored(home, args.dataset), args.method, args.profile, home, progress=not args.quiet)
     return {"dataset": args.dataset, "method": args.method, "index_dir": str(preds.index_dir),
-            "labels": preds.scores.shape[1], "hnsw_recall@10": preds.index_recall_at_10,
-            "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query}
+            "labels": preds.scores.shape[1], **preds.index_metrics()}
 
 
 def cmd_eval(args: argparse.Namespace) -> dict[str, object]:
@@ -140,6 +139,15 @@ def _add_dataset(command: argparse.ArgumentParser, choices: Sequence[str] | None
     names = " | ".join(choices or dataset_names())
     command.add_argument("--dataset", "--name", dest="dataset", default="synthetic", choices=choices,
                          help=f"{names}{'' if choices else ' | PATH (an XC-repository folder)'} (default: synthetic)")
+
+
+def _add_method(command: argparse.ArgumentParser) -> None:
+    """``--method``: any registered method (``xc_core.methods``), or a graph method on some anchor sets."""
+    from xc_core.methods import DEFAULT_METHOD, method_names
+
+    names = " | ".join(method_names())
+    command.add_argument("--method", default=DEFAULT_METHOD,
+                         help=f"{names} | <graph method>@<set>[+<set>] (default: {DEFAULT_METHOD})")
 
 
 def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:
@@ -178,9 +186,9 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     anchors.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     anchors.set_defaults(func=cmd_anchors)
 
-    train = sub.add_parser("train", parents=[common], help="train an encoder (one MLflow run)")
+    train = sub.add_parser("train", parents=[common], help="train a method (one MLflow run)")
     _add_dataset(train)
-    train.add_argument("--method", default="ramen", help="ramen | dual_encoder | pretrained | auggt | ramen_no_*")
+    _add_method(train)
     train.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.add_argument("--seed", type=int, default=0, help="training seed (validation split, batches, bandit)")
@@ -190,7 +198,7 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
                              ("eval", cmd_eval, "offline evaluation of one trained method on the test split")):
         command = sub.add_parser(name, parents=[common], help=text)
         _add_dataset(command)
-        command.add_argument("--method", default="ramen")
+        _add_method(command)
         command.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
         command.set_defaults(func=func)
 

@@ -66,7 +66,7 @@ def test_a_label_with_an_uninformative_text_is_found_through_its_clicks(tiny_dat
 def test_alpha_one_reproduces_the_encoder_only_predictions(tiny_data: XCDataset, encoder_dir: Path,
                                                            tmp_path: Path) -> None:
     from xc_core.encoders.text import encoder_for
-    from xc_core.stages.predict import predict
+    from xc_core.methods.encoder.predict import predict
 
     encoder = encoder_for(encoder_dir, 16)
     label_vecs = encoder.encode(tiny_data.label_texts)
@@ -150,11 +150,11 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     """Registered, promoted, then `xc predict`'s function: the same labels as the evaluation's search."""
     from xc_core.classifier.fusion import LABEL_VECTORS
     from xc_core.encoders.text import encoder_for
+    from xc_core.methods.encoder.predict import CLASSIFIER_INDEX
     from xc_core.paths import dataset_dir, index_dir
     from xc_core.profiles import get_profile
     from xc_core.serving import predict_from_champion
     from xc_core.stages.evaluation import evaluate_method
-    from xc_core.stages.predict import CLASSIFIER_INDEX
     from xc_core.stages.training import train_method
     from xc_core.tracking.registry import promote_if_better, register_evaluated
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from xc_core.methods import METHODS, get_method
+from xc_core.methods import METHODS
+from xc_core.methods.encoder import encoder_method
 from xc_core.stages.evaluation import report_pairs
 
 
@@ -21,5 +22,5 @@ def test_pairs_follow_the_declarations_of_the_evaluated_methods() -> None:
 
 
 def test_a_new_method_brings_its_comparisons(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(METHODS, "toy", replace(get_method("dual_encoder"), name="toy", baselines=("ramen",)))
+    monkeypatch.setitem(METHODS, "toy", replace(encoder_method("dual_encoder"), name="toy", baselines=("ramen",)))
     assert ("toy", "ramen") in report_pairs(["ramen", "toy"])

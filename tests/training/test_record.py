@@ -1,4 +1,5 @@
-"""A trained method is read back as a typed record; nothing trained is an error that names the command."""
+"""A trained method is read back as a typed record (an encoder method's own entries through ``artefacts``);
+nothing trained is an error that names the command."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from xc_core.methods.encoder import artefacts
 from xc_core.paths import model_dir
 from xc_core.training.record import TrainedModel
 
@@ -21,5 +23,8 @@ def test_the_training_summary_reads_back_typed_and_a_missing_one_names_the_fix(t
         "encoder_dir": str(folder / "encoder"), "mlflow_run_id": "r1", "tracking_uri": "sqlite:///x.db",
         "classifier_dir": None, "selected_epoch": 2}))
     trained = TrainedModel.of(tmp_path, "wikispeedia", "ramen", "cpu")
-    assert trained.encoder_dir == folder / "encoder" and trained.max_length == 32, "32: the summary predates the key"
-    assert trained.classifier_dir is None and trained.summary["selected_epoch"] == 2
+    assert (trained.model_uri, trained.mlflow_run_id, trained.folder) == ("models:/m-1", "r1", folder)
+    assert trained.summary["selected_epoch"] == 2, "what the method recorded of its own is kept"
+    encoder_dir, max_length, classifier_dir = artefacts(trained)
+    assert encoder_dir == folder / "encoder" and max_length == 32, "32: the summary predates the key"
+    assert classifier_dir is None

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from xc_core.datasets.container import XCDataset
+
 SUMMARY, PER_ROW, TOP, QUANTILES, FALSE_NEGATIVES, CI = (
     "metrics.json", "per_row.npz", "top100.npy", "quantiles.parquet", "false_negatives.parquet", "ci.parquet")
 
@@ -79,3 +81,16 @@ class EvaluationRecord:
         """metric → (value, low, high) of its bootstrap 95% interval."""
         return {r["metric"]: (r["value"], r["low"], r["high"])
                 for r in pl.read_parquet(self.folder / CI).iter_rows(named=True)}
+
+
+def fingerprint_test_split(dataset: XCDataset) -> str:
+    """Identifies the test split (queries, ground truth, label count): two evaluations may be compared
+    query by query (paired bootstrap, promotion gate) only when their fingerprints are equal."""
+    import hashlib
+
+    y = dataset.y_test.tocsr()
+    digest = hashlib.sha256(f"{y.shape}".encode())
+    for part in (y.indptr, y.indices):
+        digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
+    digest.update("\n".join(dataset.test_texts).encode())
+    return digest.hexdigest()[:16]

@@ -1,11 +1,12 @@
 """RAMEN ablations: each switches off one ingredient."""
 
-from xc_core.methods.base import Method, register
+from xc_core.methods.base import register
+from xc_core.methods.encoder import EncoderMethod
 
 
-def _ablation(name: str, description: str, **overrides: object) -> Method:
+def _ablation(name: str, description: str, **overrides: object) -> EncoderMethod:
     switches = {"regularize": True, "prune": True, "bandit": True, **overrides}
-    return register(Method(name, description, overrides=switches, needs_anchor_sets=True, ablation_of="ramen"))
+    return register(EncoderMethod(name, description, overrides=switches, needs_anchor_sets=True, ablation_of="ramen"))
 
 
 RAMEN_NO_PRUNING = _ablation("ramen_no_pruning", "RAMEN without anchor pruning", prune=False)

@@ -10,7 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Method, register
+from xc_core.methods.base import register
+from xc_core.methods.encoder import EncoderMethod
 from xc_core.training.config import TrainConfig
 
 #: propagated labels added per document
@@ -45,6 +46,6 @@ def _augment(dataset: XCDataset, cfg: TrainConfig) -> XCDataset:
     return dataclasses.replace(dataset, y_train=propagate_labels(dataset), meta=dict(dataset.meta))
 
 
-AUGGT = register(Method("auggt", "text-only on label-propagated ground truth (AugGT)",
-                        overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment,
-                        needs_anchor_sets=True))
+AUGGT = register(EncoderMethod("auggt", "text-only on label-propagated ground truth (AugGT)",
+                               overrides={"regularize": False, "prune": False, "bandit": False}, transform=_augment,
+                               needs_anchor_sets=True))

@@ -1,43 +1,138 @@
-"""A method is a name plus how it configures the one trainer: no method-specific branch in the trainer.
+"""What a method is: it trains (with any trainer), scores test queries (top-k labels with scores) and is served
+from the registry. The stages, the report, the registry and ``xc predict`` call only what :class:`Method`
+declares and find a method by name here, so none of them names a method or assumes a text encoder.
 
-A method module builds a :class:`Method` and calls :func:`register`; ``xc_core.methods`` imports every
-module, so ``get_method(name)`` sees all of them. Adding a method is adding a module.
+A method module builds an object that satisfies :class:`Method` and calls :func:`register`; ``xc_core.methods``
+imports every built-in module, so ``get_method(name)`` sees all of them. Adding a method is adding a module
+(README, "Adding a method"); the dual-encoder family is one implementation (``methods/encoder``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+import scipy.sparse as sp
 
 from xc_core.datasets.container import XCDataset
-from xc_core.training.config import TrainConfig
+from xc_core.profiles import Profile
+from xc_core.training.record import TrainedModel
+
+#: ``on_metrics(metrics, step)``: live training metrics for a caller (Dagster logs them)
+MetricsCallback = Callable[[dict[str, float], int], None]
+#: ``scorer(texts, k) -> (scores, label ids)``, both (len(texts), k); id -1 pads a row with fewer than k labels
+Scorer = Callable[[list[str], int], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
-class Method:
-    name: str
-    description: str
-    train: bool = True  # False: the encoder as shipped (the zero-shot floor)
-    overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields this method sets
-    transform: Callable[[XCDataset, TrainConfig], XCDataset] | None = None  # e.g. AugGT's label propagation
-    needs_anchor_sets: bool = False  # trains on the graph: refuse to run without materialized anchor sets
-    encoder_overrides: dict[str, Any] = field(default_factory=dict)  # EncoderConfig fields this method sets
-    classifier: bool = False  # ends with the classifier stage: per-label vectors fused with the encoder (#18)
-    baselines: tuple[str, ...] = ()  # reports pair this method against these (this − baseline); first: DIFF@k
-    ablation_of: str | None = None  # the full method this one switches an ingredient off; reports pair full − this
+class TrainJob:
+    """One training as the stage hands it to a method, inside the MLflow run the stage opened for it."""
 
-    def configure(self, base: TrainConfig) -> TrainConfig:
-        return base.model_copy(update=self.overrides)
+    dataset: XCDataset
+    profile: Profile
+    home: Path
+    out: Path  # the method's model folder (paths.model_dir): empty unless resuming
+    resume: bool = False
+    progress: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)  # the caller's TrainConfig fields (Dagster launchpad)
+    on_metrics: MetricsCallback | None = None
 
-    def prepare(self, dataset: XCDataset, cfg: TrainConfig) -> XCDataset:
-        return self.transform(dataset, cfg) if self.transform else dataset
+
+@dataclass(frozen=True)
+class Fitted:
+    """What a method's training leaves: the MLflow model it logged in the run (what the registry registers and
+    serving loads) and its own record, kept in ``train_summary.json`` and read back as ``TrainedModel.summary``."""
+
+    model_uri: str
+    summary: dict[str, Any]
+
+
+@dataclass
+class Predictions:
+    scores: sp.csr_matrix  # test documents × labels, top-k scores per row
+    index_dir: Path  # where the method saved its index and the test queries' top-k
+    test_split: str  # evaluation.record.fingerprint_test_split of the data set the predictions are for
+    model_uri: str = ""  # the MLflow model that scored them
+    index_recall_at_10: float | None = None  # approximate vs exact search on the test queries (None: no ANN index)
+    index_ms_per_query: float | None = None
+    exact_ms_per_query: float | None = None
+
+    def index_metrics(self) -> dict[str, float]:
+        """The search measurements a method with an ANN index has, under the evaluation summary's keys."""
+        found = {"hnsw_recall@10": self.index_recall_at_10, "ms_per_query": self.index_ms_per_query,
+                 "exact_ms_per_query": self.exact_ms_per_query}
+        return {k: v for k, v in found.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Served:
+    """A registered model version to serve: what a method needs to find its model and its artefacts."""
+
+    model_uri: str  # ``models:/<name>@champion``
+    home: Path
+    dataset: str
+    profile: str
+
+
+class Method(Protocol):
+    """A training method: the unit the CLI, Dagster's method partitions, the report and the registry handle."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def needs_anchor_sets(self) -> bool:
+        """True: trains on the graph, so the stages refuse to run it before anchor sets are materialized."""
+        ...
+
+    @property
+    def baselines(self) -> tuple[str, ...]:
+        """Methods the report pairs this one against (this − baseline); the first gives the DIFF@k table."""
+        ...
+
+    @property
+    def ablation_of(self) -> str | None:
+        """The full method this one switches an ingredient off; the report pairs full − this."""
+        ...
+
+    def train(self, job: TrainJob) -> Fitted:
+        """Train, log parameters, metrics and one MLflow model to the active run; return where it is."""
+        ...
+
+    def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
+                progress: bool = False) -> Predictions:
+        """Top-k labels for every test query. ``reuse``: what an earlier call saved in ``index_dir`` for this
+        model and test split may stand (the evaluation after the index stage); else score anew."""
+        ...
+
+    def analyse(self, dataset: XCDataset, trained: TrainedModel, predictions: Predictions,
+                out: Path) -> dict[str, Any]:
+        """Method-specific analyses saved beside the evaluation in ``out``; returned entries join its summary."""
+        ...
+
+    def scorer(self, served: Served) -> Scorer:
+        """The registered model as a function of query texts: what ``xc predict`` serves."""
+        ...
+
+
+@runtime_checkable
+class Restrictable(Protocol):
+    """A graph method that can be restricted to some anchor sets (``ramen@links``)."""
+
+    def restrict(self, name: str, sets: list[str]) -> Method: ...
 
 
 METHODS: dict[str, Method] = {}
+M = TypeVar("M", bound=Method)
 
 
-def register(method: Method) -> Method:
+def register(method: M) -> M:
     if method.name in METHODS:
         raise ValueError(f"method '{method.name}' registered twice")
     METHODS[method.name] = method
@@ -54,14 +149,6 @@ def get_method(name: str) -> Method:
     method = METHODS[base]
     if not restrict:
         return method
-    if not method.needs_anchor_sets:
+    if not isinstance(method, Restrictable) or not method.needs_anchor_sets:
         raise ValueError(f"'{name}': only a method that trains on anchor sets can be restricted to some")
-    sets = restrict.split("+")
-
-    def only(current: list[str] | None) -> list[str]:
-        return [s for s in sets if current is None or s in current]
-
-    overrides = {**method.overrides, "doc_sets": only(method.overrides.get("doc_sets")),
-                 "label_sets": only(method.overrides.get("label_sets"))}
-    return replace(method, name=name, description=f"{method.description}; anchor sets {', '.join(sets)} only",
-                   overrides=overrides)
+    return method.restrict(name, restrict.split("+"))

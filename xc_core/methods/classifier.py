@@ -2,12 +2,13 @@
 
 ``ramen-clf`` is RAMEN (NGAME) in the RAMEN paper: the graph-regularized encoder, then per-label
 classifiers. The encoder part is exactly the base method's (same switches), so an already trained base
-encoder of the same profile and seed is reused instead of trained twice (``stages/training.py``).
+encoder of the same profile and seed is reused instead of trained twice (``methods/encoder/training.py``).
 """
 
 from dataclasses import replace
 
-from xc_core.methods.base import METHODS, register
+from xc_core.methods.base import register
+from xc_core.methods.encoder import encoder_method
 
 SUFFIX = "-clf"
 BASES = ("pretrained", "dual_encoder", "ramen")
@@ -19,6 +20,6 @@ def base_method_name(name: str) -> str:
 
 
 for _base in BASES:
-    _method = METHODS[_base]
+    _method = encoder_method(_base)
     register(replace(_method, name=f"{_base}{SUFFIX}", classifier=True, baselines=(_base,),
                      description=f"{_method.description}; then per-label classifiers fused with the encoder"))

@@ -1,8 +1,9 @@
 """``ramen``: dual encoder + graph regularizers on every anchor set, both sides, with pruning and the
 bandit-tuned λs (Mittal et al., "Graph Regularized Encoder Training for Extreme Classification")."""
 
-from xc_core.methods.base import Method, register
+from xc_core.methods.base import register
+from xc_core.methods.encoder import EncoderMethod
 
-RAMEN = register(Method("ramen", "graph-regularized dual encoder (RAMEN)",
-                        overrides={"regularize": True, "prune": True, "bandit": True}, needs_anchor_sets=True,
-                        baselines=("dual_encoder", "pretrained", "auggt")))
+RAMEN = register(EncoderMethod("ramen", "graph-regularized dual encoder (RAMEN)",
+                               overrides={"regularize": True, "prune": True, "bandit": True}, needs_anchor_sets=True,
+                               baselines=("dual_encoder", "pretrained", "auggt")))

@@ -10,64 +10,39 @@ from typing import Any
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
-from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, to_csr, top_k
-from xc_core.evaluation.record import EvaluationRecord
+from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, top_k
+from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
 from xc_core.evaluation.report import MethodResult, render_report
+from xc_core.methods import Method, Predictions, get_method
 from xc_core.paths import eval_dir, eval_root, index_dir, report_path
-from xc_core.stages.predict import fingerprint_test_split, load_or_predict, predict_trained
 from xc_core.training.record import TrainedModel
 
 
-def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Any:
-    """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): its label
-    index (and classifier index) built, the test queries searched, both measured; returns the predictions."""
+def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Predictions:
+    """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): the method
+    scores the test queries anew and saves what it needs in its index folder; returns the predictions."""
     trained = TrainedModel.of(home, dataset.name, method, profile)
-    return predict_trained(dataset, trained, index_dir(home, dataset.name, method, profile), progress=progress)
+    return get_method(method).predict(dataset, trained, index_dir(home, dataset.name, method, profile),
+                                      progress=progress)
 
 
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
                     progress: bool = False) -> dict[str, Any]:
-    """Build the method's HNSW label index, score the full test split, save metrics and per-row arrays."""
+    """Score the full test split with the method (reusing the index stage's predictions when still valid),
+    save metrics, per-row arrays and the method's own analyses; log the metrics to its training run."""
     started = time.perf_counter()
     trained = TrainedModel.of(home, dataset.name, method, profile)
-    classifier_dir = trained.classifier_dir
+    found = get_method(method)
     out = eval_dir(home, dataset.name, method, profile)
-    preds = load_or_predict(dataset, trained.encoder_dir, trained.max_length,
-                            index_dir(home, dataset.name, method, profile), trained.model_uri, progress=progress,
-                            classifier_dir=classifier_dir)
-    info = {"dataset": dataset.name, "method": method, "profile": profile,
-            "hnsw_recall@10": preds.index_recall_at_10, "ms_per_query": preds.index_ms_per_query,
-            "exact_ms_per_query": preds.exact_ms_per_query, "test_split": preds.test_split,
-            "mlflow_run_id": trained.mlflow_run_id}
-    if classifier_dir is not None:
-        info["classifier"] = _classifier_tradeoff(dataset, preds, classifier_dir, out, trained)
+    preds = found.predict(dataset, trained, index_dir(home, dataset.name, method, profile), reuse=True,
+                          progress=progress)
+    info = {"dataset": dataset.name, "method": method, "profile": profile, **preds.index_metrics(),
+            "test_split": preds.test_split, "mlflow_run_id": trained.mlflow_run_id,
+            **found.analyse(dataset, trained, preds, out)}
     summary, metrics = evaluate_scores(dataset, preds.scores, out, info, started)
-    _log_to_run(trained, metrics, preds.index_recall_at_10)
+    recall = preds.index_recall_at_10  # a method without an ANN index has none to log
+    _log_to_run(trained, metrics if recall is None else {**metrics, "hnsw_recall@10": recall})
     return summary
-
-
-def _classifier_tradeoff(dataset: XCDataset, preds: Any, classifier_dir: Path, out: Path,
-                         trained: TrainedModel) -> dict[str, Any]:
-    """Per-decile P@5/PSP@5 of encoder-only, classifier-only and fused on the test split (filter applied),
-    the plot beside metrics.json and in the MLflow run; returns the totals and the chosen alpha."""
-    import mlflow
-
-    from xc_core.classifier import FusedClassifier
-    from xc_core.classifier.tradeoff import VARIANTS_FILE, decile_table, plot, summarize
-
-    variants = np.load(preds.index_dir / VARIANTS_FILE)
-    runs = {f"{name} only": to_csr(variants[f"{name}_scores"], variants[f"{name}_ids"], dataset.n_labels)
-            for name in ("encoder", "classifier", "lexical") if f"{name}_ids" in variants}
-    tops = {name: top_k(filter_predictions(scores, dataset.filter_pairs), 5)
-            for name, scores in {**runs, "fused": preds.scores}.items()}
-    fused = FusedClassifier.load(classifier_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    table = decile_table(dataset.y_test, dataset.y_train, tops, propensity(dataset))
-    table.write_parquet(out / "deciles.parquet")
-    figure = plot(table, fused.info.get("alpha_curve", []), fused.alpha, out / "tradeoff.png", fused.lexical_weight)
-    mlflow.MlflowClient(trained.tracking_uri).log_artifact(trained.mlflow_run_id, str(figure))
-    return {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight, "weights_mb": round(fused.megabytes, 2),
-            "variants": summarize(table)}
 
 
 def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[str, Any],
@@ -114,11 +89,11 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
     return summary, metrics
 
 
-def _log_to_run(trained: TrainedModel, metrics: dict[str, float], recall: float) -> None:
+def _log_to_run(trained: TrainedModel, metrics: dict[str, float]) -> None:
     import mlflow
 
     client = mlflow.MlflowClient(trained.tracking_uri)
-    for key, value in {**metrics, "hnsw_recall@10": recall}.items():
+    for key, value in metrics.items():
         client.log_metric(trained.mlflow_run_id, f"test/{key.replace('@', '_at_')}", float(value))
 
 
@@ -195,9 +170,7 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
 PEERS = ("pecos",)  # scored by benchmarks/peer_eval.py into the same folders: every method is paired with them
 
 
-def _method(name: str) -> Any:
-    from xc_core.methods import get_method
-
+def _method(name: str) -> Method | None:
     try:
         return get_method(name)
     except ValueError:  # a peer's folder (pecos), not a registered method

@@ -26,9 +26,11 @@ def parameter_digest(model: torch.nn.Module) -> str:
 
 
 def main() -> None:
+    from xc_core.methods import DEFAULT_METHOD
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--anchors", required=True, help="an XC data-set folder with anchor sets")
-    parser.add_argument("--method", default="ramen")
+    parser.add_argument("--method", default=DEFAULT_METHOD, help="a dual-encoder method (this drives its trainer)")
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--home", required=True)
     parser.add_argument("--digest-dir", default="")
@@ -39,10 +41,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from xc_core.datasets.container import XCDataset
-    from xc_core.methods import get_method
+    from xc_core.methods.encoder import encoder_method
+    from xc_core.methods.encoder.training import train_config
     from xc_core.paths import model_dir
     from xc_core.profiles import encoder_config, get_profile
-    from xc_core.stages.training import train_config, train_method
+    from xc_core.stages.training import train_method
     from xc_core.training.trainer import Trainer, dist_info
 
     home = Path(args.home)
@@ -54,7 +57,7 @@ def main() -> None:
         print(json.dumps(train_method(dataset, args.method, profile, home, resume=args.resume, overrides=overrides),
                          default=str), flush=True)
         return
-    method = get_method(args.method)
+    method = encoder_method(args.method)
     cfg = train_config(method, profile, overrides)
     out = Path(args.out) if args.out else model_dir(home, dataset.name, method.name, profile.name) / f"rank{rank}"
     trainer = Trainer(method.prepare(dataset, cfg), encoder_config(profile, home), cfg, out, val_truth=dataset.y_train)

@@ -1,4 +1,4 @@
-"""The MLflow model registry: every trained encoder becomes a version of ``xc-encoder-<dataset>`` with the
+"""The MLflow model registry: every evaluated method's model becomes a version of ``xc-encoder-<dataset>`` with the
 ``challenger`` alias; promotion to ``champion`` is gated and atomic (one alias move after every check).
 
 Aliases only — registry stages are deprecated in MLflow 3. Decision rule (:func:`decide`): promote when
@@ -218,7 +218,8 @@ def challenger_metrics(eval_summary: dict[str, Any], quantiles: Any | None = Non
 
 
 def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
-    """Register the evaluated encoder of (dataset, method, profile) as the new challenger version."""
+    """Register the evaluated model of (dataset, method, profile) as the new challenger version; its ``method``
+    tag is how serving finds the method that scores it."""
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
     from xc_core.tracking.store import git_commit, tracking_uri

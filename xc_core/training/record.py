@@ -1,5 +1,8 @@
 """A trained method as the training stage leaves it (``train_summary.json`` in ``paths.model_dir``), read only
-here: indexing, evaluation, the registry and the benchmarks take this typed record, not the JSON's keys."""
+here: indexing, evaluation, the registry and the benchmarks take this typed record, not the JSON's keys.
+
+The fields are what every method has (an MLflow run and model); what a method keeps of its own (an encoder
+folder, a classifier stage, a prior) is in ``summary``, read by that method alone."""
 
 from __future__ import annotations
 
@@ -16,13 +19,11 @@ class TrainedModel:
     dataset: str
     method: str
     profile: str
-    model_uri: str  # the MLflow logged model (encoder, and W + fusion for a '-clf' method)
-    encoder_dir: Path
-    max_length: int
+    model_uri: str  # the MLflow model the method logged (what the registry registers)
     mlflow_run_id: str
     tracking_uri: str
-    classifier_dir: Path | None  # None: an encoder-only method
-    summary: dict[str, Any]  # everything else the training recorded (history, selected epoch, losses …)
+    folder: Path  # the model folder the method trained into
+    summary: dict[str, Any]  # everything the training recorded, the method's own entries included
 
     @classmethod
     def load(cls, folder: Path) -> TrainedModel:
@@ -31,15 +32,17 @@ class TrainedModel:
         if not path.exists():
             method, _, profile = folder.name.rpartition("-")
             dataset = folder.parent.name
-            raise FileNotFoundError(f"{path}: no trained encoder — run `xc train --dataset {dataset} --method "
+            raise FileNotFoundError(f"{path}: nothing trained — run `xc train --dataset {dataset} --method "
                                     f"{method} --profile {profile}` first")
         summary = json.loads(path.read_text())
         return cls(dataset=summary["dataset"], method=summary["method"], profile=summary["profile"],
-                   model_uri=summary["model_uri"], encoder_dir=Path(summary["encoder_dir"]),
-                   max_length=int(summary.get("max_length", 32)), mlflow_run_id=summary["mlflow_run_id"],
-                   tracking_uri=summary["tracking_uri"],
-                   classifier_dir=Path(summary["classifier_dir"]) if summary.get("classifier_dir") else None,
-                   summary=summary)
+                   model_uri=summary["model_uri"], mlflow_run_id=summary["mlflow_run_id"],
+                   tracking_uri=summary["tracking_uri"], folder=folder, summary=summary)
+
+    @classmethod
+    def save(cls, folder: Path, summary: dict[str, Any]) -> TrainedModel:
+        (folder / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        return cls.load(folder)
 
     @classmethod
     def of(cls, home: Path, dataset: str, method: str, profile: str) -> TrainedModel:

@@ -23,17 +23,16 @@ def _label_index(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
     @dg.asset(key=[p, "label_index"], deps=[[p, "encoder"]], partitions_def=method_partitions, group_name=p,
-              kinds={"faiss"}, description="HNSW inner-product index of every label under the method's encoder, "
-                                           "with recall@10 against exact search on the real test queries")
+              kinds={"faiss"}, description="The method's index and test-query predictions (for an encoder method: HNSW "
+                                           "index of every label, recall@10 against exact search on the test queries)")
     def label_index(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.stages.evaluation import index_method
 
         data = _dataset(xc_home, dataset)
         preds = index_method(data, context.partition_key, config.profile, xc_home.path)
         return dg.MaterializeResult(metadata={
-            "labels": data.n_labels, "hnsw_recall@10": preds.index_recall_at_10,
-            "ms_per_query": preds.index_ms_per_query, "exact_ms_per_query": preds.exact_ms_per_query,
-            "model_uri": preds.model_uri, "path": dg.MetadataValue.path(str(preds.index_dir))})
+            "labels": data.n_labels, **preds.index_metrics(), "model_uri": preds.model_uri,
+            "path": dg.MetadataValue.path(str(preds.index_dir))})
 
     return label_index
 

@@ -1,4 +1,5 @@
-"""Encoders per data set, one partition per method, trained by xc_core.training and tracked in MLflow.
+"""A trained model per data set, one partition per registered method (``xc_core.methods``), each trained by its
+own method and tracked in MLflow.
 
 ``<dataset>/encoder`` depends on ``<dataset>/anchor_sets``, whose blocking ``coverage_gate`` check keeps
 training from running on a graph that is too thin.
@@ -27,8 +28,8 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
 
     @dg.asset(key=[p, "encoder"], deps=[[p, "anchor_sets"]], partitions_def=method_partitions, group_name=p,
               kinds={"pytorch", "mlflow"}, retry_policy=dg.RetryPolicy(max_retries=1),
-              description="Dual encoder trained by the partition's method (RAMEN, baselines, ablations); one MLflow "
-                          "run each, logged as a pyfunc model")
+              description="The partition's method trained (RAMEN, baselines, ablations, any registered method); one "
+                          "MLflow run each, logged as the method's MLflow model")
     def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.stages.graphs import load_with_anchors
         from xc_core.stages.training import train_method
@@ -44,15 +45,15 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
 
         summary = train_method(data, context.partition_key, config.profile, xc_home.path, resume=config.resume,
                                overrides=overrides, on_metrics=report)
-        return dg.MaterializeResult(metadata={
-            "mlflow_run_id": summary["mlflow_run_id"], "tracking_uri": summary["tracking_uri"],
-            "model_uri": summary["model_uri"], "epochs": summary["epochs"],
-            "final_task_loss": float(summary["final_task_loss"]),
-            "val_recall@10": float(summary["val_recall@10"]), "examples_per_s": summary["examples_per_s"],
-            "encoder_dir": dg.MetadataValue.path(summary["encoder_dir"]),
-        })
+        return dg.MaterializeResult(metadata=_scalars(summary))
 
     return encoder
+
+
+def _scalars(summary: dict) -> dict:
+    """The training record's single values (run, model, epochs, losses …, whatever the method recorded) as
+    metadata; lists and tables (history, curves) stay in MLflow."""
+    return {k: v for k, v in summary.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
 
 
 def _latest_repo(xc_home: XcHome) -> str:

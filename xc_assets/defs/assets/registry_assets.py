@@ -10,10 +10,11 @@ from pydantic import Field
 
 from xc_assets.defs.assets.graph_assets import DATASETS, prefix
 from xc_assets.defs.resources import XcHome
+from xc_core.methods import DEFAULT_METHOD
 
 
 class ChallengerConfig(dg.Config):
-    method: str = Field(default="ramen", description="which evaluated method to register")
+    method: str = Field(default=DEFAULT_METHOD, description="which evaluated method to register")
     profile: str = Field(default="demo")
 
 
@@ -50,7 +51,8 @@ def _challenger(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
     @dg.asset(key=[p, "challenger"], deps=[[p, "offline_eval"]], group_name=p, kinds={"mlflow"},
-              description="Registers the evaluated encoder as a new version of xc-encoder-<dataset> (alias challenger)")
+              description="Registers the evaluated method's model as a new version of xc-encoder-<dataset> "
+                          "(alias challenger; its method tag is how serving finds the method)")
     def challenger(context: dg.AssetExecutionContext, config: ChallengerConfig,
                    xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.tracking.registry import register_evaluated

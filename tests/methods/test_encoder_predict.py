@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from xc_core.datasets.container import XCDataset
+from xc_core.evaluation.record import fingerprint_test_split
 from xc_core.index import IndexError_
-from xc_core.stages.predict import fingerprint_test_split, load_or_predict, predict
+from xc_core.methods.encoder.predict import load_or_predict, predict
 
 
 @pytest.fixture

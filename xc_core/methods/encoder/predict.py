@@ -1,47 +1,22 @@
-"""From a trained encoder to scored predictions: label index, test-query search, sparse score matrix."""
+"""How the dual-encoder methods score: a label index under the trained encoder (and, with a classifier stage,
+one over its label vectors), the test queries searched, the sparse score matrix and the index measured."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from xc_core.classifier.fusion import LABEL_VECTORS
 from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import TextEncoder, encoder_for
 from xc_core.evaluation.metrics import to_csr
+from xc_core.evaluation.record import fingerprint_test_split
 from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
-from xc_core.training.record import TrainedModel
-
-
-@dataclass
-class Predictions:
-    scores: sp.csr_matrix  # test documents × labels, top-k similarities per row
-    index_recall_at_10: float  # HNSW vs exact search on the real test queries
-    index_ms_per_query: float
-    exact_ms_per_query: float
-    index_dir: Path
-    test_split: str  # fingerprint_test_split of the data set the predictions are for
-    model_uri: str = ""  # the MLflow model the index was built with
-
-
-def fingerprint_test_split(dataset: XCDataset) -> str:
-    """Identifies the test split (queries, ground truth, label count): two evaluations may be compared
-    query by query (paired bootstrap, promotion gate) only when their fingerprints are equal."""
-    import hashlib
-
-    y = dataset.y_test.tocsr()
-    digest = hashlib.sha256(f"{y.shape}".encode())
-    for part in (y.indptr, y.indices):
-        digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
-    digest.update("\n".join(dataset.test_texts).encode())
-    return digest.hexdigest()[:16]
-
+from xc_core.methods.base import Predictions
 
 CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
 
@@ -97,7 +72,7 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     (index_dir / "index_report.json").write_text(json.dumps(
         {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
          "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": split}))
-    return Predictions(to_csr(scores, ids, dataset.n_labels), recall, ann_ms, exact_ms, index_dir, split, model_uri)
+    return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri, recall, ann_ms, exact_ms)
 
 
 def _load_classifier(classifier_dir: Path | None) -> Any:
@@ -120,14 +95,6 @@ def _label_vectors(dataset: XCDataset, encoder: TextEncoder, classifier_dir: Pat
     return encoder.encode(dataset.label_texts, progress=progress, desc="labels")
 
 
-def predict_trained(dataset: XCDataset, trained: TrainedModel, index_dir: Path,
-                    progress: bool = False) -> Predictions:
-    """:func:`predict` for a trained method: CLI ``xc index`` and the Dagster ``label_index`` asset."""
-    encoder = encoder_for(trained.encoder_dir, trained.max_length)
-    return predict(dataset, encoder, index_dir, trained.model_uri, progress=progress,
-                   classifier_dir=trained.classifier_dir)
-
-
 def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, index_dir: Path, model_uri: str,
                     k: int = 100, progress: bool = False, classifier_dir: Path | None = None) -> Predictions:
     """The predictions ``label_index`` saved for this model and this test split, else :func:`predict` anew.
@@ -145,6 +112,6 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     LabelIndex.load(index_dir, expect_model_uri=model_uri, expect_dataset=dataset.name)  # raises when stale/corrupt
     ids = np.load(index_dir / "test_top_ids.npy")[:, :k]
     scores = np.load(index_dir / "test_top_scores.npy")[:, :k]
-    return Predictions(to_csr(scores, ids, dataset.n_labels), float(report["hnsw_recall@10"]),
-                       float(report["ms_per_query"]), float(report["exact_ms_per_query"]), index_dir, split,
-                       model_uri)
+    return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri,
+                       float(report["hnsw_recall@10"]), float(report["ms_per_query"]),
+                       float(report["exact_ms_per_query"]))

@@ -1,4 +1,4 @@
-"""Methods configure the one trainer: AugGT's label propagation on a hand-made graph, what each ablation
+"""Dual-encoder methods configure the one trainer: AugGT's label propagation on a hand-made graph, what each ablation
 switches off, and validation recall scored against the original labels whatever a method trains on."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet, XCDataset
-from xc_core.methods import get_method
 from xc_core.methods.auggt import propagate_labels
+from xc_core.methods.encoder import encoder_method
 from xc_core.training.config import TrainConfig
 
 
@@ -41,7 +41,7 @@ def test_auggt_adds_labels_reached_through_a_shared_anchor_and_keeps_the_origina
     ("auggt", {"regularize": False, "prune": False, "bandit": False}),
 ])
 def test_each_method_switches_exactly_its_ingredient(name: str, expected: dict[str, object]) -> None:
-    cfg = get_method(name).configure(TrainConfig())
+    cfg = encoder_method(name).configure(TrainConfig())
     assert {k: getattr(cfg, k) for k in expected} == expected
 
 
@@ -51,7 +51,7 @@ def test_auggt_validation_recall_is_scored_on_the_original_labels(tiny_data: XCD
     from xc_core.training.trainer import Trainer
 
     profile = get_profile("tiny")
-    method = get_method("auggt")
+    method = encoder_method("auggt")
     cfg = method.configure(profile.train)
     augmented = method.prepare(tiny_data, cfg)
     assert augmented.y_train.nnz > tiny_data.y_train.nnz
@@ -64,26 +64,26 @@ def test_auggt_validation_recall_is_scored_on_the_original_labels(tiny_data: XCD
 
 
 def test_every_data_set_gets_the_profile_recipe_then_overrides_then_the_methods_switches() -> None:
+    from xc_core.methods.encoder.training import train_config
     from xc_core.profiles import get_profile
-    from xc_core.stages.training import train_config
 
     demo = get_profile("demo")
-    wiki = train_config(get_method("ramen"), demo)
+    wiki = train_config(encoder_method("ramen"), demo)
     assert (wiki.lr, wiki.batching, wiki.regularize) == (2e-5, "random", True)
-    assert train_config(get_method("ramen"), demo).lr == demo.train.lr
-    assert train_config(get_method("dual_encoder"), demo, {"lr": 1e-4, "regularize": True}).lr == 1e-4
-    assert not train_config(get_method("dual_encoder"), demo, {"regularize": True}).regularize
+    assert train_config(encoder_method("ramen"), demo).lr == demo.train.lr
+    assert train_config(encoder_method("dual_encoder"), demo, {"lr": 1e-4, "regularize": True}).lr == 1e-4
+    assert not train_config(encoder_method("dual_encoder"), demo, {"regularize": True}).regularize
 
 
 def test_a_graph_method_restricted_to_some_anchor_sets_is_a_method_variant() -> None:
-    from xc_core.methods import get_method
+    from xc_core.methods.encoder import encoder_method
 
-    links = get_method("ramen@links")
+    links = encoder_method("ramen@links")
     assert links.name == "ramen@links" and links.needs_anchor_sets
     assert links.overrides["doc_sets"] == ["links"] and links.overrides["label_sets"] == ["links"]
     # an ablation keeps its own cut: no document graph stays no document graph
-    assert get_method("ramen_no_doc_graph@links+categories").overrides["doc_sets"] == []
+    assert encoder_method("ramen_no_doc_graph@links+categories").overrides["doc_sets"] == []
     with pytest.raises(ValueError, match="only a method that trains on anchor sets"):
-        get_method("dual_encoder@links")
+        encoder_method("dual_encoder@links")
     with pytest.raises(ValueError, match="unknown method 'nope'"):
-        get_method("nope@links")
+        encoder_method("nope@links")

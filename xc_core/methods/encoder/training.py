@@ -1,0 +1,195 @@
+"""How the dual-encoder methods train, inside the run the training stage opened: the encoder (or, for a method
+that does not train, the shipped one), then — for a ``-clf`` method — the classifier stage, logged as one
+MLflow model (encoder + W + fusion parameters). Moved unchanged from the training stage: same numbers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from xc_core.datasets.container import XCDataset
+from xc_core.methods.base import Fitted, TrainJob
+from xc_core.methods.encoder import EncoderMethod
+from xc_core.paths import model_dir
+from xc_core.profiles import Profile, encoder_config, train_settings
+from xc_core.training.config import TrainConfig
+
+
+class MlflowSink:
+    """Forwards the trainer's metrics to the active MLflow run (and to an optional callback)."""
+
+    def __init__(self, callback: Any = None) -> None:
+        self.callback = callback
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        import mlflow
+
+        clean = {k.replace("@", "_at_"): float(v) for k, v in metrics.items()}
+        mlflow.log_metrics(clean, step=step)
+        if self.callback is not None:
+            self.callback(metrics, step)
+
+
+def _flat(prefix: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, inner in value.items() for k, v in _flat(f"{prefix}{key}.", inner).items()}
+    return {prefix.rstrip("."): value}
+
+
+def _curves(history: list[dict[str, float]], trajectory: list[dict[str, Any]], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+    epochs = [h["epoch"] for h in history]
+    axes[0].plot(epochs, [h["task_loss"] for h in history], marker="o")
+    axes[0].set(title="task loss (last batch of epoch)", xlabel="epoch")
+    recall_key = next((k for k in (history[0] if history else {}) if k.startswith("val_recall")), None)
+    if recall_key:
+        axes[1].plot(epochs, [h[recall_key] for h in history], marker="o", color="tab:green")
+    axes[1].set(title=f"validation {recall_key or 'recall'}", xlabel="epoch")
+    for name in (trajectory[0].get("lambda", {}) if trajectory else {}):
+        axes[2].plot([t["iteration"] for t in trajectory], [t["lambda"][name] for t in trajectory], label=name)
+    axes[2].set(title="bandit λ", xlabel="step")
+    if trajectory:
+        axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def train_config(method: EncoderMethod, profile: Profile, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Profile (one recipe for every data set) → caller's overrides → the method's own switches, in that order."""
+    return method.configure(train_settings(profile).model_copy(update=overrides or {}))
+
+
+def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
+    """Train (or, for ``pretrained``, just package) an encoder, then — for a ``-clf`` method — its classifier
+    stage; log everything to the active MLflow run and one MLflow model."""
+    import mlflow
+
+    profile, out = job.profile, job.out
+    cfg = train_config(method, profile, job.overrides)
+    enc_cfg = encoder_config(profile, job.home).model_copy(update=method.encoder_overrides)
+    data = method.prepare(job.dataset, cfg)
+    reused = _reusable_base(job.home, job.dataset.name, method, profile.name, cfg.seed)
+    mlflow.log_params({k: str(v)[:500] for k, v in {
+        **_flat("train.", cfg.model_dump()), **_flat("encoder.", enc_cfg.model_dump()),
+        "method": method.name, "method.train": method.trains}.items()})
+    if reused is not None:
+        encoder_dir, summary = _copy_base(reused, out)
+    else:
+        encoder_dir, summary = _fit_encoder(data, job.dataset, method, enc_cfg, cfg, out, job.resume, job.progress,
+                                            job.on_metrics)
+    classifier_dir = None
+    if method.classifier:
+        clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
+        classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length, cfg, clf_cfg, out,
+                                                      job.progress)
+        summary.update(clf_summary)
+    mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
+                        f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
+    info = _log_model(encoder_dir, enc_cfg.max_length, out, classifier_dir)
+    return Fitted(info.model_uri, {
+        "encoder_dir": str(encoder_dir), "max_length": enc_cfg.max_length, "seed": cfg.seed,
+        "classifier_dir": str(classifier_dir) if classifier_dir else None, **summary,
+        "val_recall@10": summary.get(f"val_recall@{cfg.val_k}")})
+
+
+def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc_cfg: Any, cfg: TrainConfig, out: Path,
+                 resume: bool, progress: bool, on_metrics: Any) -> tuple[Path, dict[str, Any]]:
+    """Train the encoder (or, for a method that does not train, save the shipped one) in the active run."""
+    import mlflow
+
+    from xc_core.training.trainer import Trainer
+
+    trainer = Trainer(data, enc_cfg, cfg, out, sink=MlflowSink(on_metrics), progress=progress,
+                      val_truth=dataset.y_train)  # original labels, whatever the method trains on
+    if not method.trains:
+        encoder_dir = out / "encoder"
+        trainer.encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
+        trainer.encoder.tokenizer.save_pretrained(encoder_dir)
+        recall = trainer.validation_recall()
+        mlflow.log_metric(f"val/recall_at_{cfg.val_k}", recall)
+        return encoder_dir, {"epochs": 0, "steps": 0, "final_task_loss": trainer.validation_task_loss(),
+                             f"val_recall@{cfg.val_k}": recall, "examples_per_s": 0.0}
+    result = trainer.fit(resume=resume)
+    history = result.history
+    mlflow.log_dict({"history": history, "selected_epoch": result.selected_epoch}, "validation_history.json")
+    (out / "lambda_trajectory.json").write_text(json.dumps(result.lambda_trajectory))
+    (out / "prune_log.json").write_text(json.dumps(result.prune_log))
+    mlflow.log_artifact(str(out / "lambda_trajectory.json"))
+    mlflow.log_artifact(str(out / "prune_log.json"))
+    mlflow.log_artifact(str(_curves(history, result.lambda_trajectory, out / "training_curves.png")))
+    return result.encoder_dir, {
+        "epochs": result.epochs, "steps": result.steps, "final_task_loss": result.final_task_loss,
+        f"val_recall@{cfg.val_k}": result.val_recall, "examples_per_s": round(result.examples_per_s, 2),
+        "selected_epoch": result.selected_epoch, "heldout_anchor_edges": result.heldout_anchor_edges,
+        "history": history}
+
+
+def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
+    """The base method's finished run when a ``-clf`` method can start from its encoder: same data set,
+    profile and seed, so the encoder is the one this method would train (identical switches)."""
+    from xc_core.methods.classifier import base_method_name
+
+    if not method.classifier:
+        return None
+    path = model_dir(home, dataset, base_method_name(method.name), profile) / "train_summary.json"
+    if not path.exists():
+        return None
+    base = json.loads(path.read_text())
+    usable = base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists()
+    return base if usable else None
+
+
+def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
+    """Copy the base run's encoder into this run (a later retrain of the base must not change it)."""
+    import mlflow
+
+    encoder_dir = out / "encoder"
+    shutil.copytree(base["encoder_dir"], encoder_dir, dirs_exist_ok=True)
+    mlflow.set_tag("encoder_from_run", base["mlflow_run_id"])
+    keep = ("epochs", "steps", "final_task_loss", "examples_per_s", "selected_epoch", "history")
+    summary = {k: v for k, v in base.items() if k in keep or k.startswith("val_recall@")}
+    return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
+
+
+def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: TrainConfig, clf_cfg: Any,
+                    out: Path, progress: bool) -> tuple[Path, dict[str, Any]]:
+    """The classifier stage on the method's encoder; its settings, alpha curve and W's size go to MLflow."""
+    import mlflow
+
+    from xc_core.classifier.stage import fit_classifier_stage
+
+    folder = out / "classifier"
+    fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, cfg, folder, progress=progress)
+    mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
+    curve = fused.info["alpha_curve"]
+    # two validation curves through the chosen point: over alpha (step = 100 alpha) and over the lexical weight
+    for prefix, fixed, varied in (("val", "lexical_weight", "alpha"), ("val_lexical", "alpha", "lexical_weight")):
+        chosen = fused.alpha if fixed == "alpha" else fused.lexical_weight
+        for row in (r for r in curve if r.get(fixed, 0.0) == chosen):
+            metrics = {k: v for k, v in row.items() if k not in ("alpha", "lexical_weight")}
+            mlflow.log_metrics({f"classifier/{prefix}_{k.replace('@', '_at_')}": v for k, v in metrics.items()},
+                               step=int(round(100 * row.get(varied, 0.0))))
+    for row in fused.info["history"]:
+        mlflow.log_metric("classifier/loss", row["loss"], step=int(row["epoch"]))
+    mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/lexical_weight": fused.lexical_weight,
+                        "classifier/weights_mb": fused.megabytes,
+                        "classifier/train_seconds": fused.info["train_seconds"]})
+    mlflow.log_artifact(str(folder / "fusion.json"))
+    return folder, {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
+                    "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
+                    "alpha_curve": curve}
+
+
+def _log_model(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None) -> Any:
+    from xc_core.tracking.pyfunc import log_encoder
+
+    return log_encoder(encoder_dir, max_length, work_dir, classifier_dir)
