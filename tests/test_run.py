@@ -63,3 +63,23 @@ def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -
 
     with pytest.raises(FileNotFoundError, match="without --reuse-data"):
         run_pipeline("wikispeedia", "tiny", tmp_path, methods=("pretrained",), reuse_data=True)
+
+
+def test_what_a_run_ingests_comes_from_the_registry_entry_not_the_name(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from xc_assets.run import _ingest_ops, _partition_tags, _selection
+    from xc_core.datasets.events import aol_1000_config
+    from xc_core.datasets.registry import DATASETS, DatasetSpec, RawEvents
+
+    log = tmp_path / "shop.jsonl"
+    log.write_text(json.dumps({"ts": "2006-04-02 10:00:00", "user_id": "u1", "market": "en-US", "query_text": "shoes",
+                               "item_id": "k1", "item_text": "shoes", "position": 1, "impressed": True,
+                               "clicked": True}) + "\n")
+    spec = DatasetSpec("shop-log", "a user's own log", events=lambda home: aol_1000_config(),
+                       raw=RawEvents("events", lambda: [log]))
+    monkeypatch.setitem(DATASETS, "shop-log", spec)
+    assert _partition_tags("shop-log", "tiny") == {"dagster/asset_partition_range_start": "2006-04-02",
+                                                   "dagster/asset_partition_range_end": "2006-04-02"}
+    assert _ingest_ops("shop-log", "tiny") == {"raw_events": {"config": {"source": "events", "paths": [str(log)]}}}
+    assert [a.key.to_user_string() for a in _selection("shop-log")[0][:2]] == ["raw_events", "quarantine"]
+    assert _partition_tags("wikispeedia", "tiny") == {} and _ingest_ops("wikispeedia", "tiny") == {}

@@ -1,8 +1,9 @@
 """``xc run``: materialize one data set's asset graph in-process, on the instance of ``$DAGSTER_HOME``.
 
-    synthetic:   world → simulated_events → raw_events → quarantine → synthetic/* (graphs … anchor_sets)
-    aol-1000:    raw_events (aol) → quarantine → aol_1000/*
-    wikispeedia: wikispeedia/*
+    what a data set's registry entry says it ingests (``DatasetSpec.raw``), then its graphs … anchor_sets:
+    synthetic:   world → simulated_events → raw_events → quarantine → synthetic/*
+    aol-1000:    raw_events (the aol archive, over the days its events fall on) → quarantine → aol_1000/*
+    wikispeedia: wikispeedia/* (nothing to ingest)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from xc_assets.defs.assets import (
 )
 from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.resources import XcHome
+from xc_core.datasets.registry import DATASETS, RawEvents
 from xc_core.methods import RUN_METHODS
 
 SIM_SCALE = {"tiny": "tiny", "demo": "demo", "cpu": "demo", "full": "large"}
@@ -40,34 +42,53 @@ def _instance(home: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.local_temp(tempdir=str(home / "dagster"))
 
 
+def _raw(dataset: str) -> RawEvents | None:
+    """What the data set's registry entry says a run ingests (None: a file data set, or events already stored)."""
+    spec = DATASETS.get(dataset)
+    return spec.raw if spec is not None else None
+
+
 def _selection(dataset: str) -> tuple[list[Any], list[Any]]:
     p = prefix(dataset)
     lineage = [a for a in (*graph_assets.graph_table_assets, *graph_assets.dataset_assets, *graph_assets.anchor_assets)
                if any(k.path[0] == p for k in a.keys)]
     checks = [c for c in graph_assets.graph_checks if any(k.asset_key.path[0] == p for k in c.check_keys)]
-    ingestion = {"synthetic": [simulate_assets.world, simulate_assets.simulated_events, ingest_assets.raw_events,
-                               ingest_assets.quarantine],
-                 "aol-1000": [ingest_assets.raw_events, ingest_assets.quarantine]}.get(dataset, [])
+    raw = _raw(dataset)
+    simulator = [simulate_assets.world, simulate_assets.simulated_events] if raw and raw.source == "simulated" else []
+    ingestion = [*simulator, ingest_assets.raw_events, ingest_assets.quarantine] if raw else []
     return [*ingestion, *lineage], checks
 
 
-def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
-    if dataset == "aol-1000":  # the archive's own days (the partitions run on to today)
-        from xc_assets.defs.sensors import partition_range
-        from xc_core.paths import aol_archive
+def _ingest_ops(dataset: str, profile: str) -> dict[str, Any]:
+    raw = _raw(dataset)
+    if raw is None:
+        return {}
+    ops: dict[str, Any] = {"raw_events": {"config": {"source": raw.source,
+                                                     "paths": [str(path) for path in raw.files()]}}}
+    if raw.source == "simulated":
+        ops["world"] = {"config": {"scale": SIM_SCALE[profile]}}
+    return ops
 
-        days = partition_range(aol_archive(), "aol")
-        if days is None:
-            raise ValueError(f"{aol_archive()}: no valid event on a daily partition")
-        return {"dagster/asset_partition_range_start": days[0], "dagster/asset_partition_range_end": days[1]}
-    if dataset == "synthetic":
+
+def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
+    """The daily partitions the run ingests: the simulator's calendar, or the days the source files' events fall
+    on (the partitions run on to today, so the whole range would be thousands of empty days)."""
+    raw = _raw(dataset)
+    if raw is None:
+        return {}
+    if raw.source == "simulated":
         from xc_core.simulate import scale_config
 
         cfg = scale_config(SIM_SCALE[profile])
-        last = (cfg.start + timedelta(days=cfg.days - 1)).date().isoformat()
-        return {"dagster/asset_partition_range_start": cfg.start.date().isoformat(),
-                "dagster/asset_partition_range_end": last}
-    return {}
+        first, last = cfg.start.date().isoformat(), (cfg.start + timedelta(days=cfg.days - 1)).date().isoformat()
+    else:
+        from xc_assets.defs.sensors import partition_range
+
+        days = partition_range(raw.files(), raw.source)
+        if days is None:
+            raise ValueError(f"{', '.join(map(str, raw.files()))}: no valid event on a daily partition")
+        first, last = days
+    return {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
 
 
 DEFAULT_METHODS = RUN_METHODS
@@ -214,12 +235,8 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
     if reuse_data:
         return _reuse_data(dataset, profile, home, methods, started, min_lead)
     assets, checks = _selection(dataset)
-    ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}}}
-    if dataset == "synthetic":
-        ops["world"] = {"config": {"scale": SIM_SCALE[profile]}}
-        ops["raw_events"] = {"config": {"source": "simulated"}}
-    if dataset == "aol-1000":
-        ops["raw_events"] = {"config": {"source": "aol"}}
+    ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}},
+                           **_ingest_ops(dataset, profile)}
     instance = _instance(home)
     result = dg.materialize(
         [*assets, *checks], instance=instance, resources={"xc_home": XcHome(home=str(home))},

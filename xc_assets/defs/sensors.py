@@ -26,12 +26,12 @@ def file_run_key(path: Path) -> str:
     return f"{path.name}:{digest}"
 
 
-def partition_range(path: Path, source: str) -> tuple[str, str] | None:
-    """The daily partitions a landing file's events fall on (first, last day), clipped to the partition
-    set; None when the file holds no valid event (the run would store nothing)."""
+def partition_range(paths: list[Path], source: str) -> tuple[str, str] | None:
+    """The daily partitions the files' events fall on (first, last day), clipped to the partition set; None
+    when they hold no valid event (the run would store nothing)."""
     from xc_core.logs.ingest import Source, event_span
 
-    span = event_span([Source("aol" if source == "aol" else "events", path)])
+    span = event_span([Source("aol" if source == "aol" else "events", path) for path in paths])
     if span is None:
         return None
     keys = daily_partitions.get_partition_keys()
@@ -53,7 +53,7 @@ def landing_folder_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
             continue
         done.add(key)
         source = "aol" if path.suffix in (".tgz", ".txt") else "events"
-        days = partition_range(path, source)
+        days = partition_range([path], source)
         if days is None:
             skipped.append(f"{path.name}: no valid event on a partition day ({daily_partitions.start:%Y-%m-%d} "
                            "onwards); nothing to ingest")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
@@ -19,6 +20,15 @@ from xc_core.logs.store import EventStore
 from xc_core.paths import aol_archive, graphs_dir, shared_data_dir
 
 SIMULATOR_MARKETS = ["MC-1", "MC-2", "MC-3", "MC-4"]
+
+
+@dataclass(frozen=True)
+class RawEvents:
+    """Where an event-log data set's raw events come from when a pipeline run ingests them: the simulator's day
+    files (``simulated``) or files of a given kind (``aol`` block files, canonical ``events`` files)."""
+
+    source: Literal["simulated", "aol", "events"]
+    files: Callable[[], list[Path]] = list  # a file source's files (the simulator writes its own)
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,7 @@ class DatasetSpec:
     events: Callable[[Path | None], EventsDatasetConfig] | None = None  # event-log protocol (given the home)
     fetch_events: Callable[[EventStore], None] | None = None  # put missing events into the store
     missing_events: str = "ingest them first (`xc ingest --source events FILE`)"  # the fix, when no fetch_events
+    raw: RawEvents | None = None  # what `xc run` ingests before the graphs (None: events already in the store)
 
     @property
     def from_events(self) -> bool:
@@ -131,9 +142,11 @@ def _wikispeedia(home: Path, seed: int) -> XCDataset:
 
 
 register_dataset(DatasetSpec("synthetic", "the simulator's events in the store (markets MC-*)",
-                             events=_synthetic_protocol, missing_events="run `xc simulate --home ...` first"))
+                             events=_synthetic_protocol, missing_events="run `xc simulate --home ...` first",
+                             raw=RawEvents("simulated")))
 register_dataset(DatasetSpec("aol-1000", "the shared AOL query-click sample, ingested on first use",
-                             events=lambda home: aol_1000_config(), fetch_events=_ingest_aol))
+                             events=lambda home: aol_1000_config(), fetch_events=_ingest_aol,
+                             raw=RawEvents("aol", lambda: [aol_archive()])))
 register_dataset(DatasetSpec("wikispeedia", "shared data: article title → articles players navigated to",
                              build=_wikispeedia))
 
