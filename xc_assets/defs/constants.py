@@ -9,3 +9,7 @@ PARTITIONS_START = os.environ.get("XC_PARTITIONS_START", "2006-03-01")
 PARTITIONS_END = os.environ.get("XC_PARTITIONS_END") or None
 
 INGEST_GROUP = "ingestion"
+
+#: The data set the nightly chain operates (rebuild → train/eval → report → gate): its asset group and jobs.
+#: Any registered event-log data set; ``XC_DATASET`` picks another than the embedded simulator.
+OPERATED_DATASET = os.environ.get("XC_DATASET", "synthetic")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from xc_assets.defs.jobs import ingest_job, promotion_job, report_job, retrain_job, train_eval_job
+from xc_assets.defs.constants import OPERATED_DATASET
+from xc_assets.defs.jobs import P, ingest_job, promotion_job, report_job, retrain_job, train_eval_job
 from xc_assets.defs.partitions import daily_partitions
 
 LANDING_SUFFIXES = (".tgz", ".txt", ".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
@@ -99,7 +100,7 @@ def train_after_rebuild(context: dg.RunStatusSensorContext) -> list[dg.RunReques
     config = {"config": {"profile": profile}}
     return [dg.RunRequest(
         run_key=f"{rebuild.run_id}:{method}", partition_key=method,
-        run_config={"ops": {f"synthetic__{step}": config for step in ("encoder", "label_index", "offline_eval")}},
+        run_config={"ops": {f"{P}__{step}": config for step in ("encoder", "label_index", "offline_eval")}},
         tags={GENERATION: rebuild.run_id, "xc/methods": ",".join(methods), "xc/profile": profile,
               "xc/method": method}) for method in methods]
 
@@ -121,13 +122,13 @@ def promote_after_training(context: dg.RunStatusSensorContext) -> list[dg.RunReq
     if missing:
         return dg.SkipReason(f"generation {generation}: waiting for {', '.join(missing)}")
     requests = [dg.RunRequest(run_key=f"{generation}:report", job_name=report_job.name,
-                              run_config={"ops": {"synthetic__eval_report": {"config": {"profile": profile}}}},
+                              run_config={"ops": {f"{P}__eval_report": {"config": {"profile": profile}}}},
                               tags={GENERATION: generation, "dagster/priority": str(len(methods) + 1)})]
     for order, method in enumerate(methods):  # the queue's priority keeps the order; xc/promotion keeps one at a time
         requests.append(dg.RunRequest(
             run_key=f"{generation}:promote:{method}", job_name=promotion_job.name,
-            run_config=promotion_run_config("synthetic", method, profile),
-            tags={GENERATION: generation, "xc/method": method, "xc/promotion": "synthetic",
+            run_config=promotion_run_config(OPERATED_DATASET, method, profile),
+            tags={GENERATION: generation, "xc/method": method, "xc/promotion": OPERATED_DATASET,
                   "dagster/priority": str(len(methods) - order)}))
     return requests
 

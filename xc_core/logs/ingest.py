@@ -151,6 +151,12 @@ def _generic_batches(path: Path, cfg: IngestConfig, seen: pl.Series) -> Iterator
         yield _finish(records, pl.lit(True), query_events, clicks), seen
 
 
+def _batches(source: Source, cfg: IngestConfig, seen: pl.Series) -> Iterator[tuple[_Batch, pl.Series]]:
+    """A source's validated batches, read as its kind says (AOL block files or canonical event files)."""
+    reader = _aol_batches if source.kind == "aol" else _generic_batches
+    return reader(source.path, cfg, seen)
+
+
 def preflight(sources: Sequence[Source]) -> None:
     """Fail fast, before reading anything, on sources that are missing or of an unknown type."""
     for source in sources:
@@ -177,8 +183,7 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     seen = no_ids_seen()
     try:
         for source in tqdm(sources, desc="ingest", unit="file", disable=not progress):
-            batches = _aol_batches if source.kind == "aol" else _generic_batches
-            for batch, grown in batches(source.path, cfg, seen):
+            for batch, grown in _batches(source, cfg, seen):
                 seen = grown  # the ids seen so far: the next source's batches start from them
                 _count(summary, reasons, flagged, batch)
                 events = batch.events
@@ -219,8 +224,7 @@ def event_span(sources: Sequence[Source], cfg: IngestConfig | None = None) -> tu
     preflight(sources)
     summary = IngestSummary()
     for source in sources:
-        batches = _aol_batches if source.kind == "aol" else _generic_batches
-        for batch, _ in batches(source.path, cfg, no_ids_seen()):  # duplicates do not move a span
+        for batch, _ in _batches(source, cfg, no_ids_seen()):  # duplicates do not move a span
             _widen_span(summary, batch.events)
     if summary.first_event is None or summary.last_event is None:
         return None
