@@ -227,6 +227,17 @@ def _place(user: np.ndarray, desired: np.ndarray, duration: np.ndarray) -> np.nd
     return start
 
 
+def draw_query_events(sampler: Sampler, day: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
+    """(user, market, query row) of one day's query events drawn from ``rng`` by the logs' traffic model (sessions,
+    reformulations, drift), without serving or clicks: the A/B tests' traffic (``xc_core.abtest``)."""
+    s = _sessions(rng, sampler, day)
+    session = np.repeat(np.arange(len(s.length)), s.length)
+    first = (np.cumsum(s.length) - s.length).astype(np.int64)
+    market = s.market[session]
+    return s.user[session], market, _session_queries(rng, sampler, market, session, first)
+
+
 def simulate_day(sampler: Sampler, day: int) -> tuple[pl.DataFrame, DayStats]:
     """One day's events in the canonical input schema, sorted by time, user and position."""
     cfg = sampler.world.config
