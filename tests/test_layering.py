@@ -29,7 +29,7 @@ ROOT = Path(xc_core.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("paths", "seeds"), ("logs",), ("simulate",), ("datasets",), ("quality",), ("encoders", "index"),
     ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",), ("tracking",), ("methods",),
-    ("stages",), ("serving",), ("cli",))
+    ("abtest",), ("stages",), ("serving",), ("cli",))
 
 Edge = tuple[str, str]
 

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from xc_assets.defs.assets import (
+    abtest_assets,
     eval_assets,
     graph_assets,
     ingest_assets,
@@ -23,8 +24,9 @@ from xc_assets.defs.sensors import (
 defs = dg.Definitions(
     assets=[*dg.load_assets_from_modules([simulate_assets, ingest_assets]), *graph_assets.graph_table_assets,
             *graph_assets.dataset_assets, *graph_assets.anchor_assets, *model_assets.encoder_assets,
-            *eval_assets.index_assets, *eval_assets.eval_assets, *eval_assets.report_assets,
-            *registry_assets.challenger_assets, *registry_assets.champion_assets],
+            *eval_assets.index_assets, *eval_assets.eval_assets, *abtest_assets.ab_vs_control_assets,
+            *eval_assets.report_assets, *registry_assets.challenger_assets, *abtest_assets.ab_test_assets,
+            *registry_assets.champion_assets],
     asset_checks=[*graph_assets.graph_checks, *registry_assets.promotion_checks],
     jobs=[ingest_job, retrain_job, train_eval_job, report_job, promotion_job],
     schedules=[nightly_retrain],

@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 
 from xc_assets.defs.assets import (
+    abtest_assets,
     eval_assets,
     graph_assets,
     ingest_assets,
@@ -100,7 +101,7 @@ def _of(assets: list[dg.AssetsDefinition], dataset: str) -> dg.AssetsDefinition:
 
 def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[str, ...],
                         instance: dg.DagsterInstance, min_lead: float = 0.0) -> dict[str, Any]:
-    """One run per method partition (encoder → label_index → offline_eval), then the report run."""
+    """One run per method partition (encoder → label_index → offline_eval → ab_vs_control), then the report run."""
     p = prefix(dataset)
     resources = {"xc_home": XcHome(home=str(home))}
     config = {"config": {"profile": profile}}
@@ -108,15 +109,19 @@ def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[s
     for method in methods:
         result = dg.materialize(
             [_of(model_assets.encoder_assets, dataset), _of(eval_assets.index_assets, dataset),
-             _of(eval_assets.eval_assets, dataset)], instance=instance, partition_key=method, resources=resources,
-            run_config={"ops": {f"{p}__encoder": config, f"{p}__label_index": config, f"{p}__offline_eval": config}},
+             _of(eval_assets.eval_assets, dataset), _of(abtest_assets.ab_vs_control_assets, dataset)],
+            instance=instance, partition_key=method, resources=resources,
+            run_config={"ops": {f"{p}__encoder": config, f"{p}__label_index": config, f"{p}__offline_eval": config,
+                                f"{p}__ab_vs_control": config}},
             raise_on_error=False, tags={"xc/dataset": dataset, "xc/profile": profile, "xc/method": method})
-        metrics = {}
+        metrics: dict[str, Any] = {}
         for event in result.get_asset_materialization_events():
             m = event.step_materialization_data.materialization
             if m.asset_key.path[-1] == "offline_eval":
-                metrics = {k: m.metadata[k].value for k in ("P@1", "PSP@1", "P@5", "PSP@5", "R@10", "hnsw_recall@10")
-                           if k in m.metadata}
+                metrics.update({k: m.metadata[k].value for k in ("P@1", "PSP@1", "P@5", "PSP@5", "R@10",
+                                                                 "hnsw_recall@10") if k in m.metadata})
+            if m.asset_key.path[-1] == "ab_vs_control" and "skipped" not in m.metadata:
+                metrics["ab_vs_control"] = _ab_headline(dataset, profile, home, method)
         out["methods"][method] = {"success": result.success, **metrics}
     report = dg.materialize([_of(eval_assets.report_assets, dataset)], instance=instance, resources=resources,
                             run_config={"ops": {f"{p}__eval_report": config}}, raise_on_error=False)
@@ -127,17 +132,27 @@ def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[s
     return out
 
 
+def _ab_headline(dataset: str, profile: str, home: Path, method: str) -> dict[str, str]:
+    """The method's A/B lifts against the control, as ``make run`` prints them."""
+    from xc_core.abtest.report import headline
+    from xc_core.stages.abtest import saved_results
+
+    found = [r for r in saved_results(home, dataset, profile) if r["treatment"] == method]
+    return {"control": found[0]["control"], "mode": found[0]["mode"], **headline(found[0])} if found else {}
+
+
 def _promotion_selection(dataset: str) -> list[Any]:
-    """challenger → blocking check beats_champion → champion for one data set."""
+    """challenger → ab_test (challenger vs champion) with the blocking check beats_champion → champion."""
     p = prefix(dataset)
     check = next(c for c in registry_assets.promotion_checks if any(k.asset_key.path[0] == p for k in c.check_keys))
-    return [_of(registry_assets.challenger_assets, dataset), check, _of(registry_assets.champion_assets, dataset)]
+    return [_of(registry_assets.challenger_assets, dataset), _of(abtest_assets.ab_test_assets, dataset), check,
+            _of(registry_assets.champion_assets, dataset)]
 
 
 def promotion_run_config(dataset: str, method: str, profile: str, min_lead: float = 0.0) -> dict[str, Any]:
     """Which method to register, and the gate's policy for both steps that apply it: the check decides and
     the champion step re-decides before moving the alias, so they must not disagree."""
-    challenger, check, champion = _promotion_selection(dataset)
+    challenger, _, check, champion = _promotion_selection(dataset)
     policy = {"config": {"min_lead": min_lead}}
     return {"ops": {challenger.node_def.name: {"config": {"method": method, "profile": profile}},
                     check.node_def.name: policy, champion.node_def.name: policy}}

@@ -132,6 +132,20 @@ def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
     return predict_from_champion(args.dataset, args.query, resolve_home(args.home), k=args.k)
 
 
+def cmd_abtest(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.abtest import ABConfig, SelectionConfig
+    from xc_core.stages.abtest import ABStage
+
+    selection = SelectionConfig(slots=args.slots, candidates=args.candidates, reserve=args.reserve)
+    cfg = ABConfig(queries=args.queries, seed=args.seed, paired=args.paired, selection=selection)
+    stage = ABStage(args.dataset, resolve_home(args.home), args.profile)
+    if args.aa_runs:
+        return stage.calibrate(args.control, cfg, args.aa_runs)
+    if args.treatment is None:
+        raise LookupError("xc abtest needs --treatment (or --aa-runs N for an A/A calibration of --control)")
+    return stage.run(args.control, args.treatment, cfg, log=not args.no_mlflow)
+
+
 def _add_dataset(command: argparse.ArgumentParser, choices: Sequence[str] | None = None) -> None:
     """``--dataset`` on every command (``--name``, the old spelling of graphs/dataset/anchors, still works)."""
     from xc_core.datasets.registry import dataset_names
@@ -206,6 +220,23 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     _add_dataset(report)
     report.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
     report.set_defaults(func=cmd_report)
+
+    abtest = sub.add_parser("abtest", parents=[common], help="simulated A/B test of two arms (replay without a world)")
+    _add_dataset(abtest)
+    arms = "a model URI (models:/xc-encoder-synthetic@champion), a trained method's name, bm25, oracle or random"
+    abtest.add_argument("--control", default="pretrained", help=f"control arm: {arms} (default: pretrained)")
+    abtest.add_argument("--treatment", help=f"treatment arm: {arms}")
+    abtest.add_argument("--profile", default="demo", choices=PROFILE_NAMES, help="profile of arms named by method")
+    abtest.add_argument("--queries", type=int, default=20_000, help="query events served (default 20000)")
+    abtest.add_argument("--seed", type=int, default=0)
+    abtest.add_argument("--paired", action="store_true", help="both arms serve the same events (common random "
+                        "numbers); default: users split by a salted hash")
+    abtest.add_argument("--slots", type=int, default=5, help="ads shown per query at most")
+    abtest.add_argument("--candidates", type=int, default=100, help="top-K ads each arm retrieves")
+    abtest.add_argument("--reserve", type=float, default=0.05, help="reserve price per click")
+    abtest.add_argument("--aa-runs", type=int, default=0, help="instead: A/A calibration of --control over N seeds")
+    abtest.add_argument("--no-mlflow", action="store_true", help="do not log the test to MLflow")
+    abtest.set_defaults(func=cmd_abtest)
 
     serve = sub.add_parser("predict", parents=[common], help="top-k labels from the registry's champion")
     serve.add_argument("query")

@@ -68,3 +68,13 @@ def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
 
 def report_path(home: Path, dataset: str, profile: str) -> Path:
     return home / "reports" / f"{dataset_slug(dataset)}-{profile}.html"
+
+
+def abtest_dir(home: Path, dataset: str, profile: str) -> Path:
+    """A data set's A/B tests at one profile: ``<treatment>-vs-<control>.json`` and ``.html`` each."""
+    return home / "abtest" / dataset_slug(dataset) / profile
+
+
+def gate_abtest_path(home: Path, dataset: str, profile: str, challenger: str, champion: str) -> Path:
+    """The promotion gate's A/B test of registry version ``challenger`` against version ``champion`` (JSON)."""
+    return abtest_dir(home, dataset, profile) / "gate" / f"v{challenger}-vs-v{champion}.json"

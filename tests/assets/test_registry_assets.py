@@ -9,7 +9,6 @@ from pathlib import Path
 import dagster as dg
 import mlflow
 
-from xc_assets.defs.assets.registry_assets import challenger_assets, champion_assets, promotion_checks
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
 from xc_core.paths import anchors_dir, eval_dir
@@ -27,10 +26,11 @@ def _ensure_evaluated(home: Path, method: str) -> None:
 
 
 def _promote(home: Path, method: str) -> dg.ExecuteInProcessResult:
-    pick = [next(a for a in group if a.key.path[0] == "synthetic") for group in (challenger_assets, champion_assets)]
-    check = next(c for c in promotion_checks if any(k.asset_key.path[0] == "synthetic" for k in c.check_keys))
+    from xc_assets.run import _promotion_selection
+
     with dg.instance_for_test() as instance:
-        return dg.materialize([*pick, check], instance=instance, resources={"xc_home": XcHome(home=str(home))},
+        return dg.materialize(_promotion_selection("synthetic"), instance=instance,
+                              resources={"xc_home": XcHome(home=str(home))},
                               raise_on_error=False,
                               run_config={"ops": {"synthetic__challenger": {"config": {"method": method,
                                                                                        "profile": "tiny"}}}})
@@ -59,6 +59,11 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
     assert challenger.tags["promotion.decision"] == "rejected"
     assert "does not beat" in challenger.tags["promotion.reason"]
     assert client.get_model_version_by_alias(model_name("synthetic"), "champion").version == champion.version
+    # the gate's simulated A/B test of the challenger against the champion ran and the check carries its lifts
+    ab = next(e.step_materialization_data.materialization for e in degraded.get_asset_materialization_events()
+              if e.step_materialization_data.materialization.asset_key.path[-1] == "ab_test")
+    assert ab.metadata["mode"].value == "simulated" and "brand_bmr" in ab.metadata["summary"].value
+    assert set(gate.metadata["ab_test"].value) >= {"brand_bmr", "location_bmr", "ctr"}
 
 
 def test_xc_predict_answers_from_the_champion(tiny_home: Path) -> None:
@@ -83,11 +88,11 @@ def test_min_lead_reaches_both_steps_of_the_gate_and_defaults_to_zero(tmp_path: 
     from xc_assets.defs.assets.registry_assets import PolicyConfig, _policy
     from xc_assets.run import _promotion_selection, promotion_run_config
 
-    challenger, check, champion = _promotion_selection("synthetic")
-    job = dg.Definitions(assets=[challenger, champion], asset_checks=[check],
+    challenger, ab_test, check, champion = _promotion_selection("synthetic")
+    job = dg.Definitions(assets=[challenger, ab_test, champion], asset_checks=[check],
                          resources={"xc_home": XcHome(home=str(tmp_path))}).resolve_implicit_global_asset_job_def()
     ops = dg.validate_run_config(job, promotion_run_config("synthetic", "ramen", "tiny", min_lead=0.005))["ops"]
     # the check decides and the champion step re-decides before the alias move: the same policy for both
-    for step in ("synthetic__challenger_beats_champion", "synthetic__champion"):
+    for step in ("synthetic__ab_test_beats_champion", "synthetic__champion"):
         assert _policy(PolicyConfig(**ops[step]["config"])).min_lead == 0.005
     assert _policy(PolicyConfig()).min_lead == 0.0

@@ -32,6 +32,26 @@ def test_decision_rule_primary_must_improve_and_guards_must_hold() -> None:
     assert decide({"P@1": 0.4, "PSP@5": 0.495}, {"P@1": 0.3, "PSP@5": 0.5}, policy).promote
 
 
+def _ab(metric: str, pct: float, low: float, high: float, p: float) -> dict[str, dict[str, object]]:
+    """The fields of an A/B result (xc_core.abtest's JSON) the gate reads, for one metric."""
+    return {"delta_pct": {metric: pct}, "ci95": {metric: [low, high]}, "p_value": {metric: p}}
+
+
+def test_a_significantly_worse_bad_match_rate_in_the_ab_test_blocks_promotion() -> None:
+    policy = PromotionPolicy(primary="P@1", guards={})
+    better = ({"P@1": 0.4}, {"P@1": 0.3})
+    worse_brand = decide(*better, policy, ab=_ab("brand_bmr", 6.1, 3.0, 9.2, 0.0001))
+    assert not worse_brand.promote and "A/B guard: brand_bmr +6.10%" in worse_brand.reason
+    assert not decide(*better, policy, ab=_ab("location_bmr", 4.0, 1.0, 7.0, 0.01)).promote
+    # within noise, or better (lower): the guard holds and says so
+    noisy = decide(*better, policy, ab=_ab("brand_bmr", 6.1, -1.0, 13.2, 0.09))
+    assert noisy.promote and "A/B guards brand_bmr, location_bmr held" in noisy.reason
+    assert decide(*better, policy, ab=_ab("brand_bmr", -20.0, -25.0, -15.0, 0.0001)).promote
+    # a worse CTR is not a bad-match guard; no A/B test at all leaves the other rules alone
+    assert decide(*better, policy, ab=_ab("ctr", -9.0, -12.0, -6.0, 0.0001)).promote
+    assert decide(*better, policy, ab=None).promote
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> tuple[str, list[str]]:
     from xc_core.tracking.store import activate

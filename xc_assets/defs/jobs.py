@@ -19,15 +19,17 @@ ingest_job = dg.define_asset_job(
 retrain_job = dg.define_asset_job(
     "retrain_job",
     selection=dg.AssetSelection.groups(P) - dg.AssetSelection.assets(
-        *([P, step] for step in ("encoder", "label_index", "offline_eval", "eval_report", "challenger", "champion"))),
+        *([P, step] for step in ("encoder", "label_index", "offline_eval", "ab_vs_control", "eval_report", "challenger",
+                                 "ab_test", "champion"))),
     description="Rebuild graphs → data set → anchor sets (with their checks) from the events in the store.",
 )
 
 #: One method's training → index → evaluation (partition = method); the report and the gate are the next two jobs.
 train_eval_job = dg.define_asset_job(
     "train_eval_job",
-    selection=dg.AssetSelection.assets([P, "encoder"], [P, "label_index"], [P, "offline_eval"]),
-    description=f"Train, index and evaluate one method (partition) of {OPERATED_DATASET}.",
+    selection=dg.AssetSelection.assets([P, "encoder"], [P, "label_index"], [P, "offline_eval"], [P, "ab_vs_control"]),
+    description=f"Train, index, evaluate and A/B-test (against the control) one method (partition) of "
+                f"{OPERATED_DATASET}.",
 )
 
 report_job = dg.define_asset_job(
@@ -36,5 +38,6 @@ report_job = dg.define_asset_job(
 
 #: Register one evaluated method (run config names it) → gate → champion alias; its checks come with it.
 promotion_job = dg.define_asset_job(
-    "promotion_job", selection=dg.AssetSelection.assets([P, "challenger"], [P, "champion"]),
-    description=f"Register one evaluated method as challenger of {OPERATED_DATASET} and gate it.")
+    "promotion_job", selection=dg.AssetSelection.assets([P, "challenger"], [P, "ab_test"], [P, "champion"]),
+    description=f"Register one evaluated method as challenger of {OPERATED_DATASET}, A/B-test it against the "
+                "champion and gate it.")

@@ -104,7 +104,7 @@ class OracleArm:
         return _by_market(world, rows, k, block)
 
     def describe(self) -> dict[str, str]:
-        return {"arm": self.name, "kind": "ground-truth oracle (true grade)"}
+        return {"arm": self.name, "kind": "ground-truth oracle (true grade's click attractiveness)"}
 
 
 @dataclass
@@ -136,6 +136,7 @@ class ModelArm:
     dataset: str
     home: Path
     tracking_uri: str  # the MLflow store that resolves model_uri
+    run_id: str = ""  # the training run (its offline evaluation is what a replay reads)
     name: str = ""
     batch: int = 2048
 
@@ -202,14 +203,14 @@ def resolve_arm(spec: str, home: Path, dataset: str, profile: str, seed: int = 0
     ``models:/m-…`` trained in ``home``); or the name of a method trained in ``home`` at ``profile``."""
     if spec in BUILT_IN_ARMS:
         return RandomArm(seed=seed) if spec == "random" else BUILT_IN_ARMS[spec]()
-    method, model_profile, uri, store = _model(spec, home, dataset, profile)
+    method, model_profile, uri, store, run_id = _model(spec, home, dataset, profile)
     return ModelArm(model_uri=uri, method=method, profile=model_profile, dataset=dataset, home=home,
-                    tracking_uri=store,
+                    tracking_uri=store, run_id=run_id,
                     name=spec if not spec.startswith("models:/") else f"{method} ({spec.removeprefix('models:/')})")
 
 
-def _model(spec: str, home: Path, dataset: str, profile: str) -> tuple[str, str, str, str]:
-    """(method, profile, model URI, tracking URI) of a URI or a method name."""
+def _model(spec: str, home: Path, dataset: str, profile: str) -> tuple[str, str, str, str, str]:
+    """(method, profile, model URI, tracking URI, training run id) of a URI or a method name."""
     from xc_core.paths import model_dir
     from xc_core.tracking.store import tracking_uri
     from xc_core.training.record import TrainedModel
@@ -219,14 +220,14 @@ def _model(spec: str, home: Path, dataset: str, profile: str) -> tuple[str, str,
 
         get_method(spec)  # a clear error for an unknown name
         trained = TrainedModel.load(model_dir(home, dataset, spec, profile))
-        return spec, profile, trained.model_uri, trained.tracking_uri
+        return spec, profile, trained.model_uri, trained.tracking_uri, trained.mlflow_run_id
     tags = _registry_tags(spec, home)
     if tags is not None:
-        return tags["method"], tags["profile"], spec, tracking_uri(home)
+        return tags["method"], tags["profile"], spec, tracking_uri(home), tags.get("mlflow_run_id", "")
     for summary in sorted((home / "models").glob("*/*/train_summary.json")):
         trained = TrainedModel.load(summary.parent)
         if trained.model_uri == spec:
-            return trained.method, trained.profile, spec, trained.tracking_uri
+            return trained.method, trained.profile, spec, trained.tracking_uri, trained.mlflow_run_id
     raise LookupError(f"{spec}: neither a registered version (models:/NAME@ALIAS, models:/NAME/VERSION) nor a "
                       f"model trained in {home}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,19 @@ class CandidateCache:
         self.ready = np.zeros(n, dtype=bool)
         self.seconds = 0.0
 
+    def load(self, path: Path) -> None:
+        """Rows another process already computed for the same arm and K (a saved :meth:`save`)."""
+        if path.exists():
+            with np.load(path) as saved:
+                if saved["scores"].shape == self.scores.shape:
+                    self.scores, self.keywords, self.ready = saved["scores"], saved["keywords"], saved["ready"]
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, scores=self.scores, keywords=self.keywords, ready=self.ready)
+        tmp.replace(path)
+
     def fill(self, rows: np.ndarray) -> None:
         todo = np.unique(rows[~self.ready[rows]])
         if len(todo):
@@ -53,6 +67,7 @@ class Simulation:
         self._caches: dict[int, CandidateCache] = {}
 
     def cache(self, arm: Arm, k: int) -> CandidateCache:
+        """The arm's candidate cache (one per arm object and K)."""
         key = id(arm)
         if key not in self._caches or self._caches[key].k != k:
             self._caches[key] = CandidateCache(arm, self.world, k)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
@@ -45,6 +45,7 @@ class DatasetSpec:
     fetch_events: Callable[[EventStore], None] | None = None  # put missing events into the store
     missing_events: str = "ingest them first (`xc ingest --source events FILE`)"  # the fix, when no fetch_events
     raw: RawEvents | None = None  # what `xc run` ingests before the graphs (None: events already in the store)
+    world: Callable[[Path], Any] | None = None  # the ground truth (a simulated World) A/B tests score; None: replay
 
     @property
     def from_events(self) -> bool:
@@ -141,9 +142,15 @@ def _wikispeedia(home: Path, seed: int) -> XCDataset:
     return build_wikispeedia(shared_data_dir() / "wikispeedia", seed=seed)
 
 
+def _simulated_world(home: Path) -> Any:
+    from xc_core.simulate.pipeline import load_current_world
+
+    return load_current_world(home)
+
+
 register_dataset(DatasetSpec("synthetic", "the simulator's events in the store (markets MC-*)",
                              events=_synthetic_protocol, missing_events="run `xc simulate --home ...` first",
-                             raw=RawEvents("simulated")))
+                             raw=RawEvents("simulated"), world=_simulated_world))
 register_dataset(DatasetSpec("aol-1000", "the shared AOL query-click sample, ingested on first use",
                              events=lambda home: aol_1000_config(), fetch_events=_ingest_aol,
                              raw=RawEvents("aol", lambda: [aol_archive()])))

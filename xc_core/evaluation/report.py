@@ -107,10 +107,11 @@ def _template() -> Any:
 def render_report(dataset: str, results: list[MethodResult], out: Path, diff_table: list[dict[str, Any]],
                   examples: list[dict[str, Any]], notes: dict[str, Any],
                   paired: list[dict[str, Any]] | None = None, tradeoffs: dict[str, Path] | None = None,
-                  diff_methods: tuple[str, str] | None = None) -> Path:
+                  diff_methods: tuple[str, str] | None = None, abtests: str | None = None) -> Path:
     """Write ``out`` (HTML, from ``templates/report.html.j2``): metrics with CIs, curves, quantile bars, DIFF@k,
     subsets, examples, index stats, and for each method with a classifier stage its head/tail trade-off plot
-    (``tradeoffs``: method → PNG). ``diff_methods``: (method, baseline) of the DIFF@k table."""
+    (``tradeoffs``: method → PNG). ``diff_methods``: (method, baseline) of the DIFF@k table. ``abtests``: the A/B
+    section's HTML (``xc_core.abtest.report.render_section``), rendered as is."""
     subsets = [{"method": r.method, "subset": s, **{k: v for k, v in m.items() if k in ("P@1", "P@5", "PSP@5", "R@10",
                                                                                        "rows")}}
                for r in results for s, m in r.subsets.items()]
@@ -120,7 +121,8 @@ def render_report(dataset: str, results: list[MethodResult], out: Path, diff_tab
         curves=_curves(results), quantile_chart=_quantile_chart(results), diff_table=diff_table,
         diff_methods=diff_methods or ("method", "baseline"),
         tradeoffs={m: base64.b64encode(p.read_bytes()).decode() for m, p in (tradeoffs or {}).items()},
-        subsets=subsets, index_rows=[{"method": r.method, **r.index} for r in results if r.index], examples=examples)
+        subsets=subsets, index_rows=[{"method": r.method, **r.index} for r in results if r.index], examples=examples,
+        abtests=abtests)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out

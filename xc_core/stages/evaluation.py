@@ -160,8 +160,11 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
              "PSP A": dataset.psp_constants[0], "PSP B": dataset.psp_constants[1]}
     tradeoffs = {r.method: r.folder / "tradeoff.png" for r in records if (r.folder / "tradeoff.png").exists()}
+    from xc_core.stages.abtest import report_section
+
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,
-                         paired=diffs, tradeoffs=tradeoffs, diff_methods=graph)
+                         paired=diffs, tradeoffs=tradeoffs, diff_methods=graph,
+                         abtests=report_section(home, dataset.name, profile))
     _attach(results, path, home)
     return {"dataset": dataset.name, "profile": profile, "report": str(path), "methods": methods,
             "paired_differences": diffs}

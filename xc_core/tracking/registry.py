@@ -44,6 +44,10 @@ class PromotionPolicy(BaseModel):
                             description="smallest primary-metric lead (challenger − champion point estimate, "
                                         "same units as the metric: a fraction, 0.005 = half a P@1 point) "
                                         "worth promoting; 0: any strict lead")
+    ab_guards: tuple[str, ...] = Field(default=("brand_bmr", "location_bmr"),
+                                       description="A/B metrics (lower is better) that must not be significantly "
+                                                   "worse than the champion's in the gate's simulated A/B test")
+    ab_alpha: float = Field(default=0.05, gt=0, lt=1, description="significance level of the A/B guards")
 
 
 @dataclass(frozen=True)
@@ -81,14 +85,16 @@ class Decision:
 
 
 def decide(challenger: dict[str, float], champion: dict[str, float] | None, policy: PromotionPolicy,
-           paired: PairedLead | None = None) -> Decision:
+           paired: PairedLead | None = None, ab: dict[str, Any] | None = None) -> Decision:
     """The gate. ``paired`` is the primary metric's paired lead on the same test queries; when the policy
     asks for confidence but no paired comparison exists (the champion was evaluated on another test split,
     or its per-query results were overwritten by a retraining), point estimates decide and the reason says so.
 
     Rules, in order; the first that fails names itself in the reason: the primary metric strictly better;
     its paired interval above 0 (when ``confidence`` > 0 and ``paired`` exists); its lead (point estimate,
-    challenger − champion) at least ``min_lead``, with or without a paired comparison; every guard held."""
+    challenger − champion) at least ``min_lead``, with or without a paired comparison; every guard held; and,
+    when ``ab`` (the gate's A/B test of challenger vs champion, ``xc_core.abtest``'s JSON) is given, no A/B guard
+    (Brand/Location BMR) significantly worse."""
     if champion is None:
         return Decision(True, "no champion yet: the first model becomes champion", challenger, None, paired)
     p = policy.primary
@@ -110,12 +116,29 @@ def decide(challenger: dict[str, float], champion: dict[str, float] | None, poli
         if metric in challenger and metric in champion and challenger[metric] < champion[metric] - tolerance:
             return Decision(False, f"guard {metric} regresses: {challenger[metric]:.4f} < champion "
                                    f"{champion[metric]:.4f} − {tolerance}", challenger, champion, paired)
+    worse = _ab_regression(ab, policy)
+    if worse:
+        return Decision(False, f"A/B guard: {worse} in the simulated A/B test against the champion", challenger,
+                        champion, paired)
     minimum = f", lead {lead:+.4f} ≥ min_lead {policy.min_lead:.4f}" if policy.min_lead > 0 else ""
     evidence = (f"; {paired.describe(p)}" if paired else
                 "; no paired comparison on the same test split, point estimates decided" if policy.confidence > 0
                 else "")
+    checked = f"; A/B guards {', '.join(policy.ab_guards)} held" if ab and "delta_pct" in ab else ""
     return Decision(True, f"{p} {challenger[p]:.4f} > {champion[p]:.4f}{minimum} and no guard regresses beyond "
-                          f"tolerance{evidence}", challenger, champion, paired)
+                          f"tolerance{evidence}{checked}", challenger, champion, paired)
+
+
+def _ab_regression(ab: dict[str, Any] | None, policy: PromotionPolicy) -> str:
+    """The first A/B guard metric that rose significantly (its %Δ, interval and p-value), or ''."""
+    if not ab or "delta_pct" not in ab:
+        return ""
+    for metric in policy.ab_guards:
+        pct, p = ab["delta_pct"].get(metric), ab["p_value"].get(metric)
+        if pct is not None and p is not None and pct > 0 and p < policy.ab_alpha:
+            low, high = ab["ci95"][metric]
+            return f"{metric} {pct:+.2f}% [{low:+.2f}, {high:+.2f}] (p = {p:.3g}) is significantly worse"
+    return ""
 
 
 def _eval_rows(home: Path, tags: dict[str, str]) -> tuple[str, dict[str, Any]] | None:
@@ -149,11 +172,25 @@ def paired_lead(home: Path, challenger_tags: dict[str, str], champion_tags: dict
 
 
 def gate(home: Path | None, challenger: Any, champion: Any | None, policy: PromotionPolicy) -> Decision:
-    """The decision for two registered versions (``champion`` None when there is none yet)."""
+    """The decision for two registered versions (``champion`` None when there is none yet); the gate's A/B test of
+    the two (``paths.gate_abtest_path``, written by the Dagster ``ab_test`` asset) when there is one."""
     paired = None
     if home is not None and champion is not None and policy.confidence > 0:
         paired = paired_lead(home, dict(challenger.tags), dict(champion.tags), policy.primary, policy.confidence)
-    return decide(metrics_of(challenger), metrics_of(champion) if champion else None, policy, paired)
+    return decide(metrics_of(challenger), metrics_of(champion) if champion else None, policy, paired,
+                  gate_abtest(home, challenger, champion))
+
+
+def gate_abtest(home: Path | None, challenger: Any, champion: Any | None) -> dict[str, Any] | None:
+    """The saved A/B test of ``challenger`` vs ``champion`` (versions), or None."""
+    from xc_core.paths import gate_abtest_path
+
+    if home is None or champion is None:
+        return None
+    tags = dict(challenger.tags)
+    path = gate_abtest_path(home, tags.get("dataset", ""), tags.get("profile", ""), str(challenger.version),
+                            str(champion.version))
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def register(model_uri: str, dataset: str, tags: dict[str, str], tracking_uri: str) -> str:

@@ -59,8 +59,9 @@ def _offline_eval(dataset: str) -> dg.AssetsDefinition:
 def _eval_report(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
-    @dg.asset(key=[p, "eval_report"], deps=[[p, "offline_eval"]], group_name=p, kinds={"html"},
-              description="One self-contained HTML report comparing every evaluated method (logged to MLflow)")
+    @dg.asset(key=[p, "eval_report"], deps=[[p, "offline_eval"], [p, "ab_vs_control"]], group_name=p,
+              kinds={"html"}, description="One self-contained HTML report comparing every evaluated method, with "
+                                          "their simulated A/B tests (logged to MLflow)")
     def eval_report(context: dg.AssetExecutionContext, config: EvalConfig, xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.stages.evaluation import build_report
 

@@ -1,7 +1,8 @@
-"""Registry per data set: ``challenger`` (register + alias) → check ``beats_champion`` → ``champion`` (the alias
-move). A worse model is registered and tagged, and the alias stays: a rejection is the gate working, so the run
-succeeds, the check shows as a warning with the reason, and ``champion`` is simply not materialized. Red (a failed
-run or an ERROR check) means something broke: registration, the gate's inputs, the store."""
+"""Registry per data set: ``challenger`` (register + alias) → ``ab_test`` (challenger vs champion, simulated) with
+the blocking check ``beats_champion`` → ``champion`` (the alias move). A worse model is registered and tagged, and
+the alias stays: a rejection is the gate working, so the run succeeds, the check shows as a warning with the
+reason, and ``champion`` is simply not materialized. Red (a failed run or an ERROR check) means something broke:
+registration, the gate's inputs, the store."""
 
 from collections.abc import Iterator
 
@@ -69,11 +70,12 @@ def _challenger(dataset: str) -> dg.AssetsDefinition:
 def _check(dataset: str) -> dg.AssetChecksDefinition:
     p = prefix(dataset)
 
-    @dg.asset_check(asset=[p, "challenger"], name="beats_champion", blocking=True,
+    @dg.asset_check(asset=[p, "ab_test"], name="beats_champion", blocking=True,
                     description="Promotion gate: primary metric strictly better with its paired-bootstrap interval "
                                 "above 0 on the same test queries and a lead of at least min_lead, no guard metric "
-                                "regressing beyond its tolerance (the first model always passes). A rejection is "
-                                "a WARN result: the run succeeds and the champion stays")
+                                "regressing beyond its tolerance, no significantly worse Brand/Location BMR in the "
+                                "simulated A/B test against the champion (the first model always passes). A "
+                                "rejection is a WARN result: the run succeeds and the champion stays")
     def beats_champion(config: PolicyConfig, xc_home: XcHome) -> dg.AssetCheckResult:
         from dataclasses import asdict
 
@@ -95,15 +97,27 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
             "challenger_metrics": dg.MetadataValue.json(decision.challenger),
             "champion_metrics": dg.MetadataValue.json(decision.champion or {}),
             "paired_lead": dg.MetadataValue.json(asdict(decision.paired) if decision.paired else {}),
+            "ab_test": dg.MetadataValue.json(_ab_summary(xc_home, version, current)),
             "policy": dg.MetadataValue.json(_policy(config).model_dump())})
 
     return beats_champion
 
 
+def _ab_summary(xc_home: XcHome, challenger, champion) -> dict:
+    """The gate's A/B lifts of the guard metrics (empty when no A/B test ran)."""
+    from xc_core.tracking.registry import gate_abtest
+
+    ab = gate_abtest(xc_home.path, challenger, champion)
+    if not ab:
+        return {}
+    return {k: {"delta_pct": ab["delta_pct"].get(k), "ci95": ab["ci95"].get(k), "p_value": ab["p_value"].get(k)}
+            for k in ("brand_bmr", "location_bmr", "ctr", "iy", "revenue", "click_hit_rate") if k in ab["delta_pct"]}
+
+
 def _champion(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
-    @dg.asset(key=[p, "champion"], deps=[[p, "challenger"]], group_name=p, kinds={"mlflow"}, output_required=False,
+    @dg.asset(key=[p, "champion"], deps=[[p, "ab_test"]], group_name=p, kinds={"mlflow"}, output_required=False,
               description="Moves the champion alias to the challenger when the gate promotes it; materialized only "
                           "then (a rejected challenger leaves the champion as it was and the run green)")
     def champion(context: dg.AssetExecutionContext, config: PolicyConfig,
