@@ -45,17 +45,19 @@ METHODS ?= pretrained,dual_encoder,ramen,dual_encoder-clf,ramen-clf
 run: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
 run: $(STAMP) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
-	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors → train → index → eval → report"
+	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors → train → index → eval → A/B → report → promotion"
 	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 4.5 minutes on 2 idle cores)"
 	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME) --quiet 2> $(XC_HOME)/last-run.log \
 		| tee $(XC_HOME)/last-run.json || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
+	@$(BIN)/python -m xc_assets.summary $(XC_HOME)/last-run.json
 	@echo
 	@echo "Results under $(XC_HOME):"
 	@echo "  event store      $(XC_HOME)/events   (duckdb views: $(XC_HOME)/xc.duckdb; quarantine: $(XC_HOME)/quarantine)"
 	@echo "  simulated world  $(XC_HOME)/simulate  (calibration plots in */calibration/)"
 	@echo "  XC data set      $(XC_HOME)/datasets/$(DATASET)   anchor sets + coverage: $(XC_HOME)/anchor_sets/$(DATASET)"
 	@echo "  encoders         $(XC_HOME)/models/$(DATASET)   indexes: $(XC_HOME)/indexes/$(DATASET)"
-	@echo "  HTML report      $(XC_HOME)/reports/$(DATASET)-$(PROFILE).html   (open it in a browser)"
+	@echo "  HTML report      $(XC_HOME)/reports/$(DATASET)-$(PROFILE).html   (open it in a browser; A/B tables inside)"
+	@echo "  A/B tests        $(XC_HOME)/abtest/$(DATASET)/$(PROFILE)   (JSON + HTML per test; gate tests in gate/)"
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
 	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: mlflow/mlflow.db)"
 

@@ -115,10 +115,10 @@ class RandomArm:
     name: str = "random"
 
     def candidates(self, world: World, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 4]))
-
         def block(part: np.ndarray, market: int, members: np.ndarray) -> np.ndarray:
-            return rng.random((len(part), len(members)), dtype=np.float32)
+            # one stream per query row: a row's random ads do not depend on which rows share the call
+            return np.stack([np.random.default_rng(np.random.SeedSequence([self.seed, 4, int(row)]))
+                             .random(len(members), dtype=np.float32) for row in part])
 
         return _by_market(world, rows, k, block)
 

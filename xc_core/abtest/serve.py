@@ -55,8 +55,8 @@ def select(world: World, traffic: Traffic, slot_of_query: np.ndarray, scores: np
     score = scores[slot_of_query].astype(np.float64)
     safe = np.maximum(kw, 0)
     bid = world.kw_bid[safe]
-    eligible = (kw >= 0) & (world.kw_start_day[safe] <= traffic.day[:, None]) & (bid >= cfg.reserve) \
-        & (score > cfg.min_score)
+    eligible = (kw >= 0) & (world.kw_market[safe] == traffic.market[:, None]) \
+        & (world.kw_start_day[safe] <= traffic.day[:, None]) & (bid >= cfg.reserve) & (score > cfg.min_score)
     rank = np.where(eligible, score * bid, -np.inf)
     width = min(cfg.slots + 1, rank.shape[1])
     best = np.argpartition(-rank, width - 1, axis=1)[:, :width] if width < rank.shape[1] else \
