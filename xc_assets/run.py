@@ -93,6 +93,7 @@ def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
 
 
 DEFAULT_METHODS = RUN_METHODS
+DEFAULT_CONTROL = abtest_assets.ABTestConfig().control  # make run prints each method's A/B lifts against it
 
 
 def _of(assets: list[dg.AssetsDefinition], dataset: str) -> dg.AssetsDefinition:
@@ -120,7 +121,7 @@ def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[s
             if m.asset_key.path[-1] == "offline_eval":
                 metrics.update({k: m.metadata[k].value for k in ("P@1", "PSP@1", "P@5", "PSP@5", "R@10",
                                                                  "hnsw_recall@10") if k in m.metadata})
-            if m.asset_key.path[-1] == "ab_vs_control" and "skipped" not in m.metadata:
+            if m.asset_key.path[-1] == "ab_vs_control" and m.metadata["tests"].value:
                 metrics["ab_vs_control"] = _ab_headline(dataset, profile, home, method)
         out["methods"][method] = {"success": result.success, **metrics}
     report = dg.materialize([_of(eval_assets.report_assets, dataset)], instance=instance, resources=resources,
@@ -137,7 +138,8 @@ def _ab_headline(dataset: str, profile: str, home: Path, method: str) -> dict[st
     from xc_core.abtest.report import headline
     from xc_core.stages.abtest import saved_results
 
-    found = [r for r in saved_results(home, dataset, profile) if r["treatment"] == method]
+    found = [r for r in saved_results(home, dataset, profile)
+             if r["treatment"] == method and r["control"] == DEFAULT_CONTROL]
     return {"control": found[0]["control"], "mode": found[0]["mode"], **headline(found[0])} if found else {}
 
 

@@ -89,7 +89,7 @@ class ABStage:
         tops = [self._evaluated_top(spec) for spec in (control, treatment)]
         body = replay(data, tops[0], tops[1], cfg.selection.slots, cfg.alpha)
         return {**body, "control_arm": self.arm(control).describe(), "treatment_arm": self.arm(treatment).describe(),
-                "config": cfg.model_dump()}
+                "config": {"slots": cfg.selection.slots, "alpha": cfg.alpha}}
 
     def _evaluated_top(self, spec: str) -> Any:
         from xc_core.evaluation.record import EvaluationRecord
