@@ -50,6 +50,11 @@ def replay(dataset: XCDataset, control_top: np.ndarray, treatment_top: np.ndarra
                      (counts["control"][num], counts["control"][den]), paired=True, alpha=alpha)
              for m, (num, den, _) in metrics.items()}
     return {"design": "replay over held-out clicks (paired over test queries)", "note": REPLAY_NOTE, "arms": arms,
-            "delta_pct": {m: round(v.pct, 4) for m, v in lifts.items()},
-            "ci95": {m: [round(v.low, 4), round(v.high, 4)] for m, v in lifts.items()},
-            "p_value": {m: round(v.p, 6) for m, v in lifts.items()}}
+            "delta_pct": {m: _r(v.pct) for m, v in lifts.items()},
+            "ci95": {m: [_r(v.low), _r(v.high)] for m, v in lifts.items()},
+            "p_value": {m: _r(v.p, 6) for m, v in lifts.items()}}
+
+
+def _r(x: float, digits: int = 4) -> float | None:
+    """Rounded, or None where undefined (a control without a hit has no relative lift)."""
+    return round(float(x), digits) if np.isfinite(x) else None
