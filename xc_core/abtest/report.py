@@ -121,6 +121,11 @@ def render_page(results: list[dict[str, Any]], dataset: str, out: Path) -> Path:
 HEADLINE = ("revenue", "ctr", "iy", "brand_bmr", "location_bmr", "quickback_rate", "click_hit_rate")
 
 
+def _p(p: float) -> str:
+    """A p-value as printed: rounded to 6 decimals in the JSON, so 0 means below 1e-6."""
+    return f"p={p:.3g}" if p > 0 else "p<1e-6"
+
+
 def headline(result: dict[str, Any]) -> dict[str, str]:
     """metric → '%Δ [low, high] (p)' for the headline metrics a result has (make run prints these)."""
     out = {}
@@ -128,7 +133,7 @@ def headline(result: dict[str, Any]) -> dict[str, str]:
         pct = result["delta_pct"].get(key)
         if pct is not None:
             low, high = result["ci95"][key]
-            out[key] = f"{pct:+.2f}% [{low:+.2f}, {high:+.2f}] (p={result['p_value'][key]:.3g})"
+            out[key] = f"{pct:+.2f}% [{low:+.2f}, {high:+.2f}] ({_p(result['p_value'][key])})"
     return out
 
 
@@ -140,7 +145,7 @@ def headline_markdown(result: dict[str, Any]) -> str:
         pct = result["delta_pct"].get(key)
         if pct is not None:
             low, high = result["ci95"][key]
-            rows.append(f"| {key} | {pct:+.2f} | [{low:+.2f}, {high:+.2f}] | {result['p_value'][key]:.3g} |")
+            rows.append(f"| {key} | {pct:+.2f} | [{low:+.2f}, {high:+.2f}] | {_p(result['p_value'][key])} |")
     if result.get("note"):
         rows += ["", f"_{result['note']}_"]
     return "\n".join(rows)

@@ -137,7 +137,8 @@ def _ab_regression(ab: dict[str, Any] | None, policy: PromotionPolicy) -> str:
         pct, p = ab["delta_pct"].get(metric), ab["p_value"].get(metric)
         if pct is not None and p is not None and pct > 0 and p < policy.ab_alpha:
             low, high = ab["ci95"][metric]
-            return f"{metric} {pct:+.2f}% [{low:+.2f}, {high:+.2f}] (p = {p:.3g}) is significantly worse"
+            shown = f"p = {p:.3g}" if p > 0 else "p < 1e-6"
+            return f"{metric} {pct:+.2f}% [{low:+.2f}, {high:+.2f}] ({shown}) is significantly worse"
     return ""
 
 

@@ -29,13 +29,18 @@ class PolicyConfig(dg.Config):
     min_lead: float = Field(default=0.0, ge=0,
                             description="smallest primary lead (challenger − champion point estimate, a fraction: "
                                         "0.005 = half a P@1 point) worth promoting; 0 accepts any strict lead")
+    ab_guards: list[str] = Field(default=["brand_bmr", "location_bmr"],
+                                 description="metrics of the ab_test asset (lower is better) that must not be "
+                                             "significantly worse than the champion's; [] turns the A/B guard off")
+    ab_alpha: float = Field(default=0.05, gt=0, lt=1, description="significance level of the A/B guards")
 
 
 def _policy(config: PolicyConfig):
     from xc_core.tracking.registry import PromotionPolicy
 
     return PromotionPolicy(primary=config.primary, confidence=config.confidence, min_lead=config.min_lead,
-                           guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance})
+                           guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance},
+                           ab_guards=tuple(config.ab_guards), ab_alpha=config.ab_alpha)
 
 
 def _latest_challenger(xc_home: XcHome, dataset: str):
