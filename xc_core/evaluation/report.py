@@ -22,6 +22,7 @@ class MethodResult:
     subsets: dict[str, dict[str, float]] = field(default_factory=dict)  # seen/novel/novel labels/deciles
     quantiles: list[dict[str, Any]] = field(default_factory=list)  # per label quantile: bin, P@5 share, R share
     mlflow_run_id: str = ""
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # a method's own analyses (title → rows)
 
 
 def _png(fig: Any) -> str:
@@ -122,7 +123,7 @@ def render_report(dataset: str, results: list[MethodResult], out: Path, diff_tab
         diff_methods=diff_methods or ("method", "baseline"),
         tradeoffs={m: base64.b64encode(p.read_bytes()).decode() for m, p in (tradeoffs or {}).items()},
         subsets=subsets, index_rows=[{"method": r.method, **r.index} for r in results if r.index], examples=examples,
-        abtests=abtests)
+        abtests=abtests, method_tables=[(r.method, title, rows) for r in results for title, rows in r.tables.items()])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out

@@ -3,7 +3,10 @@
 from xc_core.methods import ablations, auggt, dual_encoder, pretrained, ramen  # noqa: F401 - registration
 
 # isort: split
-from xc_core.methods import classifier  # noqa: F401 - registers '<base>-clf' after its bases
+from xc_core.methods import (
+    classifier,  # noqa: F401 - registers '<base>-clf' after its bases
+    irene,  # noqa: F401 - stage II on a trained encoder
+)
 from xc_core.methods.base import METHODS, Fitted, Method, Predictions, Scorer, Served, TrainJob, get_method, register
 
 #: The headline comparison first (zero-shot floor, text-only baseline, RAMEN, each also with the classifier

@@ -103,7 +103,8 @@ def _method_result(record: EvaluationRecord) -> MethodResult:
         method=record.method, metrics=record.metrics, ci=record.ci(),
         index={key: summary.get(key, float("nan"))  # a peer (PECOS) has no label index
                for key in ("hnsw_recall@10", "ms_per_query", "exact_ms_per_query")},
-        subsets=summary["subsets"], quantiles=record.quantiles().to_dicts(), mlflow_run_id=record.mlflow_run_id)
+        subsets=summary["subsets"], quantiles=record.quantiles().to_dicts(), mlflow_run_id=record.mlflow_run_id,
+        tables=summary.get("tables", {}))
 
 
 def _paired_rows(home: Path, dataset: str, profile: str, a: str, b: str) -> list[dict[str, Any]]:

@@ -37,14 +37,16 @@ class EncoderPyfunc(PythonModel):
         return self.encoder.encode([str(t) for t in model_input])
 
 
-def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None) -> Any:
-    """Log the encoder folder (and the classifier stage's W + fusion.json, when given) as the run's
-    ``encoder`` pyfunc model (explicit requirements: fast)."""
+def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None,
+                extra_artifacts: dict[str, str] | None = None) -> Any:
+    """Log the encoder folder (and the classifier stage's W + fusion.json, when given; and a method's own
+    artefacts, e.g. IRENE's classifiers and combiner as ``irene``) as the run's ``encoder`` pyfunc model
+    (explicit requirements: fast). ``predict`` embeds queries; the extra artefacts travel with the model."""
     import json
 
     settings = work_dir / "encoder_settings.json"
     settings.write_text(json.dumps({"max_length": max_length}))
-    artifacts = {"encoder": str(encoder_dir), "settings": str(settings)}
+    artifacts = {"encoder": str(encoder_dir), "settings": str(settings), **(extra_artifacts or {})}
     if classifier_dir is not None:
         artifacts["classifier"] = str(classifier_dir)
     return mlflow.pyfunc.log_model(

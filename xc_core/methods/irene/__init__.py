@@ -1,0 +1,153 @@
+"""``irene``: IRENE (novel keywords represented from the classifiers of similar seen keywords) on a frozen trained
+encoder. Stage I is the encoder of the data set's champion (or the best trained encoder method of the profile);
+stage II trains the seen labels' classifiers and the combiner (``train.py``); every label, novel ones included,
+gets a representation the label index is built over, and novel keywords streamed in later get one the same way
+(``stream.py``) without retraining. ``settings.py`` evaluates IRENE's four settings against the encoder alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xc_core.datasets.container import XCDataset
+from xc_core.methods.base import Fitted, Predictions, Scorer, Served, TrainJob, register
+from xc_core.methods.irene.config import IreneConfig
+from xc_core.training.record import TrainedModel
+
+NAME = "irene"
+STAGE_ONE = ("ramen", "dual_encoder", "pretrained")  # without a champion: the first of these trained at the profile
+ABLATIONS: dict[str, dict[str, str]] = {"irene (sum)": {"pooling": "sum"}, "irene (max)": {"pooling": "max"},
+                                        "irene (weighted sum)": {"pooling": "weighted_sum"},
+                                        "irene (embeddings, not classifiers)": {"inputs": "embeddings"}}
+
+
+def stage_one(home: Path, dataset: str, profile: str) -> TrainedModel | None:
+    """The trained encoder IRENE builds on: the registry champion's (when it is an encoder trained in this home),
+    else the first of :data:`STAGE_ONE` trained at ``profile``; None: the shipped encoder."""
+    from xc_core.paths import model_dir
+    from xc_core.tracking.registry import champion_version
+    from xc_core.tracking.store import tracking_uri
+
+    candidates = []
+    champion = champion_version(dataset, tracking_uri(home))
+    if champion is not None and champion.tags.get("method") != NAME:
+        candidates.append((champion.tags["method"], champion.tags.get("profile", profile)))
+    candidates += [(m, profile) for m in STAGE_ONE]
+    for method, method_profile in candidates:
+        folder = model_dir(home, dataset, method, method_profile)
+        if (folder / "train_summary.json").exists():
+            trained = TrainedModel.load(folder)
+            if "encoder_dir" in trained.summary:
+                return trained
+    return None
+
+
+@dataclass(frozen=True)
+class IreneMethod:
+    name: str = NAME
+    description: str = ("IRENE: every label represented by a combiner over its text embedding and the classifiers "
+                        "of up to 3 similar seen labels, on the champion's frozen encoder")
+    needs_anchor_sets: bool = False
+    baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
+    ablation_of: str | None = None
+    cfg: IreneConfig = field(default_factory=IreneConfig)
+
+    def train(self, job: TrainJob) -> Fitted:
+        import mlflow
+
+        from xc_core.encoders.text import encoder_for
+        from xc_core.methods.encoder.training import encoder_config
+        from xc_core.methods.irene.fit import MODEL, embed, fit_irene
+        from xc_core.tracking.pyfunc import log_encoder
+
+        cfg = self.cfg.model_copy(update={"seed": job.profile.seed, **job.overrides})
+        base = stage_one(job.home, job.dataset.name, job.profile.name)
+        if base is not None:
+            encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
+        else:
+            enc_cfg = encoder_config(job.profile, job.home)
+            encoder_dir, max_length = Path(enc_cfg.model_path or ""), enc_cfg.max_length
+        vecs = embed(job.dataset, encoder_for(encoder_dir, max_length), job.out, job.progress)
+        model, summary = fit_irene(job.dataset, vecs, cfg, progress=job.progress)
+        model.save(job.out / MODEL)
+        headline = novel_headline(job.dataset, vecs, model)
+        mlflow.log_params({"stage_one": base.method if base else "shipped", "tau0": str(model.tau0),
+                           **{f"irene.{k}": str(v)[:250] for k, v in cfg.model_dump().items()}})
+        for row in summary["history"]:
+            mlflow.log_metrics({k.replace("/", "_"): float(v) for k, v in row.items() if k != "epoch"},
+                               step=int(row["epoch"]))
+        mlflow.log_metrics({k.replace("@", "_at_"): float(v) for k, v in headline.items()})
+        info = log_encoder(encoder_dir, max_length, job.out, extra_artifacts={"irene": str(job.out / MODEL)})
+        return Fitted(info.model_uri, {"encoder_dir": str(encoder_dir), "max_length": max_length,
+                                       "stage_one": base.method if base else "shipped",
+                                       "stage_one_run_id": base.mlflow_run_id if base else None,
+                                       **headline, **summary})
+
+    def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
+                progress: bool = False) -> Predictions:
+        from xc_core.methods.irene.serve import predict
+
+        return predict(dataset, trained, index_dir, reuse=reuse, progress=progress)
+
+    def analyse(self, dataset: XCDataset, trained: TrainedModel, predictions: Predictions,
+                out: Path) -> dict[str, Any]:
+        """IRENE's four settings for IRENE and its combiner ablations (IRENE Table 8) against the encoder alone."""
+        from xc_core.methods.irene.fit import MODEL, IreneModel, embed, fit_irene
+        from xc_core.methods.irene.settings import evaluate_settings
+
+        vecs = embed(dataset, _encoder(trained), trained.folder)  # cached at training
+        model = IreneModel.load(trained.folder / MODEL)
+        seen = model.seen_rows
+        from xc_core.methods.irene.settings import Representations
+
+        variants: dict[str, tuple[np.ndarray, Representations]] = {
+            NAME: (model.label_reps[seen], model.represent_novel)}
+        for name, change in ABLATIONS.items():
+            variant, _ = fit_irene(dataset, vecs, model.cfg.model_copy(update=change), tau0=model.tau0)
+            variants[name] = (variant.label_reps[seen], variant.represent_novel)
+        started = time.perf_counter()
+        rows = evaluate_settings(dataset, vecs, variants, seed=model.cfg.seed)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "irene_settings.json").write_text(json.dumps(rows, indent=2))
+        return {"tables": {"IRENE settings (IRENE Fig. 3, Table 8 ablations; %, paired 95% CI vs the encoder)":
+                           rows}, "irene_settings_seconds": round(time.perf_counter() - started, 2)}
+
+    def scorer(self, served: Served) -> Scorer:
+        from xc_core.methods.irene.serve import irene_scorer
+
+        return irene_scorer(served)
+
+
+def _encoder(trained: TrainedModel) -> Any:
+    from xc_core.encoders.text import encoder_for
+
+    return encoder_for(Path(trained.summary["encoder_dir"]), int(trained.summary.get("max_length", 32)))
+
+
+def novel_headline(dataset: XCDataset, vecs: dict[str, np.ndarray], model: Any) -> dict[str, float]:
+    """Zero-shot R@10 on novel labels (novel-only: IRENE's setting; and their positives in the generalised
+    ranking), IRENE and the encoder alone — what ``xc train --method irene`` prints."""
+    import scipy.sparse as sp
+
+    from xc_core.methods.irene.settings import ranking_metrics
+
+    novel = np.flatnonzero(dataset.label_novel)
+    if len(novel) == 0:
+        return {}
+    y = dataset.y_test.tocsr()
+    novel_truth = y.tocsc()[:, novel].tocsr()
+    in_all = sp.csr_matrix(y.multiply(sp.csr_matrix(dataset.label_novel.astype(np.float32))))
+    out = {}
+    for prefix, reps in (("", model.label_reps), ("encoder_only_", vecs["labels"])):
+        out[f"{prefix}novel_R@10"] = ranking_metrics(vecs["test"], novel_truth, reps[novel])[0].get("R@10", np.nan)
+        out[f"{prefix}generalised_novel_R@10"] = ranking_metrics(vecs["test"], in_all, reps)[0].get("R@10", np.nan)
+    return out
+
+
+IRENE = register(IreneMethod())

@@ -1,0 +1,35 @@
+"""IRENE's stage-II settings (IRENE, Table 10 for the paper's values). The same defaults for every data set; the
+association threshold τ0 is chosen on held-out seen labels (pseudo-novel), never on the test split."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Pooling = Literal["attention", "sum", "max", "weighted_sum"]
+
+
+class IreneConfig(BaseModel):
+    pooling: Pooling = Field(default="attention", description="IRENE's self-attention with type embeddings, or the "
+                                                              "simpler poolings of its Table 8")
+    inputs: Literal["classifiers", "embeddings"] = Field(
+        default="classifiers", description="what the associated seen labels contribute: their classifiers w_j "
+                                           "(IRENE) or their text embeddings (Table 8's ablation)")
+    heads: int = Field(default=4, ge=1, description="attention heads of the combiner")
+    associations: int = Field(default=3, ge=0, le=8, description="|S| at most (IRENE: 3)")
+    shortlist: int = Field(default=100, ge=1, description="K: seen labels retrieved by text similarity for a novel "
+                                                          "label before the classifier refinement")
+    tau0_grid: tuple[float, ...] = Field(default=(0.2, 0.4, 0.5, 0.6, 0.7, 0.8),
+                                         description="candidate τ0 (w_j · E(z_u) ≥ τ0 keeps an association); the "
+                                                     "best on held-out seen labels is used")
+    tau1: float = Field(default=0.3, description="one-shot: w_j · E(x_u) ≥ τ1 for the revealed query")
+    margin_classifier: float = Field(default=0.1, description="γ1: triplet margin of the classifiers' loss")
+    margin_combiner: float = Field(default=0.3, description="γ2: triplet margin of the combined representations")
+    lr_classifiers: float = Field(default=1e-3, gt=0)
+    lr_combiner: float = Field(default=2e-4, gt=0)
+    epochs: int = Field(default=4, ge=1)
+    batch_size: int = Field(default=256, ge=8)
+    validation_labels: float = Field(default=0.1, gt=0, lt=0.5, description="share of seen labels held out as "
+                                                                            "pseudo-novel to choose τ0")
+    seed: int = 0

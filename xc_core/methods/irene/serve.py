@@ -1,0 +1,85 @@
+"""How IRENE scores and serves: an HNSW index over every label's IRENE representation (streamed keywords are
+added to it later, ``stream.py``), searched with the frozen encoder's query embeddings."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from xc_core.datasets.container import XCDataset
+from xc_core.methods.base import Predictions, Scorer, Served
+from xc_core.training.record import TrainedModel
+
+STREAMED = "streamed_labels.parquet"  # in the index folder: keywords added after training (id, keyword_id, text)
+
+
+def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
+            progress: bool = False, k: int = 100) -> Predictions:
+    """Index every label's representation, search the test queries; saved like the encoder methods' index stage
+    (``index_report.json``, ``test_top_ids.npy``), so the evaluation reuses it when the model is the same."""
+    from xc_core.evaluation.metrics import to_csr
+    from xc_core.evaluation.record import fingerprint_test_split
+    from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
+    from xc_core.methods.irene import _encoder
+    from xc_core.methods.irene.fit import MODEL, IreneModel, embed
+
+    split = fingerprint_test_split(dataset)
+    report_path = index_dir / "index_report.json"
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    if reuse and report.get("model_uri") == trained.model_uri and report.get("test_split") == split:
+        ids, scores = np.load(index_dir / "test_top_ids.npy"), np.load(index_dir / "test_top_scores.npy")
+        return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, trained.model_uri,
+                           report["hnsw_recall@10"], report["ms_per_query"], report["exact_ms_per_query"])
+    model = IreneModel.load(trained.folder / MODEL)
+    queries = embed(dataset, _encoder(trained), trained.folder, progress)["test"]
+    index = LabelIndex.build(model.label_reps, None, IndexConfig(kind="hnsw"), model_uri=trained.model_uri,
+                             dataset=dataset.name)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    index.save(index_dir)
+    (index_dir / STREAMED).unlink(missing_ok=True)  # a fresh index holds the data set's labels only
+    started = time.perf_counter()
+    scores, ids = index.search(queries, k)
+    ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
+    sample = queries[: min(len(queries), 2000)]
+    exact = LabelIndex.build(model.label_reps, None, IndexConfig(kind="flat"))
+    started = time.perf_counter()
+    exact.search(sample, k)
+    exact_ms = 1000 * (time.perf_counter() - started) / max(len(sample), 1)
+    recall = recall_against_exact(index, model.label_reps, np.arange(dataset.n_labels), sample, k=10)
+    np.save(index_dir / "test_top_ids.npy", ids)
+    np.save(index_dir / "test_top_scores.npy", scores)
+    report_path.write_text(json.dumps({"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms,
+                                       "queries": len(queries), "k": k, "model_uri": trained.model_uri,
+                                       "test_split": split}))
+    return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, trained.model_uri, recall, ann_ms,
+                       exact_ms)
+
+
+def streamed_labels(index_dir: Path) -> pl.DataFrame:
+    """Keywords streamed into the index after training: ``id`` (the index id), ``keyword_id``, ``text``."""
+    path = index_dir / STREAMED
+    if path.exists():
+        return pl.read_parquet(path)
+    return pl.DataFrame(schema={"id": pl.Int64, "keyword_id": pl.String, "text": pl.String})
+
+
+def irene_scorer(served: Served) -> Scorer:
+    """The registered model's encoder embeds the query; the IRENE index (with streamed keywords) is searched."""
+    import mlflow
+
+    from xc_core.index import LabelIndex
+    from xc_core.methods.irene import NAME
+    from xc_core.paths import index_dir
+
+    model = mlflow.pyfunc.load_model(served.model_uri)
+    index = LabelIndex.load(index_dir(served.home, served.dataset, NAME, served.profile),
+                            expect_dataset=served.dataset)
+
+    def score(texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        return index.search(np.asarray(model.predict(texts), dtype=np.float32), k)
+
+    return score
