@@ -69,14 +69,15 @@ def test_graphql_sees_every_asset_check_job_schedule_and_sensor(server: int) -> 
     keys = {"/".join(n["assetKey"]["path"]) for n in data["assetNodes"]}
     assert {"raw_events", "quarantine", "world", "simulated_events", "synthetic/anchor_sets", "synthetic/encoder",
             "synthetic/offline_eval", "synthetic/eval_report", "synthetic/champion", "wikispeedia/xc_dataset",
-            "aol_1000/click_graph"} <= keys
+            "aol_1000/click_graph", "synthetic/streamed_keywords"} <= keys
     checks = {c["name"] for n in data["assetNodes"] for c in n["assetChecksOrError"].get("checks", [])}
     assert {"graph_tables_valid", "coverage_gate", "beats_champion"} <= checks
     repo = data["repositoriesOrError"]["nodes"][0]
-    assert {"ingest_job", "retrain_job", "train_eval_job"} <= {j["name"] for j in repo["jobs"]}
+    assert {"ingest_job", "retrain_job", "train_eval_job", "add_keywords_job"} <= {j["name"] for j in repo["jobs"]}
     assert [s["name"] for s in repo["schedules"]] == ["nightly_retrain"]
-    assert {s["name"] for s in repo["sensors"]} == {"landing_folder_sensor", "record_run_failures",
-                                                   "train_after_rebuild", "promote_after_training"}
+    assert {s["name"] for s in repo["sensors"]} == {"landing_folder_sensor", "keyword_landing_sensor",
+                                                   "record_run_failures", "train_after_rebuild",
+                                                   "promote_after_training"}
 
 
 def test_a_materialization_launched_through_the_api_succeeds(server: int) -> None:

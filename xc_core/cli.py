@@ -132,6 +132,14 @@ def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
     return predict_from_champion(args.dataset, args.query, resolve_home(args.home), k=args.k)
 
 
+def cmd_add_keywords(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.methods.irene.stream import add_keywords, read_keywords
+
+    home = resolve_home(args.home)
+    texts, ids = read_keywords(Path(args.file))
+    return {"file": args.file, **add_keywords(home, args.dataset, args.profile, texts, ids, batch=args.batch)}
+
+
 def cmd_abtest(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.abtest import ABConfig, SelectionConfig
     from xc_core.stages.abtest import ABStage
@@ -237,6 +245,14 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     abtest.add_argument("--aa-runs", type=int, default=0, help="instead: A/A calibration of --control over N seeds")
     abtest.add_argument("--no-mlflow", action="store_true", help="do not log the test to MLflow")
     abtest.set_defaults(func=cmd_abtest)
+
+    keywords = sub.add_parser("add-keywords", parents=[common],
+                              help="stream novel keywords into IRENE's serving index (no retraining)")
+    keywords.add_argument("file", help="CSV or Parquet with a keyword_text column and optionally keyword_id")
+    _add_dataset(keywords)
+    keywords.add_argument("--profile", default="demo", choices=PROFILE_NAMES, help="profile IRENE was trained at")
+    keywords.add_argument("--batch", type=int, default=4096, help="keywords represented at once")
+    keywords.set_defaults(func=cmd_add_keywords)
 
     serve = sub.add_parser("predict", parents=[common], help="top-k labels from the registry's champion")
     serve.add_argument("query")

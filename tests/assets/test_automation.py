@@ -27,8 +27,10 @@ def test_schedules_and_sensors_are_loaded_and_schedules_default_to_stopped() -> 
     repo = defs.get_repository_def()
     schedule = repo.get_schedule_def("nightly_retrain")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    assert {s.name for s in repo.sensor_defs} == {"landing_folder_sensor", "record_run_failures",
-                                                  "train_after_rebuild", "promote_after_training"}
+    assert {s.name for s in repo.sensor_defs} == {"landing_folder_sensor", "keyword_landing_sensor",
+                                                  "record_run_failures", "train_after_rebuild",
+                                                  "promote_after_training"}
+    assert repo.get_sensor_def("keyword_landing_sensor").default_status == dg.DefaultSensorStatus.STOPPED
 
 
 def test_landing_sensor_requests_each_file_once_by_name_and_content(tmp_path: Path,

@@ -20,7 +20,7 @@ retrain_job = dg.define_asset_job(
     "retrain_job",
     selection=dg.AssetSelection.groups(P) - dg.AssetSelection.assets(
         *([P, step] for step in ("encoder", "label_index", "offline_eval", "ab_vs_control", "eval_report", "challenger",
-                                 "ab_test", "champion"))),
+                                 "ab_test", "champion", "streamed_keywords"))),
     description="Rebuild graphs → data set → anchor sets (with their checks) from the events in the store.",
 )
 
@@ -41,3 +41,10 @@ promotion_job = dg.define_asset_job(
     "promotion_job", selection=dg.AssetSelection.assets([P, "challenger"], [P, "ab_test"], [P, "champion"]),
     description=f"Register one evaluated method as challenger of {OPERATED_DATASET}, A/B-test it against the "
                 "champion and gate it.")
+
+#: Novel keywords from files (run config ``paths``) into IRENE's serving index: ``keyword_landing_sensor`` runs it
+#: for each file landed in ``$XC_KEYWORD_LANDING``.
+add_keywords_job = dg.define_asset_job(
+    "add_keywords_job", selection=dg.AssetSelection.assets([P, "streamed_keywords"]),
+    description=f"Stream novel keywords (CSV/Parquet files) into IRENE's serving index of {OPERATED_DATASET}, "
+                "without retraining or rebuilding it.")

@@ -1,5 +1,7 @@
 """Sensors: a landing folder for raw log files (each file ingested exactly once, over the days its events fall
-on), and run failures made visible. The landing folder is ``$XC_LANDING`` or ``<home>/landing``."""
+on), one for novel keyword files (each streamed into IRENE's index exactly once), the nightly chain, and run
+failures made visible. The landing folders are ``$XC_LANDING`` or ``<home>/landing``, and ``$XC_KEYWORD_LANDING``
+or ``<home>/landing/keywords``."""
 
 import hashlib
 import json
@@ -9,7 +11,15 @@ from pathlib import Path
 import dagster as dg
 
 from xc_assets.defs.constants import OPERATED_DATASET
-from xc_assets.defs.jobs import P, ingest_job, promotion_job, report_job, retrain_job, train_eval_job
+from xc_assets.defs.jobs import (
+    P,
+    add_keywords_job,
+    ingest_job,
+    promotion_job,
+    report_job,
+    retrain_job,
+    train_eval_job,
+)
 from xc_assets.defs.partitions import daily_partitions
 
 LANDING_SUFFIXES = (".tgz", ".txt", ".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
@@ -66,6 +76,49 @@ def landing_folder_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResul
                   "xc/landing_file": path.name}))
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(done)),
                            skip_reason="; ".join(skipped) if skipped and not requests else None)
+
+
+# -- novel keywords: each file landed is streamed into IRENE's serving index once ----------------------------
+
+KEYWORD_SUFFIXES = (".csv", ".parquet")
+
+
+def keyword_landing_dir() -> Path:
+    from xc_core.paths import resolve_home
+
+    return Path(os.environ.get("XC_KEYWORD_LANDING") or resolve_home() / "landing" / "keywords")
+
+
+def keyword_profile() -> str:
+    """The profile whose IRENE index the keywords go into: ``XC_KEYWORD_PROFILE``, else the nightly chain's."""
+    return os.environ.get("XC_KEYWORD_PROFILE") or retrain_profile()
+
+
+@dg.sensor(job=add_keywords_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Streams each new keyword file (CSV/Parquet: keyword_text, optional keyword_id) landed in "
+                       "$XC_KEYWORD_LANDING into IRENE's serving index, exactly once; waits while there is no "
+                       "IRENE index")
+def keyword_landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    from xc_core.paths import index_dir, resolve_home
+
+    folder, profile = keyword_landing_dir(), keyword_profile()
+    files = sorted(p for p in folder.glob("*") if p.suffix.lower() in KEYWORD_SUFFIXES) if folder.exists() else []
+    done = set(json.loads(context.cursor)) if context.cursor else set()
+    index = index_dir(resolve_home(), OPERATED_DATASET, "irene", profile)
+    if files and not (index / "manifest.json").exists():  # the files wait: none is marked done
+        return dg.SensorResult(cursor=context.cursor, skip_reason=(
+            f"{len(files)} keyword file(s) waiting: no IRENE index at {index} — run `xc train` then `xc index "
+            f"--dataset {OPERATED_DATASET} --method irene --profile {profile}`"))
+    requests = []
+    for path in files:
+        key = file_run_key(path)
+        if key in done:
+            continue
+        done.add(key)
+        requests.append(dg.RunRequest(
+            run_key=key, tags={"xc/keyword_file": path.name},
+            run_config={"ops": {f"{P}__streamed_keywords": {"config": {"paths": [str(path)], "profile": profile}}}}))
+    return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(done)))
 
 
 # -- the nightly chain: rebuild → train/eval per method → report → gate, one promotion at a time -------------

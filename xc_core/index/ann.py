@@ -99,6 +99,14 @@ class LabelIndex:
     def count(self) -> int:
         return int(self.index.ntotal)
 
+    @property
+    def next_id(self) -> int:
+        """One above the largest id held (0 when empty): where a stream appends new items without a collision."""
+        import faiss
+
+        ids = faiss.vector_to_array(self.index.id_map)
+        return int(ids.max()) + 1 if len(ids) else 0
+
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(similarities, label ids), best first; missing results are id -1 with similarity -inf."""
         scores, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k, max(self.count, 1)))

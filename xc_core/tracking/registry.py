@@ -271,6 +271,8 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     metrics = challenger_metrics(record.summary, record.quantiles())
     tags = {"method": method, "dataset": dataset, "profile": profile, "git_commit": git_commit(),
             "mlflow_run_id": trained.mlflow_run_id, **metric_tags(metrics)}
+    if trained.summary.get("depends_on_run_id"):  # a model built on another run's (e.g. IRENE on its encoder)
+        tags["depends_on_run_id"] = str(trained.summary["depends_on_run_id"])
     uri = tracking_uri(home)
     version = register(trained.model_uri, dataset, tags, uri)
     return {"model": model_name(dataset), "version": version, "metrics": metrics, "tracking_uri": uri}

@@ -61,7 +61,7 @@ class IreneMethod:
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
 
-        from xc_core.encoders.text import encoder_for
+        from xc_core.encoders.text import default_model_path, encoder_for
         from xc_core.methods.encoder.training import encoder_config
         from xc_core.methods.irene.fit import MODEL, embed, fit_irene
         from xc_core.tracking.pyfunc import log_encoder
@@ -72,7 +72,8 @@ class IreneMethod:
             encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
         else:
             enc_cfg = encoder_config(job.profile, job.home)
-            encoder_dir, max_length = Path(enc_cfg.model_path or ""), enc_cfg.max_length
+            # an empty model_path means the shipped encoder (Path("") would be the working directory)
+            encoder_dir, max_length = Path(enc_cfg.model_path or default_model_path()), enc_cfg.max_length
         vecs = embed(job.dataset, encoder_for(encoder_dir, max_length), job.out, job.progress)
         model, summary = fit_irene(job.dataset, vecs, cfg, progress=job.progress)
         model.save(job.out / MODEL)
@@ -86,7 +87,8 @@ class IreneMethod:
         info = log_encoder(encoder_dir, max_length, job.out, extra_artifacts={"irene": str(job.out / MODEL)})
         return Fitted(info.model_uri, {"encoder_dir": str(encoder_dir), "max_length": max_length,
                                        "stage_one": base.method if base else "shipped",
-                                       "stage_one_run_id": base.mlflow_run_id if base else None,
+                                       # the registry tags the version with the encoder's run (register_evaluated)
+                                       "depends_on_run_id": base.mlflow_run_id if base else None,
                                        **headline, **summary})
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,

@@ -11,6 +11,8 @@ Row indices here are positions in the seen-label table (``seen_rows``), −1 pad
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -32,13 +34,21 @@ def seen_associations(y_train: sp.csr_matrix, label_vecs: np.ndarray, seen_rows:
     return out
 
 
-def shortlist(novel_vecs: np.ndarray, seen_vecs: np.ndarray, k: int) -> np.ndarray:
-    """(n, K) the K most text-similar seen labels of each novel label (maximum inner product, exact)."""
+def seen_text_index(seen_vecs: np.ndarray) -> Any:
+    """An exact inner-product index over the seen labels' text vectors: built once, it shortlists any number of
+    batches (streaming would otherwise copy every seen vector again per batch)."""
     import faiss
 
     index = faiss.IndexFlatIP(seen_vecs.shape[1])
     index.add(np.ascontiguousarray(seen_vecs, dtype=np.float32))
-    _, ids = index.search(np.ascontiguousarray(novel_vecs, dtype=np.float32), min(k, len(seen_vecs)))
+    return index
+
+
+def shortlist(novel_vecs: np.ndarray, seen_vecs: np.ndarray | Any, k: int) -> np.ndarray:
+    """(n, K) the K most text-similar seen labels of each novel label (maximum inner product, exact);
+    ``seen_vecs``: the seen labels' text vectors or a :func:`seen_text_index` over them."""
+    index = seen_text_index(seen_vecs) if isinstance(seen_vecs, np.ndarray) else seen_vecs
+    _, ids = index.search(np.ascontiguousarray(novel_vecs, dtype=np.float32), min(k, int(index.ntotal)))
     return ids.astype(np.int64)
 
 
@@ -65,7 +75,9 @@ def refine(candidates: np.ndarray, novel_vecs: np.ndarray, weights: np.ndarray, 
     rank = np.where(keep, votes * 10.0 + best, -np.inf)  # votes first (scores are cosines in [-1, 1])
     order = np.argsort(-rank, axis=1, kind="stable")[:, :k]
     chosen = np.take_along_axis(candidates, order, axis=1)
-    return np.where(np.isfinite(np.take_along_axis(rank, order, axis=1)), chosen, -1)
+    out = np.where(np.isfinite(np.take_along_axis(rank, order, axis=1)), chosen, -1)
+    # a shortlist shorter than k (K < k, or fewer seen labels) still fills the (n, k) association table
+    return np.pad(out, ((0, 0), (0, k - out.shape[1])), constant_values=-1) if out.shape[1] < k else out
 
 
 def novel_associations(novel_vecs: np.ndarray, seen_vecs: np.ndarray, weights: np.ndarray, shortlist_k: int,

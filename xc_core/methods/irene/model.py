@@ -37,14 +37,16 @@ class Combiner(nn.Module):
         mask = present.unsqueeze(-1).to(text.dtype)
         if self.pooling == "attention":
             tokens = torch.cat([(text + self.t_enc).unsqueeze(1), associated + self.t_clf], dim=1)
-            padding = torch.cat([torch.zeros_like(present[:, :1]), ~present], dim=1)
+            text_slot = torch.zeros(len(present), 1, dtype=torch.bool, device=present.device)  # never padded
+            padding = torch.cat([text_slot, ~present], dim=1)
             attended, _ = self.attention(tokens[:, :1], tokens, tokens, key_padding_mask=padding, need_weights=False)
             pooled = text + attended[:, 0]
         elif self.pooling == "sum":
             pooled = text + (associated * mask).sum(dim=1)
         elif self.pooling == "max":
             filled = associated.masked_fill(~present.unsqueeze(-1), float("-inf"))
-            pooled = torch.maximum(text, filled.max(dim=1).values)
+            # no slot at all (|S| = 0 configured): max over an empty dimension is an error, the text alone is right
+            pooled = torch.maximum(text, filled.max(dim=1).values) if associated.shape[1] else text
         else:
             weights = torch.softmax(self.position, dim=0)
             pooled = weights[0] * text + (weights[1:associated.shape[1] + 1].view(1, -1, 1) * associated * mask).sum(1)

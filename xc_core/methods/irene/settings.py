@@ -39,6 +39,17 @@ def reveal(dataset: XCDataset, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return revealed, removed
 
 
+def setting_truths(dataset: XCDataset, keep: np.ndarray) -> dict[str, sp.csr_matrix]:
+    """The ground truth of each evaluation over the test rows ``keep`` (the others have no positive, so they are
+    skipped): ``novel-only`` has the novel labels' columns only (in ``label_novel`` order: the query is ranked
+    among novel labels), ``generalised`` every column, ``generalised: novel positives`` every column with only the
+    novel labels' positives kept."""
+    truth = (sp.diags(keep.astype(np.float32)) @ dataset.y_test.tocsr()).tocsr()
+    novel_columns = sp.csr_matrix(dataset.label_novel.astype(np.float32))
+    return {"novel-only": truth.tocsc()[:, np.flatnonzero(dataset.label_novel)].tocsr(), "generalised": truth,
+            "generalised: novel positives": sp.csr_matrix(truth.multiply(novel_columns)).tocsr()}
+
+
 def ranking_metrics(queries: np.ndarray, truth: sp.csr_matrix,
                     reps: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """R@k and P@1/P@5 of ``queries`` ranked over ``reps`` (rows without positives skipped), in %, and the
@@ -80,15 +91,13 @@ def evaluate_settings(dataset: XCDataset, vecs: dict[str, np.ndarray],
     one-shot, ``NCM`` (seen labels by text) are added."""
     novel = np.flatnonzero(dataset.label_novel)
     seen = np.flatnonzero(~dataset.label_novel)
-    y = dataset.y_test.tocsr()
     text = vecs["labels"][novel]
     revealed, removed = reveal(dataset, seed)
     has_query = revealed >= 0
     query_vecs = np.where(has_query[:, None], vecs["test"][np.maximum(revealed, 0)], text)
     rows: list[dict[str, Any]] = []
     for shot in ("zero-shot", "one-shot"):
-        keep = ~removed if shot == "one-shot" else np.ones(len(y.indptr) - 1, dtype=bool)
-        truth = sp.diags(keep.astype(np.float32)) @ y
+        truths = setting_truths(dataset, ~removed if shot == "one-shot" else np.ones(len(removed), dtype=bool))
         reps_by_variant = {"encoder": (vecs["labels"], text)}
         for name, (seen_reps, make) in variants.items():
             novel_reps = make(text, query_vecs if shot == "one-shot" else None)
@@ -101,15 +110,13 @@ def evaluate_settings(dataset: XCDataset, vecs: dict[str, np.ndarray],
             full = vecs["labels"].copy()
             full[novel] = centroid
             reps_by_variant["NCM"] = (full, centroid)
-        novel_truth = truth.tocsc()[:, novel].tocsr()
-        novel_in_all = sp.csr_matrix(truth.multiply(sp.csr_matrix(dataset.label_novel.astype(np.float32))))
         base: dict[str, dict[str, np.ndarray]] = {}
         for name, (full, novel_reps) in reps_by_variant.items():
-            for setting, target, labels in ((f"{shot}, novel-only", novel_truth, novel_reps),
-                                            (f"{shot}, generalised", truth.tocsr(), full),
-                                            (f"{shot}, generalised: novel positives", novel_in_all.tocsr(), full)):
-                metrics, per_row = ranking_metrics(vecs["test"], target, labels)
-                base.setdefault(setting, per_row)  # the encoder comes first
-                paired = {} if name == "encoder" else _paired(per_row, base[setting])
-                rows.append({"setting": setting, "variant": name, **metrics, **paired})
+            for setting, labels in (("novel-only", novel_reps), ("generalised", full),
+                                    ("generalised: novel positives", full)):
+                metrics, per_row = ranking_metrics(vecs["test"], truths[setting], labels)
+                key = f"{shot}, {setting}"
+                base.setdefault(key, per_row)  # the encoder comes first
+                paired = {} if name == "encoder" else _paired(per_row, base[key])
+                rows.append({"setting": key, "variant": name, **metrics, **paired})
     return rows

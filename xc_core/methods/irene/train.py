@@ -100,7 +100,7 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
             optimizer.zero_grad()
             (loss_w + loss_c).backward()
             optimizer.step()
-            totals += [float(loss_w) * len(pick), float(loss_c) * len(pick)]
+            totals += [loss_w.detach().item() * len(pick), loss_c.detach().item() * len(pick)]
         history.append({"epoch": epoch + 1, "loss/classifiers": totals[0] / max(len(docs), 1),
                         "loss/combiner": totals[1] / max(len(docs), 1)})
     final = nn.functional.normalize(weights.detach(), dim=-1).numpy().astype(np.float32)
