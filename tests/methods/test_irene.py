@@ -219,6 +219,21 @@ def test_a_streamed_keyword_is_retrievable_by_its_own_text_at_once(irene_home: P
     assert (again["added"], again["skipped"]) == (1, 4) and again["first_id"] == new_ids[-1] + 1
 
 
+def test_rebuilding_the_index_adds_the_streamed_keywords_back(irene_home: Path) -> None:
+    from xc_core.methods.irene.serve import streamed_labels
+    from xc_core.paths import anchors_dir, index_dir
+    from xc_core.stages.evaluation import index_method
+
+    add_keywords(irene_home, "synthetic", "tiny", ["quillwort lantern rental"], ["rebuild-1"])
+    before = streamed_labels(index_dir(irene_home, "synthetic", "irene", "tiny"))
+    index_method(XCDataset.load(anchors_dir(irene_home, "synthetic")), "irene", "tiny", irene_home)  # a rebuild
+    after = streamed_labels(index_dir(irene_home, "synthetic", "irene", "tiny"))
+    assert set(after.get_column("keyword_id").drop_nulls()) == set(before.get_column("keyword_id").drop_nulls())
+    encoder, _, index = _served(irene_home)
+    new_id = after.filter(pl.col("keyword_id") == "rebuild-1").get_column("id").item()
+    assert new_id in index.search(encoder.encode(["quillwort lantern rental"]), 5)[1][0].tolist()
+
+
 def test_without_tau0_a_streamed_keyword_is_its_text_through_the_combiner(irene_home: Path, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from xc_core.paths import index_dir

@@ -1,5 +1,6 @@
 """How IRENE scores and serves: an HNSW index over every label's IRENE representation (streamed keywords are
-added to it later, ``stream.py``), searched with the frozen encoder's query embeddings."""
+added to it later, ``stream.py``, and added back, re-represented, when the index is rebuilt), searched with the
+frozen encoder's query embeddings."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse
     index = LabelIndex.build(model.label_reps, None, IndexConfig(kind="hnsw"), model_uri=trained.model_uri,
                              dataset=dataset.name)
     index_dir.mkdir(parents=True, exist_ok=True)
+    streamed = streamed_labels(index_dir)  # keywords streamed into the index this one replaces
     index.save(index_dir)
-    (index_dir / STREAMED).unlink(missing_ok=True)  # a fresh index holds the data set's labels only
+    (index_dir / STREAMED).unlink(missing_ok=True)  # a fresh index holds the data set's labels only…
     started = time.perf_counter()
     scores, ids = index.search(queries, k)
     ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
@@ -55,8 +57,26 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse
     report_path.write_text(json.dumps({"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms,
                                        "queries": len(queries), "k": k, "model_uri": trained.model_uri,
                                        "test_split": split}))
+    _restream(dataset, trained, index_dir, streamed)  # …until the streamed keywords are added back
     return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, trained.model_uri, recall, ann_ms,
                        exact_ms)
+
+
+def _restream(dataset: XCDataset, trained: TrainedModel, index_dir: Path, streamed: pl.DataFrame) -> None:
+    """Represent the previously streamed keywords with the new model and add them to the rebuilt index (new ids
+    after the data set's labels), except those that became labels of the data set (by id, or by text)."""
+    if streamed.is_empty():
+        return
+    from xc_core.methods.irene.stream import add_keywords
+
+    home = index_dir.parents[2]  # paths.index_dir: <home>/indexes/<dataset>/<method>-<profile>
+    with_ids = streamed.filter(pl.col("keyword_id").is_not_null())
+    texts_only = streamed.filter(pl.col("keyword_id").is_null())
+    if len(with_ids):
+        add_keywords(home, dataset.name, trained.profile, with_ids["text"].to_list(), with_ids["keyword_id"].to_list(),
+                     index_folder=index_dir)
+    if len(texts_only):
+        add_keywords(home, dataset.name, trained.profile, texts_only["text"].to_list(), index_folder=index_dir)
 
 
 def streamed_labels(index_dir: Path) -> pl.DataFrame:
