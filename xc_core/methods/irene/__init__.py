@@ -66,7 +66,8 @@ class IreneMethod:
         from xc_core.methods.irene.fit import MODEL, embed, fit_irene
         from xc_core.tracking.pyfunc import log_encoder
 
-        cfg = self.cfg.model_copy(update={"seed": job.profile.seed, **job.overrides})
+        own = {k: v for k, v in job.overrides.items() if k in IreneConfig.model_fields}  # the launchpad's TrainConfig
+        cfg = IreneConfig(**{**self.cfg.model_dump(), "seed": job.profile.seed, **own})  # fields are not IRENE's
         base = stage_one(job.home, job.dataset.name, job.profile.name)
         if base is not None:
             encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
@@ -79,6 +80,7 @@ class IreneMethod:
         model.save(job.out / MODEL)
         headline = novel_headline(job.dataset, vecs, model)
         mlflow.log_params({"stage_one": base.method if base else "shipped", "tau0": str(model.tau0),
+                           "seen_associations_chosen": model.seen_mode,
                            **{f"irene.{k}": str(v)[:250] for k, v in cfg.model_dump().items()}})
         for row in summary["history"]:
             mlflow.log_metrics({k.replace("/", "_"): float(v) for k, v in row.items() if k != "epoch"},
@@ -111,7 +113,8 @@ class IreneMethod:
         variants: dict[str, tuple[np.ndarray, Representations]] = {
             NAME: (model.label_reps[seen], model.represent_novel)}
         for name, change in ABLATIONS.items():
-            variant, _ = fit_irene(dataset, vecs, model.cfg.model_copy(update=change), tau0=model.tau0)
+            variant, _ = fit_irene(dataset, vecs, model.cfg.model_copy(update=change), tau0=model.tau0,
+                                   seen_mode=model.seen_mode)
             variants[name] = (variant.label_reps[seen], variant.represent_novel)
         started = time.perf_counter()
         rows = evaluate_settings(dataset, vecs, variants, seed=model.cfg.seed)

@@ -44,6 +44,18 @@ def seen_text_index(seen_vecs: np.ndarray) -> Any:
     return index
 
 
+def text_neighbours(vecs: np.ndarray, k: int) -> np.ndarray:
+    """(n, k) each row's k most text-similar other rows (exact MIPS, itself excluded): the paper's association of a
+    seen item by its encoder representation, the same rule a novel label's shortlist follows."""
+    if k == 0 or len(vecs) < 2:
+        return np.full((len(vecs), k), -1, dtype=np.int64)
+    ids = shortlist(vecs, vecs, k + 1)
+    ids = np.where(ids == np.arange(len(vecs))[:, None], -1, ids)
+    order = np.argsort(ids < 0, axis=1, kind="stable")[:, :k]
+    out = np.take_along_axis(ids, order, axis=1)
+    return np.pad(out, ((0, 0), (0, k - out.shape[1])), constant_values=-1) if out.shape[1] < k else out
+
+
 def shortlist(novel_vecs: np.ndarray, seen_vecs: np.ndarray | Any, k: int) -> np.ndarray:
     """(n, K) the K most text-similar seen labels of each novel label (maximum inner product, exact);
     ``seen_vecs``: the seen labels' text vectors or a :func:`seen_text_index` over them."""

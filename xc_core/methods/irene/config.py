@@ -18,6 +18,11 @@ class IreneConfig(BaseModel):
                                            "(IRENE) or their text embeddings (Table 8's ablation)")
     heads: int = Field(default=4, ge=1, description="attention heads of the combiner")
     associations: int = Field(default=3, ge=0, le=8, description="|S| at most (IRENE: 3)")
+    seen_associations: tuple[Literal["co-clicked", "text"], ...] = Field(
+        default=("co-clicked", "text"),
+        description="how a seen label's associations are found in training — seen labels sharing its training "
+                    "queries, most text-similar first, or its most text-similar seen labels (the rule novel labels "
+                    "follow); with both, the better on held-out seen labels is used")
     shortlist: int = Field(default=100, ge=1, description="K: seen labels retrieved by text similarity for a novel "
                                                           "label before the classifier refinement")
     tau0_grid: tuple[float, ...] = Field(default=(0.2, 0.4, 0.5, 0.6, 0.7, 0.8),

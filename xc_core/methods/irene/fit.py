@@ -15,10 +15,10 @@ import scipy.sparse as sp
 import torch
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.irene.associations import novel_associations, seen_associations
+from xc_core.methods.irene.associations import novel_associations, seen_associations, text_neighbours
 from xc_core.methods.irene.config import IreneConfig
 from xc_core.methods.irene.model import Combiner
-from xc_core.methods.irene.train import StageTwo, represent, train_stage_two
+from xc_core.methods.irene.train import represent, train_stage_two
 
 EMBEDDINGS = "embeddings.npz"  # the frozen encoder's vectors of the data set (train docs, test docs, labels)
 MODEL = "irene"  # sub-folder of the model folder: W, combiner, associations, settings
@@ -37,6 +37,7 @@ class IreneModel:
     tau0: float | None  # None: novel labels get no associations (the combiner on E(z) alone; validation chose it)
     label_reps: np.ndarray  # (n_labels, D) unit representations of every data-set label
     assoc: np.ndarray  # (n_labels, k) seen rows each label borrows from (−1 pads)
+    seen_mode: str = "co-clicked"  # how the seen labels' associations were found in training (validation chose it)
 
     def represent_novel(self, text_vecs: np.ndarray, query_vecs: np.ndarray | None = None) -> np.ndarray:
         """Representations of novel labels from their text embeddings (zero-shot) or with a revealed query each."""
@@ -56,6 +57,7 @@ class IreneModel:
                  label_reps=self.label_reps, assoc=self.assoc)
         torch.save(self.combiner.state_dict(), folder / "combiner.pt")
         (folder / "irene.json").write_text(json.dumps({"config": self.cfg.model_dump(), "tau0": self.tau0,
+                                                       "seen_mode": self.seen_mode,
                                                        "dim": int(self.weights.shape[1])}, indent=2))
         return folder
 
@@ -68,7 +70,7 @@ class IreneModel:
         combiner.eval()
         with np.load(folder / "arrays.npz") as a:
             return cls(cfg, a["seen_rows"], a["weights"], a["seen_text"], combiner, meta["tau0"], a["label_reps"],
-                       a["assoc"])
+                       a["assoc"], meta.get("seen_mode", "co-clicked"))
 
 
 def embed(dataset: XCDataset, encoder: Any, out: Path, progress: bool = False) -> dict[str, np.ndarray]:
@@ -98,75 +100,76 @@ def recall_at(queries: np.ndarray, truth: sp.csr_matrix, reps: np.ndarray, k: in
     return float(evaluate(truth[rows], to_csr(scores, ids, reps.shape[0]), k=k)[f"R@{k}"])
 
 
-def choose_tau0(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, cfg: IreneConfig,
-                progress: bool = False) -> tuple[float | None, list[dict[str, Any]]]:
-    """τ0 on pseudo-novel labels: hold out a share of the seen labels, train stage II without them, represent
-    them as novel labels for each τ0 of the grid, rank them among every seen label (as serving does) and measure
-    R@10 of the held-out labels for the training queries that clicked them. No association at all (τ0 = None: the
-    combiner on E(z) alone) competes too. Every candidate goes through the combiner: the encoder saw these
-    queries with these labels in stage I, so a plain text embedding would win here by memory, not by merit (the
-    test split decides IRENE against the encoder alone)."""
+def choose_associations(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, cfg: IreneConfig,
+                        progress: bool = False) -> tuple[str, float | None, list[dict[str, Any]]]:
+    """How seen labels associate in training and τ0, on pseudo-novel labels: hold out a share of the seen labels,
+    train stage II without them (once per way of associating seen labels), represent them as novel labels for each
+    τ0 of the grid, rank them among every seen label (as serving does) and measure R@10 of the held-out labels for
+    the training queries that clicked them. No association at all (τ0 = None: the combiner on E(z) alone) competes
+    too. Every candidate goes through the combiner: the encoder saw these queries with these labels in stage I, so
+    a plain text embedding would win here by memory, not by merit (the test split decides IRENE against the
+    encoder alone)."""
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
     held = np.zeros(len(seen_rows), dtype=bool)
     held[rng.choice(len(seen_rows), max(1, int(cfg.validation_labels * len(seen_rows))), replace=False)] = True
     train_rows, val_rows = seen_rows[~held], seen_rows[held]
     y = y_train.tocsr()
-    stage = _stage(vecs, y, train_rows, cfg, progress)
-    seen_text = vecs["labels"][train_rows]
-    train_reps = represent(stage.combiner, seen_text, stage.weights, seen_text,
-                           seen_associations(y, vecs["labels"], train_rows, cfg.associations), cfg)
     # columns: the training labels, then the held-out ones; only the held-out positives count
     held_truth = y.tocsc()[:, val_rows].tocsr()
     truth = sp.hstack([sp.csr_matrix((y.shape[0], len(train_rows))), held_truth]).tocsr()
-    text = vecs["labels"][val_rows]
-
-    def score(val_reps: np.ndarray) -> float:
-        return recall_at(vecs["train"], truth, np.vstack([train_reps, val_reps]))
-
+    text, seen_text = vecs["labels"][val_rows], vecs["labels"][train_rows]
     curve: list[dict[str, Any]] = []
-    for tau0 in (None, *cfg.tau0_grid):
-        assoc = (np.full((len(text), cfg.associations), -1, dtype=np.int64) if tau0 is None else
-                 novel_associations(text, seen_text, stage.weights, cfg.shortlist, tau0, cfg.associations))
-        reps = represent(stage.combiner, text, stage.weights, seen_text, assoc, cfg)
-        curve.append({"tau0": tau0, "R@10": score(reps), "associated": float((assoc >= 0).sum(axis=1).mean())})
+    for mode in cfg.seen_associations:
+        train_assoc = _seen_assoc(mode, y, vecs["labels"], train_rows, cfg.associations)
+        stage = train_stage_two(vecs["train"], vecs["labels"], y, train_rows, train_assoc, cfg, progress)
+        train_reps = represent(stage.combiner, seen_text, stage.weights, seen_text, train_assoc, cfg)
+        for tau0 in (None, *cfg.tau0_grid):
+            assoc = (np.full((len(text), cfg.associations), -1, dtype=np.int64) if tau0 is None else
+                     novel_associations(text, seen_text, stage.weights, cfg.shortlist, tau0, cfg.associations))
+            reps = represent(stage.combiner, text, stage.weights, seen_text, assoc, cfg)
+            curve.append({"seen_associations": mode, "tau0": tau0,
+                          "R@10": recall_at(vecs["train"], truth, np.vstack([train_reps, reps])),
+                          "associated": float((assoc >= 0).sum(axis=1).mean())})
     best = max(curve, key=lambda row: (row["R@10"], row["tau0"] is not None))
-    return best["tau0"], curve
+    return best["seen_associations"], best["tau0"], curve
 
 
-def _stage(vecs: dict[str, np.ndarray], y: sp.csr_matrix, seen_rows: np.ndarray, cfg: IreneConfig,
-           progress: bool) -> StageTwo:
-    assoc = seen_associations(y, vecs["labels"], seen_rows, cfg.associations)
-    return train_stage_two(vecs["train"], vecs["labels"], y, seen_rows, assoc, cfg, progress)
+def _seen_assoc(mode: str, y: sp.csr_matrix, label_vecs: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    if mode == "text":
+        return text_neighbours(label_vecs[rows], k)
+    return seen_associations(y, label_vecs, rows, k)
 
 
 def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig, tau0: float | None | str = "choose",
-              progress: bool = False) -> tuple[IreneModel, dict[str, Any]]:
-    """Stage II on the seen labels and a representation for every label; ``tau0`` "choose" picks it on held-out
-    seen labels (:func:`choose_tau0`), else it is used as given (the ablations reuse the chosen one)."""
+              seen_mode: str | None = None, progress: bool = False) -> tuple[IreneModel, dict[str, Any]]:
+    """Stage II on the seen labels and a representation for every label; ``tau0`` "choose" picks τ0 and how seen
+    labels associate on held-out seen labels (:func:`choose_associations`), else both are used as given (the
+    ablations reuse the chosen ones; ``seen_mode`` None: the first of ``cfg.seen_associations``)."""
     started = time.perf_counter()
     y = dataset.y_train.tocsr()
     seen_rows = np.flatnonzero(~dataset.label_novel)
     curve: list[dict[str, Any]] = []
+    mode = seen_mode or cfg.seen_associations[0]
     if tau0 == "choose":
-        tau0, curve = choose_tau0(vecs, y, seen_rows, cfg, progress)
+        mode, tau0, curve = choose_associations(vecs, y, seen_rows, cfg, progress)
     chosen = None if tau0 is None else float(tau0)
-    stage = _stage(vecs, y, seen_rows, cfg, progress)
-    seen_text = vecs["labels"][seen_rows]
     k = cfg.associations
     assoc = np.full((dataset.n_labels, k), -1, dtype=np.int64)
-    assoc[seen_rows] = seen_associations(y, vecs["labels"], seen_rows, k)
+    assoc[seen_rows] = _seen_assoc(mode, y, vecs["labels"], seen_rows, k)
+    stage = train_stage_two(vecs["train"], vecs["labels"], y, seen_rows, assoc[seen_rows], cfg, progress)
+    seen_text = vecs["labels"][seen_rows]
     model = IreneModel(cfg, seen_rows, stage.weights, seen_text, stage.combiner, chosen,
-                       np.empty_like(vecs["labels"]), assoc)
-    reps = represent(stage.combiner, seen_text, stage.weights, seen_text, assoc[seen_rows], cfg)
-    model.label_reps[seen_rows] = reps
+                       np.empty_like(vecs["labels"]), assoc, mode)
+    model.label_reps[seen_rows] = represent(stage.combiner, seen_text, stage.weights, seen_text, assoc[seen_rows],
+                                            cfg)
     novel_rows = np.flatnonzero(dataset.label_novel)
     if len(novel_rows):
         text = vecs["labels"][novel_rows]
         assoc[novel_rows] = model.associate(text)
         model.label_reps[novel_rows] = represent(stage.combiner, text, stage.weights, seen_text, assoc[novel_rows],
                                                  cfg)
-    summary = {"tau0": chosen, "tau0_curve": curve, "history": stage.history, "seen_labels": int(len(seen_rows)),
-               "novel_labels": int(len(novel_rows)),
+    summary = {"seen_associations": mode, "tau0": chosen, "tau0_curve": curve, "history": stage.history,
+               "seen_labels": int(len(seen_rows)), "novel_labels": int(len(novel_rows)),
                "novel_associated_mean": float((assoc[novel_rows] >= 0).sum(axis=1).mean()) if len(novel_rows) else 0.0,
                "stage_two_seconds": stage.seconds, "seconds": round(time.perf_counter() - started, 2)}
     return model, summary
