@@ -31,6 +31,11 @@ class IreneConfig(BaseModel):
     tau1: float = Field(default=0.3, description="one-shot: w_j · E(x_u) ≥ τ1 for the revealed query")
     margin_classifier: float = Field(default=0.1, description="γ1: triplet margin of the classifiers' loss")
     margin_combiner: float = Field(default=0.3, description="γ2: triplet margin of the combined representations")
+    combiner_loss: Literal["triplet", "softmax"] = Field(
+        default="triplet", description="the combined representations' loss: IRENE's triplet (γ2, hardest in-batch "
+                                       "negative) or an in-batch softmax (``softmax_scale``), which keeps the "
+                                       "representations apart where the triplet collapses (aol-1000)")
+    softmax_scale: float = Field(default=20.0, gt=0, description="inverse temperature of the in-batch softmax")
     lr_classifiers: float = Field(default=1e-3, gt=0)
     lr_combiner: float = Field(default=2e-4, gt=0)
     epochs: int = Field(default=4, ge=1)

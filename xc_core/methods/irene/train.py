@@ -59,6 +59,12 @@ def _hardest_triplet(scores: torch.Tensor, positive: torch.Tensor, margin: float
     return torch.relu(negatives[valid] - diagonal[valid] + margin).mean() if valid.any() else scores.sum() * 0
 
 
+def _softmax(scores: torch.Tensor, positive: torch.Tensor, scale: float) -> torch.Tensor:
+    """In-batch softmax: each row's own label against the batch's other labels that are not its positives."""
+    logits = (scale * scores).masked_fill(positive & ~torch.eye(len(scores), dtype=torch.bool), float("-inf"))
+    return nn.functional.cross_entropy(logits, torch.arange(len(scores)))
+
+
 def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.csr_matrix, seen_rows: np.ndarray,
                     assoc: np.ndarray, cfg: IreneConfig, progress: bool = False) -> StageTwo:
     """Train W (initialised from the seen labels' text embeddings) and C_φ over every (document, seen label)
@@ -103,7 +109,8 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
             slots = torch.where(related >= 0, local[len(lab):].view_as(related), -1)
             inputs, present = associated_inputs(w, text[rows], slots, cfg)
             reps = combiner(text[lab], inputs, present)
-            loss_c = _hardest_triplet(x @ reps.T, positive, cfg.margin_combiner)
+            loss_c = (_softmax(x @ reps.T, positive, cfg.softmax_scale) if cfg.combiner_loss == "softmax" else
+                      _hardest_triplet(x @ reps.T, positive, cfg.margin_combiner))
             for optimizer in optimizers:
                 optimizer.zero_grad()
             (loss_w + loss_c).backward()
