@@ -75,6 +75,11 @@ def abtest_dir(home: Path, dataset: str, profile: str) -> Path:
     return home / "abtest" / dataset_slug(dataset) / profile
 
 
+def abtest_cache_dir(home: Path, dataset: str) -> Path:
+    """Model arms' candidates per world query row, one file per training run and K (shared by every profile)."""
+    return home / "abtest" / dataset_slug(dataset) / "cache"
+
+
 def gate_abtest_path(home: Path, dataset: str, profile: str, challenger: str, champion: str) -> Path:
     """The promotion gate's A/B test of registry version ``challenger`` against version ``champion`` (JSON)."""
     return abtest_dir(home, dataset, profile) / "gate" / f"v{challenger}-vs-v{champion}.json"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from xc_core.abtest.stats import lift
+from xc_core.abtest.stats import lift, lifts_json
 from xc_core.datasets.container import XCDataset
 
 REPLAY_NOTE = ("replay estimate, not an A/B test: this data set has no ground truth, so a shown label counts as a "
@@ -50,11 +50,4 @@ def replay(dataset: XCDataset, control_top: np.ndarray, treatment_top: np.ndarra
                      (counts["control"][num], counts["control"][den]), paired=True, alpha=alpha)
              for m, (num, den, _) in metrics.items()}
     return {"design": "replay over held-out clicks (paired over test queries)", "note": REPLAY_NOTE, "arms": arms,
-            "delta_pct": {m: _r(v.pct) for m, v in lifts.items()},
-            "ci95": {m: [_r(v.low), _r(v.high)] for m, v in lifts.items()},
-            "p_value": {m: _r(v.p, 6) for m, v in lifts.items()}}
-
-
-def _r(x: float, digits: int = 4) -> float | None:
-    """Rounded, or None where undefined (a control without a hit has no relative lift)."""
-    return round(float(x), digits) if np.isfinite(x) else None
+            **lifts_json(lifts)}

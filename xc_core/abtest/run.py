@@ -16,7 +16,7 @@ import numpy as np
 from xc_core.abtest.arms import Arm
 from xc_core.abtest.config import ABConfig
 from xc_core.abtest.serve import Outcomes, common_uniforms, outcomes, select
-from xc_core.abtest.stats import LOWER_IS_BETTER, METRICS, Lift, arm_summary, compare, per_user
+from xc_core.abtest.stats import LOWER_IS_BETTER, METRICS, arm_summary, compare, lifts_json, per_user, rounded
 from xc_core.abtest.traffic import Traffic, draw_traffic, treatment_users
 from xc_core.simulate.events import Sampler
 from xc_core.simulate.world import World
@@ -83,16 +83,6 @@ class Simulation:
         return outcomes(self.world, traffic, shown, uniforms[0], uniforms[1], cfg.outcomes)
 
 
-def _lifts_json(lifts: dict[str, Lift]) -> dict[str, Any]:
-    return {"delta_pct": {k: _r(v.pct) for k, v in lifts.items()},
-            "ci95": {k: [_r(v.low), _r(v.high)] for k, v in lifts.items()},
-            "p_value": {k: _r(v.p, 6) for k, v in lifts.items()}}
-
-
-def _r(x: float, digits: int = 4) -> float | None:
-    return None if not np.isfinite(x) else round(float(x), digits)
-
-
 Served = dict[str, tuple[Traffic, Outcomes]]  # arm → (the events it served, their outcomes)
 
 
@@ -104,8 +94,8 @@ def _compare(sim: Simulation, served: Served, keep: Callable[[Traffic], np.ndarr
         rows = np.flatnonzero(keep(traffic))
         sums[name] = per_user(out.take(rows), traffic.user[rows], len(sim.user_ids))
     lifts = compare(sums["treatment"], sums["control"], paired=paired, alpha=cfg.alpha)
-    return {"arms": {name: {k: _r(v) for k, v in arm_summary(s).items()} for name, s in sums.items()},
-            **_lifts_json(lifts)}
+    return {"arms": {name: {k: rounded(v) for k, v in arm_summary(s).items()} for name, s in sums.items()},
+            **lifts_json(lifts)}
 
 
 def run_abtest(sim: Simulation, control: Arm, treatment: Arm, cfg: ABConfig) -> dict[str, Any]:

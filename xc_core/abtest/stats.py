@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm
@@ -109,3 +110,15 @@ def compare(treat: dict[str, np.ndarray], control: dict[str, np.ndarray], paired
     """Every metric's lift from per-user sums."""
     return {name: lift((treat[num], treat[den]), (control[num], control[den]), paired, alpha)
             for name, (num, den, _) in METRICS.items()}
+
+
+def rounded(x: float, digits: int = 4) -> float | None:
+    """A figure for the JSON: rounded, or None where undefined (e.g. a lift over a control rate of 0)."""
+    return round(float(x), digits) if np.isfinite(x) else None
+
+
+def lifts_json(lifts: dict[str, Lift]) -> dict[str, Any]:
+    """``delta_pct``, ``ci95`` and ``p_value`` keyed by metric, as the CLI prints and the report reads them."""
+    return {"delta_pct": {k: rounded(v.pct) for k, v in lifts.items()},
+            "ci95": {k: [rounded(v.low), rounded(v.high)] for k, v in lifts.items()},
+            "p_value": {k: rounded(v.p, 6) for k, v in lifts.items()}}

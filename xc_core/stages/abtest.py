@@ -14,7 +14,7 @@ from xc_core.abtest import ABConfig, Arm, ModelArm, Simulation, aa_calibration, 
 from xc_core.abtest.replay import replay
 from xc_core.abtest.report import render_page, render_section
 from xc_core.datasets.registry import DATASETS
-from xc_core.paths import abtest_dir, dataset_dir, dataset_slug, eval_dir
+from xc_core.paths import abtest_cache_dir, abtest_dir, dataset_dir, dataset_slug, eval_dir
 
 
 def ground_truth(dataset: str, home: Path) -> Any | None:
@@ -45,7 +45,7 @@ class ABStage:
         """Load a model arm's saved candidates (the expensive part: embedding the traffic's queries); its file."""
         if self.simulation is None or not isinstance(arm, ModelArm) or not arm.run_id:
             return None
-        path = abtest_dir(self.home, self.dataset, "cache") / f"{arm.run_id}-k{cfg.selection.candidates}.npz"
+        path = abtest_cache_dir(self.home, self.dataset) / f"{arm.run_id}-k{cfg.selection.candidates}.npz"
         self.simulation.cache(arm, cfg.selection.candidates).load(path)
         return path
 

@@ -138,20 +138,18 @@ def _encoder(trained: TrainedModel) -> Any:
 def novel_headline(dataset: XCDataset, vecs: dict[str, np.ndarray], model: Any) -> dict[str, float]:
     """Zero-shot R@10 on novel labels (novel-only: IRENE's setting; and their positives in the generalised
     ranking), IRENE and the encoder alone — what ``xc train --method irene`` prints."""
-    import scipy.sparse as sp
-
-    from xc_core.methods.irene.settings import ranking_metrics
+    from xc_core.methods.irene.settings import ranking_metrics, setting_truths
 
     novel = np.flatnonzero(dataset.label_novel)
     if len(novel) == 0:
         return {}
-    y = dataset.y_test.tocsr()
-    novel_truth = y.tocsc()[:, novel].tocsr()
-    in_all = sp.csr_matrix(y.multiply(sp.csr_matrix(dataset.label_novel.astype(np.float32))))
+    truths = setting_truths(dataset, np.ones(len(dataset.test_texts), dtype=bool))
     out = {}
     for prefix, reps in (("", model.label_reps), ("encoder_only_", vecs["labels"])):
-        out[f"{prefix}novel_R@10"] = ranking_metrics(vecs["test"], novel_truth, reps[novel])[0].get("R@10", np.nan)
-        out[f"{prefix}generalised_novel_R@10"] = ranking_metrics(vecs["test"], in_all, reps)[0].get("R@10", np.nan)
+        out[f"{prefix}novel_R@10"] = ranking_metrics(vecs["test"], truths["novel-only"], reps[novel])[0].get(
+            "R@10", np.nan)
+        out[f"{prefix}generalised_novel_R@10"] = ranking_metrics(
+            vecs["test"], truths["generalised: novel positives"], reps)[0].get("R@10", np.nan)
     return out
 
 

@@ -89,15 +89,10 @@ def embed(dataset: XCDataset, encoder: Any, out: Path, progress: bool = False) -
 
 def recall_at(queries: np.ndarray, truth: sp.csr_matrix, reps: np.ndarray, k: int = 10) -> float:
     """Mean R@k of ``queries`` against label representations ``reps`` (rows without positives skipped)."""
-    from xc_core.evaluation.metrics import evaluate, to_csr
-    from xc_core.training.trainer import top_k_exact
+    from xc_core.methods.irene.settings import ranked
 
-    rows = np.flatnonzero(np.diff(truth.indptr) > 0)
-    if len(rows) == 0:
-        return float("nan")
-    ids = top_k_exact(queries[rows], reps, k)
-    scores = np.repeat(np.arange(ids.shape[1], 0, -1, dtype=np.float32)[None], len(rows), axis=0)
-    return float(evaluate(truth[rows], to_csr(scores, ids, reps.shape[0]), k=k)[f"R@{k}"])
+    rows, _, found = ranked(queries, truth, reps, k)
+    return float(found[f"R@{k}"]) if len(rows) else float("nan")
 
 
 def choose_associations(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, cfg: IreneConfig,

@@ -50,21 +50,30 @@ def setting_truths(dataset: XCDataset, keep: np.ndarray) -> dict[str, sp.csr_mat
             "generalised: novel positives": sp.csr_matrix(truth.multiply(novel_columns)).tocsr()}
 
 
-def ranking_metrics(queries: np.ndarray, truth: sp.csr_matrix,
-                    reps: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """R@k and P@1/P@5 of ``queries`` ranked over ``reps`` (rows without positives skipped), in %, and the
-    per-row values (``evaluation.analyses.per_row_metrics``) the paired intervals need."""
-    from xc_core.evaluation.analyses import per_row_metrics
+def ranked(queries: np.ndarray, truth: sp.csr_matrix, reps: np.ndarray,
+           k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+    """The rows with a positive, their top-k labels over ``reps`` (exact) and ``evaluate``'s metrics (fractions)."""
     from xc_core.evaluation.metrics import evaluate, to_csr
     from xc_core.training.trainer import top_k_exact
 
     rows = np.flatnonzero(np.diff(truth.indptr) > 0)
     if len(rows) == 0:
-        return {"rows": 0}, {}
-    k = min(max(KS), reps.shape[0])
+        return rows, np.zeros((0, k), dtype=np.int64), {}
+    k = min(k, reps.shape[0])
     ids = top_k_exact(queries[rows], reps, k)
     scores = np.repeat(np.arange(ids.shape[1], 0, -1, dtype=np.float32)[None], len(rows), axis=0)
-    found = evaluate(truth[rows], to_csr(scores, ids, reps.shape[0]), k=k)
+    return rows, ids, evaluate(truth[rows], to_csr(scores, ids, reps.shape[0]), k=k)
+
+
+def ranking_metrics(queries: np.ndarray, truth: sp.csr_matrix,
+                    reps: np.ndarray) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """R@k and P@1/P@5 of ``queries`` ranked over ``reps`` (rows without positives skipped), in %, and the
+    per-row values (``evaluation.analyses.per_row_metrics``) the paired intervals need."""
+    from xc_core.evaluation.analyses import per_row_metrics
+
+    rows, ids, found = ranked(queries, truth, reps, max(KS))
+    if len(rows) == 0:
+        return {"rows": 0}, {}
     out = {f"R@{j}": round(100 * found[f"R@{j}"], 2) for j in KS if f"R@{j}" in found}
     out.update({f"P@{j}": round(100 * found[f"P@{j}"], 2) for j in (1, 5) if f"P@{j}" in found})
     top = ids if ids.shape[1] >= 10 else np.pad(ids, ((0, 0), (0, 10 - ids.shape[1])), constant_values=-1)
