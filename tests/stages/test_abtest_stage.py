@@ -81,6 +81,8 @@ def test_a_data_set_without_ground_truth_gets_a_labelled_replay_estimate(tiny_ho
     assert out["mode"] == "replay" and "not an A/B test" in out["note"]
     assert "brand_bmr" not in out["delta_pct"] and set(out["delta_pct"]) == {"click_hit_rate", "hits_per_query"}
     assert "not an A/B test" in Path(out["report"]).read_text()
+    with pytest.raises(LookupError, match="unknown arm 'nosuch': use bm25, oracle, random"):
+        stage.run("pretrained", "nosuch", ABConfig(), log=False)
     with pytest.raises(LookupError, match="only trained models can be replayed"):
         stage.run("pretrained", "oracle", ABConfig(), log=False)
 

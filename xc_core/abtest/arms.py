@@ -218,7 +218,11 @@ def _model(spec: str, home: Path, dataset: str, profile: str) -> tuple[str, str,
     if not spec.startswith("models:/"):
         from xc_core.methods import get_method
 
-        get_method(spec)  # a clear error for an unknown name
+        try:
+            get_method(spec)
+        except ValueError as error:  # the CLI prints a LookupError as one line
+            raise LookupError(f"unknown arm '{spec}': use {', '.join(BUILT_IN_ARMS)}, a model URI "
+                              f"(models:/NAME@ALIAS) or a trained method — {error}") from None
         trained = TrainedModel.load(model_dir(home, dataset, spec, profile))
         return spec, profile, trained.model_uri, trained.tracking_uri, trained.mlflow_run_id
     tags = _registry_tags(spec, home)
