@@ -69,6 +69,8 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
                     assoc: np.ndarray, cfg: IreneConfig, progress: bool = False) -> StageTwo:
     """Train W (initialised from the seen labels' text embeddings) and C_φ over every (document, seen label)
     training pair, ``cfg.epochs`` passes in seeded random order."""
+    from tqdm.auto import tqdm
+
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 9]))
@@ -94,7 +96,9 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
     for epoch in range(cfg.epochs):
         order = rng.permutation(len(docs))
         totals = np.zeros(2)
-        for lo in range(0, len(order), cfg.batch_size):
+        batches = tqdm(range(0, len(order), cfg.batch_size), desc=f"IRENE stage II, epoch {epoch + 1}/{cfg.epochs}",
+                       unit="batch", disable=not progress)
+        for lo in batches:
             pick = order[lo:lo + cfg.batch_size]
             d, l_ = docs[pick], labels[pick]
             x = queries[d]
