@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from xc_core.index import LabelIndex
 from xc_core.logs.errors import IngestError
 from xc_core.methods.irene.associations import refine, seen_associations
 from xc_core.methods.irene.config import IreneConfig
-from xc_core.methods.irene.fit import IreneModel
+from xc_core.methods.irene.fit import IreneModel, choose
 from xc_core.methods.irene.model import Combiner
 from xc_core.methods.irene.settings import reveal, setting_truths
 from xc_core.methods.irene.stream import add_keywords, read_keywords
@@ -112,28 +113,55 @@ def test_seen_labels_borrow_from_co_clicked_seen_labels_most_text_similar_first(
 
 # -- stage II -----------------------------------------------------------------------------------------------------
 
-def test_stage_two_lowers_both_triplet_losses() -> None:
-    rng = np.random.default_rng(0)
-    n_labels, dim, n_docs = 40, 16, 240
+def _labelled_world(text_noise: float, n_labels: int = 40, n_docs: int = 240, dim: int = 16,
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix]:
+    """(documents, the labels' text embeddings, clicks): each document near its label's true direction, a third
+    clicking a second label too; the text embedding is the true direction plus ``text_noise``."""
+    rng = np.random.default_rng(seed)
 
     def unit(x: np.ndarray) -> np.ndarray:
         return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
     truth = unit(rng.normal(size=(n_labels, dim)))
-    label_text = unit(truth + 0.8 * rng.normal(size=truth.shape))  # a weak text embedding of each label
+    label_text = unit(truth + text_noise * rng.normal(size=truth.shape))
     positive = rng.integers(0, n_labels, n_docs)
-    docs = unit(truth[positive] + 0.3 * rng.normal(size=(n_docs, dim)))  # each document near its label
-    second = (positive + 1) % n_labels  # a third of the documents click a second label: co-clicks
+    docs = unit(truth[positive] + 0.3 * rng.normal(size=(n_docs, dim)))
+    second = (positive + 1) % n_labels
     rows = np.concatenate([np.arange(n_docs), np.arange(0, n_docs, 3)])
     cols = np.concatenate([positive, second[::3]])
-    y = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(n_docs, n_labels))
-    seen = np.arange(n_labels)
+    return docs, label_text, sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
+                                           shape=(n_docs, n_labels))
+
+
+@pytest.mark.parametrize("loss", ["triplet", "softmax"])
+def test_stage_two_lowers_both_losses(loss: str) -> None:
+    docs, label_text, y = _labelled_world(text_noise=0.8)  # a weak text embedding of each label
+    seen = np.arange(y.shape[1])
     cfg = IreneConfig(epochs=8, batch_size=32, lr_classifiers=1e-2, lr_combiner=2e-3)
-    stage = train_stage_two(docs, label_text, y, seen, seen_associations(y, label_text, seen, 3), cfg)
+    stage = train_stage_two(docs, label_text, y, seen, seen_associations(y, label_text, seen, 3), cfg, loss)
     first, last = stage.history[0], stage.history[-1]
     assert last["loss/classifiers"] < 0.7 * first["loss/classifiers"]
     assert last["loss/combiner"] < 0.7 * first["loss/combiner"]
     assert np.allclose(np.linalg.norm(stage.weights, axis=1), 1.0, atol=1e-5)
+
+
+def test_validation_serves_the_encoder_unless_the_combiner_ranks_better() -> None:
+    cfg = IreneConfig(epochs=6, batch_size=32, lr_classifiers=1e-2, lr_combiner=2e-3, tau0_grid=(0.2,),
+                      validation_labels=0.2)
+    val_rows = np.arange(0, 600, 5)
+    # text embeddings that are the labels' true directions: nothing to learn, the encoder alone serves
+    docs, label_text, y = _labelled_world(text_noise=0.0, n_labels=150, n_docs=600)
+    vecs = {"train": docs, "labels": label_text}
+    choice, curve = choose(vecs, y, np.arange(150), val_rows, cfg)
+    encoder = next(row for row in curve if row["serves"] == "encoder")
+    assert choice.serves == "encoder" and encoder["R@10"] >= max(row["R@10"] for row in curve)
+    assert len(curve) == 1 + 2 * 2 * 2  # the encoder, then 2 losses × 2 ways of associating × (no τ0, 0.2)
+    # weak text embeddings: the classifiers learnt from clicks rank the validation queries' labels better
+    docs, label_text, y = _labelled_world(text_noise=1.5, n_labels=150, n_docs=600)
+    choice, curve = choose({"train": docs, "labels": label_text}, y, np.arange(150), val_rows, cfg)
+    best = max(row["R@10"] for row in curve if row["serves"] == "irene")
+    assert choice.serves == "irene" and best > next(row for row in curve if row["serves"] == "encoder")["R@10"]
+    assert choice.combiner_loss in cfg.combiner_loss and choice.seen_mode in cfg.seen_associations
 
 
 # -- evaluation settings ----------------------------------------------------------------------------------------
@@ -239,7 +267,7 @@ def test_without_tau0_a_streamed_keyword_is_its_text_through_the_combiner(irene_
     from xc_core.paths import index_dir
 
     encoder, model, _ = _served(irene_home)
-    model.tau0 = None  # validation found no association worth making
+    model.choice = replace(model.choice, tau0=None, serves="irene")  # validation found no association worth making
     monkeypatch.setattr(IreneModel, "load", classmethod(lambda cls, folder: model))
     folder = tmp_path / "index"
     shutil.copytree(index_dir(irene_home, "synthetic", "irene", "tiny"), folder)
@@ -253,6 +281,22 @@ def test_without_tau0_a_streamed_keyword_is_its_text_through_the_combiner(irene_
     # without ids a keyword is known by its text: a data-set label's text is not streamed again
     assert add_keywords(irene_home, "synthetic", "tiny", ["running shoes", "plumbus deluxe"],
                         index_folder=folder)["skipped"] == 2
+
+
+def test_when_the_encoder_serves_a_streamed_keyword_is_its_text_embedding(irene_home: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from xc_core.paths import index_dir
+
+    encoder, model, _ = _served(irene_home)
+    model.choice = replace(model.choice, serves="encoder", tau0=0.2)  # validation: the combiner ranked worse
+    monkeypatch.setattr(IreneModel, "load", classmethod(lambda cls, folder: model))
+    folder = tmp_path / "index"
+    shutil.copytree(index_dir(irene_home, "synthetic", "irene", "tiny"), folder)
+    result = add_keywords(irene_home, "synthetic", "tiny", ["snorkel umbrella"], index_folder=folder)
+    assert result["associated_mean"] == 0 and result["steps_ms_per_item"]["shortlist"] == 0
+    vec = encoder.encode(["snorkel umbrella"])[0]
+    assert np.allclose(LabelIndex.load(folder).index.reconstruct(result["first_id"]), vec / np.linalg.norm(vec),
+                       atol=1e-5)
 
 
 def test_streaming_without_a_model_or_an_index_names_the_command_that_makes_it(irene_home: Path,
@@ -321,10 +365,10 @@ def test_xc_predict_names_a_streamed_keyword_when_irene_is_champion(irene_home: 
 def test_the_streamed_keywords_asset_adds_a_landed_csv_and_reports_it(irene_home: Path, tmp_path: Path) -> None:
     import dagster as dg
 
-    from xc_assets.defs.assets.keyword_assets import streamed_keyword_assets
+    from xc_assets.defs.family import family
     from xc_assets.defs.resources import XcHome
 
-    asset = next(a for a in streamed_keyword_assets if a.key.path[0] == "synthetic")
+    asset = family("synthetic", events=True).streamed_keywords
     csv = tmp_path / "landed.csv"
     csv.write_text("keyword_text\nspindle harp tuning kit\nmoss terrarium starter\n")
     with dg.instance_for_test() as instance:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +76,12 @@ class IreneMethod:
             # an empty model_path means the shipped encoder (Path("") would be the working directory)
             encoder_dir, max_length = Path(enc_cfg.model_path or default_model_path()), enc_cfg.max_length
         vecs = embed(job.dataset, encoder_for(encoder_dir, max_length), job.out, job.progress)
-        model, summary = fit_irene(job.dataset, vecs, cfg, progress=job.progress)
+        model, summary = fit_irene(job.dataset, vecs, cfg, val_rows=stage_one_validation(job, base),
+                                   progress=job.progress)
         model.save(job.out / MODEL)
         headline = novel_headline(job.dataset, vecs, model)
-        mlflow.log_params({"stage_one": base.method if base else "shipped", "tau0": str(model.tau0),
-                           "seen_associations_chosen": model.seen_mode,
+        mlflow.log_params({"stage_one": base.method if base else "shipped",
+                           **{f"chosen.{k}": str(v) for k, v in asdict(model.choice).items()},
                            **{f"irene.{k}": str(v)[:250] for k, v in cfg.model_dump().items()}})
         for row in summary["history"]:
             mlflow.log_metrics({k.replace("/", "_"): float(v) for k, v in row.items() if k != "epoch"},
@@ -112,9 +113,12 @@ class IreneMethod:
 
         variants: dict[str, tuple[np.ndarray, Representations]] = {
             NAME: (model.label_reps[seen], model.represent_novel)}
-        for name, change in ABLATIONS.items():
-            variant, _ = fit_irene(dataset, vecs, model.cfg.model_copy(update=change), tau0=model.tau0,
-                                   seen_mode=model.seen_mode)
+        combiner = replace(model.choice, serves="irene")  # the ablations compare combiners
+        changes = dict(ABLATIONS)
+        if model.choice.serves == "encoder":  # IRENE's row is the encoder's: show what the combiner would do
+            changes = {"irene (combiner, not served)": {}, **changes}
+        for name, change in changes.items():
+            variant, _ = fit_irene(dataset, vecs, model.cfg.model_copy(update=change), choice=combiner)
             variants[name] = (variant.label_reps[seen], variant.represent_novel)
         started = time.perf_counter()
         rows = evaluate_settings(dataset, vecs, variants, seed=model.cfg.seed)
@@ -127,6 +131,18 @@ class IreneMethod:
         from xc_core.methods.irene.serve import irene_scorer
 
         return irene_scorer(served)
+
+
+def stage_one_validation(job: TrainJob, base: TrainedModel | None) -> np.ndarray:
+    """The training queries stage I held out for its own validation (its seed, the profile's sizes): IRENE chooses
+    its settings on them, queries the frozen encoder never trained on."""
+    from xc_core.profiles import train_settings
+    from xc_core.training.trainer import split_validation
+
+    cfg = train_settings(job.profile)
+    if base is not None:
+        cfg = cfg.model_copy(update={"seed": int(base.summary.get("seed", cfg.seed))})
+    return split_validation(len(job.dataset.train_texts), cfg)[1]
 
 
 def _encoder(trained: TrainedModel) -> Any:

@@ -1,11 +1,13 @@
 """IRENE's stage-II settings (IRENE, Table 10 for the paper's values). The same defaults for every data set; the
-association threshold τ0 is chosen on held-out seen labels (pseudo-novel), never on the test split."""
+association threshold τ0, how seen labels associate, the combiner's loss — and whether the encoder alone serves
+better — are chosen on validation queries the encoder never trained on, with held-out seen labels standing in for
+novel ones; never on the test split."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Pooling = Literal["attention", "sum", "max", "weighted_sum"]
 
@@ -31,15 +33,26 @@ class IreneConfig(BaseModel):
     tau1: float = Field(default=0.3, description="one-shot: w_j · E(x_u) ≥ τ1 for the revealed query")
     margin_classifier: float = Field(default=0.1, description="γ1: triplet margin of the classifiers' loss")
     margin_combiner: float = Field(default=0.3, description="γ2: triplet margin of the combined representations")
-    combiner_loss: Literal["triplet", "softmax"] = Field(
-        default="triplet", description="the combined representations' loss: IRENE's triplet (γ2, hardest in-batch "
-                                       "negative) or an in-batch softmax (``softmax_scale``), which keeps the "
-                                       "representations apart where the triplet collapses (aol-1000)")
+    combiner_loss: tuple[Literal["triplet", "softmax"], ...] = Field(
+        default=("triplet", "softmax"),
+        description="the combined representations' loss: IRENE's triplet (γ2, hardest in-batch negative) or an "
+                    "in-batch softmax (``softmax_scale``), which keeps the representations apart where the triplet "
+                    "collapses (aol-1000); with both, the better on validation is used")
+    encoder_competes: bool = Field(
+        default=True, description="the encoder alone (every label by its text embedding) competes on validation; "
+                                  "when it ranks better, IRENE serves the text embeddings (never worse than "
+                                  "doing nothing)")
     softmax_scale: float = Field(default=20.0, gt=0, description="inverse temperature of the in-batch softmax")
     lr_classifiers: float = Field(default=1e-3, gt=0)
     lr_combiner: float = Field(default=2e-4, gt=0)
     epochs: int = Field(default=4, ge=1)
     batch_size: int = Field(default=256, ge=8)
     validation_labels: float = Field(default=0.1, gt=0, lt=0.5, description="share of seen labels held out as "
-                                                                            "pseudo-novel to choose τ0")
+                                                                            "pseudo-novel to choose the settings")
     seed: int = 0
+
+    @field_validator("seen_associations", "combiner_loss", mode="before")
+    @classmethod
+    def _one_is_a_tuple(cls, value: object) -> object:
+        """A single choice (``combiner_loss: softmax``) means only that candidate."""
+        return (value,) if isinstance(value, str) else value

@@ -1,12 +1,13 @@
-"""IRENE end to end on one data set: the frozen encoder's embeddings → τ0 chosen on held-out seen labels →
-stage II on every seen label → a representation for every label (seen: co-clicked associations; novel:
-refined text shortlist) → the artefacts serving and streaming need (``IreneModel``)."""
+"""IRENE end to end on one data set: the frozen encoder's embeddings → the settings chosen on validation (τ0, how
+seen labels associate, the combiner's loss, or the encoder alone) → stage II on every seen label → a
+representation for every label (seen: their associations; novel: refined text shortlist) → the artefacts serving
+and streaming need (``IreneModel``)."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +25,56 @@ EMBEDDINGS = "embeddings.npz"  # the frozen encoder's vectors of the data set (t
 MODEL = "irene"  # sub-folder of the model folder: W, combiner, associations, settings
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What validation chose: how seen labels associate in training, the combiner's loss, τ0 (None: novel labels get
+    no associations, the combiner works on E(z) alone) and what serves — the combiner ("irene") or, when it ranked
+    worse than doing nothing, the encoder's text embeddings ("encoder")."""
+
+    seen_mode: str = "co-clicked"
+    combiner_loss: str = "triplet"
+    tau0: float | None = None
+    serves: str = "irene"
+
+
 @dataclass
 class IreneModel:
     """Everything IRENE serves with besides the encoder: the seen labels' classifiers and text vectors, the
-    combiner, the chosen τ0, and every label's representation (the index is built over ``label_reps``)."""
+    combiner, the validation's choice, and every label's representation (the index is built over ``label_reps``)."""
 
     cfg: IreneConfig
     seen_rows: np.ndarray  # data-set label index of each seen label (rows of weights / seen_text)
     weights: np.ndarray  # (n_seen, D) unit classifiers
     seen_text: np.ndarray  # (n_seen, D) the seen labels' E(z)
     combiner: Combiner
-    tau0: float | None  # None: novel labels get no associations (the combiner on E(z) alone; validation chose it)
+    choice: Choice
     label_reps: np.ndarray  # (n_labels, D) unit representations of every data-set label
     assoc: np.ndarray  # (n_labels, k) seen rows each label borrows from (−1 pads)
-    seen_mode: str = "co-clicked"  # how the seen labels' associations were found in training (validation chose it)
+
+    @property
+    def tau0(self) -> float | None:
+        return self.choice.tau0
+
+    @property
+    def associates(self) -> bool:
+        """Whether novel labels borrow from seen ones (τ0 chosen and the combiner serving)."""
+        return self.choice.serves == "irene" and self.choice.tau0 is not None and self.cfg.associations > 0
 
     def represent_novel(self, text_vecs: np.ndarray, query_vecs: np.ndarray | None = None) -> np.ndarray:
         """Representations of novel labels from their text embeddings (zero-shot) or with a revealed query each."""
-        return represent(self.combiner, text_vecs, self.weights, self.seen_text, self.associate(text_vecs, query_vecs),
-                         self.cfg)
+        return self.combine(text_vecs, self.associate(text_vecs, query_vecs))
+
+    def combine(self, text_vecs: np.ndarray, assoc: np.ndarray) -> np.ndarray:
+        """C_φ(E(z), S) — or E(z) itself where validation chose the encoder alone."""
+        if self.choice.serves == "encoder":
+            return _unit(text_vecs)
+        return represent(self.combiner, text_vecs, self.weights, self.seen_text, assoc, self.cfg)
 
     def associate(self, text_vecs: np.ndarray, query_vecs: np.ndarray | None = None) -> np.ndarray:
-        """Novel labels' associated seen rows (none when τ0 is None)."""
-        if self.tau0 is None:
+        """Novel labels' associated seen rows (none unless :attr:`associates`)."""
+        if not self.associates:
             return np.full((len(text_vecs), self.cfg.associations), -1, dtype=np.int64)
+        assert self.tau0 is not None
         return novel_associations(text_vecs, self.seen_text, self.weights, self.cfg.shortlist, self.tau0,
                                   self.cfg.associations, query_vecs, self.cfg.tau1)
 
@@ -56,8 +83,7 @@ class IreneModel:
         np.savez(folder / "arrays.npz", seen_rows=self.seen_rows, weights=self.weights, seen_text=self.seen_text,
                  label_reps=self.label_reps, assoc=self.assoc)
         torch.save(self.combiner.state_dict(), folder / "combiner.pt")
-        (folder / "irene.json").write_text(json.dumps({"config": self.cfg.model_dump(), "tau0": self.tau0,
-                                                       "seen_mode": self.seen_mode,
+        (folder / "irene.json").write_text(json.dumps({"config": self.cfg.model_dump(), "choice": asdict(self.choice),
                                                        "dim": int(self.weights.shape[1])}, indent=2))
         return folder
 
@@ -68,9 +94,16 @@ class IreneModel:
         combiner = Combiner(meta["dim"], cfg.pooling, cfg.heads, max(cfg.associations, 1))
         combiner.load_state_dict(torch.load(folder / "combiner.pt", weights_only=True))
         combiner.eval()
+        # models saved before the loss was chosen on validation kept τ0 and the seen rule at the top level
+        choice = (Choice(**meta["choice"]) if "choice" in meta else
+                  Choice(meta.get("seen_mode", "co-clicked"), "triplet", meta.get("tau0")))
         with np.load(folder / "arrays.npz") as a:
-            return cls(cfg, a["seen_rows"], a["weights"], a["seen_text"], combiner, meta["tau0"], a["label_reps"],
-                       a["assoc"], meta.get("seen_mode", "co-clicked"))
+            return cls(cfg, a["seen_rows"], a["weights"], a["seen_text"], combiner, choice, a["label_reps"],
+                       a["assoc"])
+
+
+def _unit(vecs: np.ndarray) -> np.ndarray:
+    return (vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
 def embed(dataset: XCDataset, encoder: Any, out: Path, progress: bool = False) -> dict[str, np.ndarray]:
@@ -95,38 +128,51 @@ def recall_at(queries: np.ndarray, truth: sp.csr_matrix, reps: np.ndarray, k: in
     return float(found[f"R@{k}"]) if len(rows) else float("nan")
 
 
-def choose_associations(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, cfg: IreneConfig,
-                        progress: bool = False) -> tuple[str, float | None, list[dict[str, Any]]]:
-    """How seen labels associate in training and τ0, on pseudo-novel labels: hold out a share of the seen labels,
-    train stage II without them (once per way of associating seen labels), represent them as novel labels for each
-    τ0 of the grid, rank them among every seen label (as serving does) and measure R@10 of the held-out labels for
-    the training queries that clicked them. No association at all (τ0 = None: the combiner on E(z) alone) competes
-    too. Every candidate goes through the combiner: the encoder saw these queries with these labels in stage I, so
-    a plain text embedding would win here by memory, not by merit (the test split decides IRENE against the
-    encoder alone)."""
+def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, val_rows: np.ndarray,
+           cfg: IreneConfig, progress: bool = False) -> tuple[Choice, list[dict[str, Any]]]:
+    """IRENE's settings on validation: hold out a share of the seen labels (pseudo-novel) and the validation
+    queries (``val_rows``: training queries stage I never trained on), train stage II on the rest once per (loss,
+    way of associating seen labels), represent the held-out labels as novel labels for each τ0 of the grid, and rank
+    every seen label for the validation queries as serving does. The criterion is R@10 over all their positives
+    (the ranking users get), the held-out labels' positives breaking ties; the encoder alone competes, so a
+    combiner that ranks worse than the text embeddings (a collapsed one) is never chosen."""
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
     held = np.zeros(len(seen_rows), dtype=bool)
     held[rng.choice(len(seen_rows), max(1, int(cfg.validation_labels * len(seen_rows))), replace=False)] = True
-    train_rows, val_rows = seen_rows[~held], seen_rows[held]
+    fit_labels, held_labels = seen_rows[~held], seen_rows[held]
     y = y_train.tocsr()
-    # columns: the training labels, then the held-out ones; only the held-out positives count
-    held_truth = y.tocsc()[:, val_rows].tocsr()
-    truth = sp.hstack([sp.csr_matrix((y.shape[0], len(train_rows))), held_truth]).tocsr()
-    text, seen_text = vecs["labels"][val_rows], vecs["labels"][train_rows]
+    fit_docs = np.setdiff1d(np.arange(y.shape[0]), val_rows)
+    y_fit = y[fit_docs]
+    # validation columns: the fitted labels, then the held-out ones
+    truth = y[val_rows].tocsc()[:, np.concatenate([fit_labels, held_labels])].tocsr()
+    held_truth = sp.hstack([sp.csr_matrix((len(val_rows), len(fit_labels))),
+                            truth[:, len(fit_labels):]]).tocsr()
+    queries, fit_text, held_text = vecs["train"][val_rows], vecs["labels"][fit_labels], vecs["labels"][held_labels]
+
+    def scored(reps: np.ndarray) -> dict[str, float]:
+        return {"R@10": recall_at(queries, truth, reps), "held-out R@10": recall_at(queries, held_truth, reps)}
+
+    k = cfg.associations
     curve: list[dict[str, Any]] = []
-    for mode in cfg.seen_associations:
-        train_assoc = _seen_assoc(mode, y, vecs["labels"], train_rows, cfg.associations)
-        stage = train_stage_two(vecs["train"], vecs["labels"], y, train_rows, train_assoc, cfg, progress)
-        train_reps = represent(stage.combiner, seen_text, stage.weights, seen_text, train_assoc, cfg)
-        for tau0 in (None, *cfg.tau0_grid):
-            assoc = (np.full((len(text), cfg.associations), -1, dtype=np.int64) if tau0 is None else
-                     novel_associations(text, seen_text, stage.weights, cfg.shortlist, tau0, cfg.associations))
-            reps = represent(stage.combiner, text, stage.weights, seen_text, assoc, cfg)
-            curve.append({"seen_associations": mode, "tau0": tau0,
-                          "R@10": recall_at(vecs["train"], truth, np.vstack([train_reps, reps])),
-                          "associated": float((assoc >= 0).sum(axis=1).mean())})
-    best = max(curve, key=lambda row: (row["R@10"], row["tau0"] is not None))
-    return best["seen_associations"], best["tau0"], curve
+    if cfg.encoder_competes:
+        curve.append({"serves": "encoder", **scored(np.vstack([fit_text, held_text]))})
+    for loss in cfg.combiner_loss:
+        for mode in cfg.seen_associations:
+            fit_assoc = _seen_assoc(mode, y_fit, vecs["labels"], fit_labels, k)
+            stage = train_stage_two(vecs["train"][fit_docs], vecs["labels"], y_fit, fit_labels, fit_assoc, cfg,
+                                    loss, progress)
+            fit_reps = represent(stage.combiner, fit_text, stage.weights, fit_text, fit_assoc, cfg)
+            for tau0 in (None, *cfg.tau0_grid):
+                assoc = (np.full((len(held_text), k), -1, dtype=np.int64) if tau0 is None else
+                         novel_associations(held_text, fit_text, stage.weights, cfg.shortlist, tau0, k))
+                reps = represent(stage.combiner, held_text, stage.weights, fit_text, assoc, cfg)
+                curve.append({"serves": "irene", "combiner_loss": loss, "seen_associations": mode, "tau0": tau0,
+                              **scored(np.vstack([fit_reps, reps])),
+                              "associated": float((assoc >= 0).sum(axis=1).mean())})
+    best = max(curve, key=lambda row: (row["R@10"], row["held-out R@10"]))  # the encoder wins exact ties
+    trained = max((row for row in curve if row["serves"] == "irene"),
+                  key=lambda row: (row["R@10"], row["held-out R@10"]))  # what the combiner would serve
+    return Choice(trained["seen_associations"], trained["combiner_loss"], trained["tau0"], best["serves"]), curve
 
 
 def _seen_assoc(mode: str, y: sp.csr_matrix, label_vecs: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
@@ -135,35 +181,37 @@ def _seen_assoc(mode: str, y: sp.csr_matrix, label_vecs: np.ndarray, rows: np.nd
     return seen_associations(y, label_vecs, rows, k)
 
 
-def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig, tau0: float | None | str = "choose",
-              seen_mode: str | None = None, progress: bool = False) -> tuple[IreneModel, dict[str, Any]]:
-    """Stage II on the seen labels and a representation for every label; ``tau0`` "choose" picks τ0 and how seen
-    labels associate on held-out seen labels (:func:`choose_associations`), else both are used as given (the
-    ablations reuse the chosen ones; ``seen_mode`` None: the first of ``cfg.seen_associations``)."""
+def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig, choice: Choice | None = None,
+              val_rows: np.ndarray | None = None, progress: bool = False) -> tuple[IreneModel, dict[str, Any]]:
+    """Stage II on the seen labels and a representation for every label. ``choice`` None: chosen on validation
+    (:func:`choose`) over ``val_rows`` (the stage-I encoder's validation queries; None: a seeded share of the
+    training queries, which the encoder may have trained on); else used as given (the ablations reuse the chosen
+    one). Stage II is trained even when the encoder alone serves: the report shows what the combiner would do."""
     started = time.perf_counter()
     y = dataset.y_train.tocsr()
     seen_rows = np.flatnonzero(~dataset.label_novel)
     curve: list[dict[str, Any]] = []
-    mode = seen_mode or cfg.seen_associations[0]
-    if tau0 == "choose":
-        mode, tau0, curve = choose_associations(vecs, y, seen_rows, cfg, progress)
-    chosen = None if tau0 is None else float(tau0)
+    if choice is None:
+        if val_rows is None:
+            val_rows = np.random.default_rng(np.random.SeedSequence([cfg.seed, 12])).choice(
+                y.shape[0], max(10, y.shape[0] // 20), replace=False)
+        choice, curve = choose(vecs, y, seen_rows, np.sort(val_rows), cfg, progress)
     k = cfg.associations
     assoc = np.full((dataset.n_labels, k), -1, dtype=np.int64)
-    assoc[seen_rows] = _seen_assoc(mode, y, vecs["labels"], seen_rows, k)
-    stage = train_stage_two(vecs["train"], vecs["labels"], y, seen_rows, assoc[seen_rows], cfg, progress)
+    assoc[seen_rows] = _seen_assoc(choice.seen_mode, y, vecs["labels"], seen_rows, k)
+    stage = train_stage_two(vecs["train"], vecs["labels"], y, seen_rows, assoc[seen_rows], cfg, choice.combiner_loss,
+                            progress)
     seen_text = vecs["labels"][seen_rows]
-    model = IreneModel(cfg, seen_rows, stage.weights, seen_text, stage.combiner, chosen,
-                       np.empty_like(vecs["labels"]), assoc, mode)
-    model.label_reps[seen_rows] = represent(stage.combiner, seen_text, stage.weights, seen_text, assoc[seen_rows],
-                                            cfg)
+    model = IreneModel(cfg, seen_rows, stage.weights, seen_text, stage.combiner, choice,
+                       np.empty_like(vecs["labels"]), assoc)
+    model.label_reps[seen_rows] = model.combine(seen_text, assoc[seen_rows])
     novel_rows = np.flatnonzero(dataset.label_novel)
     if len(novel_rows):
         text = vecs["labels"][novel_rows]
         assoc[novel_rows] = model.associate(text)
-        model.label_reps[novel_rows] = represent(stage.combiner, text, stage.weights, seen_text, assoc[novel_rows],
-                                                 cfg)
-    summary = {"seen_associations": mode, "tau0": chosen, "tau0_curve": curve, "history": stage.history,
+        model.label_reps[novel_rows] = model.combine(text, assoc[novel_rows])
+    summary = {**{f"chosen_{key}": v for key, v in asdict(choice).items()}, "validation_curve": curve,
+               "validation_queries": 0 if val_rows is None else int(len(val_rows)), "history": stage.history,
                "seen_labels": int(len(seen_rows)), "novel_labels": int(len(novel_rows)),
                "novel_associated_mean": float((assoc[novel_rows] >= 0).sum(axis=1).mean()) if len(novel_rows) else 0.0,
                "stage_two_seconds": stage.seconds, "seconds": round(time.perf_counter() - started, 2)}

@@ -128,11 +128,10 @@ def _represent_and_add(model: IreneModel, encoder: Any, index: LabelIndex, texts
     """Encode → shortlist → refine → combine → add, ``batch`` keywords at a time, timing each step into ``steps``;
     returns how many associations the keywords got in all."""
     from xc_core.methods.irene.associations import refine, seen_text_index, shortlist
-    from xc_core.methods.irene.train import represent
 
     cfg, k, tau0 = model.cfg, model.cfg.associations, model.tau0
-    # the rule of IreneModel.associate: no τ0 (validation chose the text alone) means no association
-    seen = seen_text_index(model.seen_text) if tau0 is not None and k > 0 and len(model.seen_text) else None
+    # the rule of IreneModel.associate: no τ0 (validation chose no association) means no association
+    seen = seen_text_index(model.seen_text) if model.associates and len(model.seen_text) else None
     associated = 0
     for lo in range(0, len(texts), batch):
         tick = time.perf_counter()
@@ -145,7 +144,7 @@ def _represent_and_add(model: IreneModel, encoder: Any, index: LabelIndex, texts
             tick = _lap(steps, "refine", tick)
         else:
             assoc = np.full((len(vecs), k), -1, dtype=np.int64)
-        reps = represent(model.combiner, vecs, model.weights, model.seen_text, assoc, cfg)
+        reps = model.combine(vecs, assoc)
         tick = _lap(steps, "combine", tick)
         index.add(reps, np.arange(first_id + lo, first_id + lo + len(reps)))
         _lap(steps, "add", tick)

@@ -66,9 +66,10 @@ def _softmax(scores: torch.Tensor, positive: torch.Tensor, scale: float) -> torc
 
 
 def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.csr_matrix, seen_rows: np.ndarray,
-                    assoc: np.ndarray, cfg: IreneConfig, progress: bool = False) -> StageTwo:
+                    assoc: np.ndarray, cfg: IreneConfig, loss: str = "triplet", progress: bool = False) -> StageTwo:
     """Train W (initialised from the seen labels' text embeddings) and C_φ over every (document, seen label)
-    training pair, ``cfg.epochs`` passes in seeded random order."""
+    training pair, ``cfg.epochs`` passes in seeded random order; ``loss``: the combiner's ("triplet" or
+    "softmax", one of ``cfg.combiner_loss``)."""
     from tqdm.auto import tqdm
 
     started = time.perf_counter()
@@ -96,8 +97,8 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
     for epoch in range(cfg.epochs):
         order = rng.permutation(len(docs))
         totals = np.zeros(2)
-        batches = tqdm(range(0, len(order), cfg.batch_size), desc=f"IRENE stage II, epoch {epoch + 1}/{cfg.epochs}",
-                       unit="batch", disable=not progress)
+        batches = tqdm(range(0, len(order), cfg.batch_size), unit="batch", disable=not progress,
+                       desc=f"IRENE stage II ({loss}), epoch {epoch + 1}/{cfg.epochs}")
         for lo in batches:
             pick = order[lo:lo + cfg.batch_size]
             d, l_ = docs[pick], labels[pick]
@@ -113,7 +114,7 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
             slots = torch.where(related >= 0, local[len(lab):].view_as(related), -1)
             inputs, present = associated_inputs(w, text[rows], slots, cfg)
             reps = combiner(text[lab], inputs, present)
-            loss_c = (_softmax(x @ reps.T, positive, cfg.softmax_scale) if cfg.combiner_loss == "softmax" else
+            loss_c = (_softmax(x @ reps.T, positive, cfg.softmax_scale) if loss == "softmax" else
                       _hardest_triplet(x @ reps.T, positive, cfg.margin_combiner))
             for optimizer in optimizers:
                 optimizer.zero_grad()
