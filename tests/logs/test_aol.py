@@ -67,3 +67,14 @@ def test_clicked_host_is_lowercased_without_www(tmp_path: Path) -> None:
     row = EventStore(tmp_path / "home").scan().collect().row(0, named=True)
     assert (row["item_id"], row["item_text"], row["user_id"], row["market"]) == (
         "bank-of-america.com", "bank of america", "7", "en-US")
+
+
+def test_vectorised_host_texts_match_host_text(aol_slice: Path) -> None:
+    from xc_core.logs.aol import host_texts, normalise_host, read_lines
+
+    urls = read_lines(aol_slice).get_column("raw").str.extract(r"://(?:[^/@\s]*@)?([A-Za-z0-9.\-_]+)", 1)
+    hosts = pl.select(normalise_host(pl.lit(urls.drop_nulls().unique()))).to_series()
+    odd = ["", "com", "co.uk", "x.blogspot.com", "-a-.com", "a..b.com", "under_score.org"]
+    hosts = pl.concat([hosts, pl.Series(odd)])
+    assert hosts.len() > 100
+    assert host_texts(hosts).to_list() == [host_text(h) for h in hosts.to_list()]

@@ -84,8 +84,8 @@ BASE = {"ts": "2006-03-01 10:00:00", "user_id": "u1", "market": "MC-1", "query_t
         ({"position": 0}, "invalid_position"),
         ({"position": "second"}, "invalid_position"),
         ({"impressed": False, "clicked": True}, "click_without_impression"),
-        ({"market": "MC-99"}, "unknown_market"),
         ({"user_id": None}, "missing_field"),
+        ({"market": " "}, "missing_field"),
         ({"clicked": "maybe"}, "malformed_line"),
         ({"ts": "2041-01-01 00:00:00"}, "timestamp_out_of_range"),
         ({"ts": "not a time"}, "unparsable_timestamp"),
@@ -97,6 +97,33 @@ def test_generic_bad_row_is_quarantined_with_its_reason(tmp_path: Path, change: 
     assert summary.reasons == {reason: 1}
     assert quarantine.row(0, named=True)["line_no"] == 2
     assert json.loads(quarantine.row(0, named=True)["raw"])["item_id"] == "k2"
+
+
+def test_invalid_utf8_in_csv_is_kept_and_listed_as_kept(tmp_path: Path) -> None:
+    path = tmp_path / "events.csv"
+    path.write_bytes(b"ts,user_id,market,query_text\n2006-03-01 10:00:00,u1,MC-1,shoes\n"
+                     b"2006-03-01 10:05:00,u2,MC-1,caf\xe9 menu\n2006-03-01 10:09:00,u3,MC-1,caf\xc3\xa9\n")
+    summary = ingest([Source("events", path)], tmp_path / "home", progress=False)
+    assert (summary.accepted, summary.rejected, summary.flagged) == (3, 0, {"invalid_utf8": 1})
+    quarantine = EventStore(tmp_path / "home").read_quarantine()
+    assert quarantine.select("source_file", "line_no", "reason", "disposition").rows() == [
+        (str(path), 3, "invalid_utf8", "kept")]
+    assert quarantine.item(0, "raw") == "2006-03-01 10:05:00,u2,MC-1,caf\ufffd menu"
+    stored = EventStore(tmp_path / "home").scan().collect().get_column("query_text").to_list()
+    assert sorted(stored) == sorted(["caf\ufffd menu", "café", "shoes"])  # valid UTF-8 (line 4) is not flagged
+
+
+def test_invalid_utf8_in_jsonl_is_kept_and_listed_as_kept(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    bad = json.dumps({**BASE, "item_id": "k2", "query_text": "caf@"}).encode().replace(b"@", b"\xff")
+    path.write_bytes(json.dumps(BASE).encode() + b"\n" + bad + b"\n")
+    summary = ingest([Source("events", path)], tmp_path / "home", progress=False)
+    assert (summary.accepted, summary.rejected, summary.flagged) == (2, 0, {"invalid_utf8": 1})
+    row = EventStore(tmp_path / "home").read_quarantine().row(0, named=True)
+    assert (row["line_no"], row["reason"], row["disposition"]) == (2, "invalid_utf8", "kept")
+    assert row["source_file"] == str(path) and "U+FFFD" in row["detail"]
+    stored = EventStore(tmp_path / "home").scan().collect()
+    assert stored.filter(pl.col("item_id") == "k2").item(0, "query_text") == "caf\ufffd"
 
 
 def test_generic_duplicate_row_is_rejected_once(tmp_path: Path) -> None:

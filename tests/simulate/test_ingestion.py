@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from xc_core.logs.config import IngestConfig
 from xc_core.logs.ingest import Source, ingest
 from xc_core.logs.store import EventStore
 from xc_core.simulate.pipeline import current_simulation, simulate_into_store
@@ -48,7 +49,9 @@ def test_a_corrupted_copy_produces_exactly_the_planted_rejects(simulated: tuple[
     corrupt = pl.concat([corrupt, corrupt.slice(shown[4], 1)])  # one exact duplicate row at the end
     path = tmp_path / "corrupt.parquet"
     corrupt.write_parquet(path)
-    summary = ingest([Source("events", path)], tmp_path / "home", progress=False)
+    # the simulator's markets, as a home that only serves them would configure (the default accepts any market)
+    simulator_markets = IngestConfig(markets=("MC-1", "MC-2", "MC-3", "MC-4"))
+    summary = ingest([Source("events", path)], tmp_path / "home", simulator_markets, progress=False)
     assert summary.reasons == {"unknown_market": 1, "invalid_position": 1, "empty_query": 1,
                                "click_without_impression": 1, "duplicate_event": 1}
     assert summary.accepted + summary.rejected == summary.read == 201

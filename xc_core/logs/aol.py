@@ -100,6 +100,18 @@ def host_text(host: str) -> str:
     return " ".join(part for part in stem.replace("-", ".").split(".") if part)
 
 
+def host_texts(hosts: pl.Series) -> pl.Series:
+    """:func:`host_text` of many hosts: only the public-suffix lookup runs per host in Python, the string
+    work is vectorised (hosts are ASCII without spaces: they match the URL pattern above)."""
+    psl = _suffix_list()
+    frame = pl.DataFrame({"host": hosts, "suffix": [psl.publicsuffix(h) or "" for h in hosts.to_list()]},
+                         schema={"host": pl.String, "suffix": pl.String})
+    host, suffix = pl.col("host"), pl.col("suffix")
+    strip = (suffix != "") & host.str.ends_with(pl.lit(".") + suffix)
+    stem = pl.when(strip).then(host.str.head(host.str.len_chars() - suffix.str.len_chars() - 1)).otherwise(host)
+    return frame.select(stem.str.replace_all(r"[.\-]+", " ").str.strip_chars(" ").alias("item_text")).to_series()
+
+
 def normalise_host(url_host: pl.Expr) -> pl.Expr:
     """Lower-case, no leading ``www.``: the aol-1000 label id."""
     return url_host.str.to_lowercase().str.strip_chars(".").str.replace(r"^www\.", "")
@@ -134,7 +146,7 @@ def parse_aol(lines: pl.DataFrame, max_query_chars: int) -> pl.DataFrame:
         item_id=normalise_host(pl.col("url_host")),
     )
     hosts = df.get_column("item_id").drop_nulls().unique()
-    texts = pl.DataFrame({"item_id": hosts, "item_text": [host_text(h) for h in hosts]},
+    texts = pl.DataFrame({"item_id": hosts, "item_text": host_texts(hosts)},
                          schema={"item_id": pl.String, "item_text": pl.String})
     df = df.join(texts, on="item_id", how="left", maintain_order="left")
     structural = (

@@ -52,10 +52,10 @@ def _parse_ts(column: pl.Expr) -> pl.Expr:
 
 def _coerce_ts(df: pl.DataFrame) -> pl.DataFrame:
     dtype = df.schema["ts"]
-    if isinstance(dtype, pl.Datetime):
+    if isinstance(dtype, pl.Datetime):  # a typed time is null or valid: no text to quote in a message
         ts = pl.col("ts").dt.cast_time_unit("us")
         ts = ts.dt.replace_time_zone("UTC") if dtype.time_zone is None else ts.dt.convert_time_zone("UTC")
-        return df.with_columns(ts_raw=pl.col("ts").cast(pl.String), ts=ts)
+        return df.with_columns(ts_raw=pl.lit(None, dtype=pl.String), ts=ts)
     return df.with_columns(ts_raw=pl.col("ts").cast(pl.String), ts=_parse_ts(pl.col("ts")))
 
 
@@ -70,9 +70,10 @@ def _bool(df: pl.DataFrame, name: str, default: pl.Expr) -> tuple[pl.Expr, pl.Ex
 
 
 def _number(df: pl.DataFrame, name: str, dtype: pl.DataType) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
-    """(value, text as read or null, parse failed) for a numeric column typed or as text."""
+    """(value, value as read, parse failed) for a numeric column typed or as text (the value as read is
+    only quoted in the messages of rejected rows, so a typed column is not turned into text here)."""
     if df.schema[name].is_numeric():
-        return pl.col(name).cast(dtype, strict=False), pl.col(name).cast(pl.String), pl.lit(False)
+        return pl.col(name).cast(dtype, strict=False), pl.col(name), pl.lit(False)
     text = pl.col(name).cast(pl.String).str.strip_chars()
     text = pl.when(text != "").then(text)
     value = text.cast(dtype, strict=False)
@@ -104,15 +105,28 @@ def coerce(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _records(df: pl.DataFrame, path: Path, first_line: int, raw: list[str] | None) -> pl.DataFrame:
-    extra = {"raw": pl.Series(raw, dtype=pl.String)} if raw is not None else {"raw": pl.lit(None, dtype=pl.String)}
-    df = coerce(df).with_columns(
+def _records(df: pl.DataFrame, path: Path, first_line: int, raw: list[str] | None = None,
+             invalid_utf8: list[bool] | None = None) -> pl.DataFrame:
+    return coerce(df).with_columns(
         source_file=pl.lit(str(path)),
         line_no=pl.int_range(first_line, first_line + df.height, dtype=pl.Int64),
-        invalid_utf8=pl.lit(False),
-        **extra,
+        invalid_utf8=pl.Series(invalid_utf8, dtype=pl.Boolean) if invalid_utf8 is not None else pl.lit(False),
+        raw=pl.Series(raw, dtype=pl.String) if raw is not None else pl.lit(None, dtype=pl.String),
     )
-    return df
+
+
+def _decode(lines: list[bytes]) -> tuple[list[str], list[bool]]:
+    """Each line as text (bytes that are not UTF-8 become U+FFFD) and whether that happened."""
+    text: list[str] = []
+    replaced: list[bool] = []
+    for line in lines:
+        try:
+            text.append(line.decode("utf-8"))
+            replaced.append(False)
+        except UnicodeDecodeError:
+            text.append(line.decode("utf-8", errors="replace"))
+            replaced.append(True)
+    return text, replaced
 
 
 def _iter_parquet(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
@@ -124,26 +138,46 @@ def _iter_parquet(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
         raise IngestError(path, f"not a readable Parquet file ({exc})", _EXPECTED) from exc
     _check_columns(path, parquet.schema_arrow.names)
     wanted = [c for c in parquet.schema_arrow.names if c in INPUT_SCHEMA]
+    metadata = parquet.metadata
+    largest_group = max((metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)), default=0)
+    if largest_group > 4 * batch_rows:  # polars would decode a huge row group once per slice: stream it
+        batches: Iterator[pl.DataFrame] = (
+            _from_arrow(b) for b in parquet.iter_batches(batch_size=batch_rows, columns=wanted))
+    else:  # polars' reader is several times faster than pyarrow's batch iterator
+        scan = pl.scan_parquet(path).select(wanted)
+        batches = (scan.slice(start, batch_rows).collect() for start in range(0, metadata.num_rows, batch_rows))
     line = 1
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=wanted):
-        df = pl.from_arrow(batch)
-        assert isinstance(df, pl.DataFrame)
-        yield _records(df, path, line, None)
+    while True:
+        try:
+            df = next(batches, None)
+        except (pl.exceptions.PolarsError, OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise IngestError(path, f"rows from {line} on cannot be read ({exc})", _EXPECTED) from exc
+        if df is None:
+            return
+        yield _records(df, path, line)
         line += df.height
 
 
+def _from_arrow(batch: object) -> pl.DataFrame:
+    df = pl.from_arrow(batch)
+    assert isinstance(df, pl.DataFrame)  # a record batch converts to a frame
+    return df
+
+
 def _iter_delimited(path: Path, delimiter: str, batch_rows: int) -> Iterator[pl.DataFrame]:
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        header_line = handle.readline()
+    with open(path, "rb") as handle:  # bytes: each line's UTF-8 is checked, so a bad line can be flagged
+        header_line = handle.readline().decode("utf-8", errors="replace")
         header = next(csv.reader([header_line], delimiter=delimiter), [])
         _check_columns(path, [h.strip() for h in header])
         line_no = 2
         while chunk := list(islice(handle, batch_rows)):
-            yield _delimited_batch(path, header, chunk, delimiter, line_no)
+            lines, replaced = _decode(chunk)
+            yield _delimited_batch(path, header, lines, delimiter, line_no, replaced)
             line_no += len(chunk)
 
 
-def _delimited_batch(path: Path, header: list[str], lines: list[str], delimiter: str, first: int) -> pl.DataFrame:
+def _delimited_batch(path: Path, header: list[str], lines: list[str], delimiter: str, first: int,
+                     replaced: list[bool]) -> pl.DataFrame:
     names = [h.strip() for h in header]
     rows = list(csv.reader(io.StringIO("".join(lines)), delimiter=delimiter))
     if len(rows) != len(lines):  # quoted newlines: fall back to one line per record
@@ -155,7 +189,7 @@ def _delimited_batch(path: Path, header: list[str], lines: list[str], delimiter:
     for name in ("ts", "user_id", "market", "query_text", "item_id", "item_text", "brand", "location"):
         if name in df.columns:
             df = df.with_columns(pl.when(pl.col(name) != "").then(pl.col(name)).alias(name))
-    df = _records(df, path, first, [line.rstrip("\r\n") for line in lines])
+    df = _records(df, path, first, [line.rstrip("\r\n") for line in lines], replaced)
     bad = pl.Series("bad", [not good for good in ok])
     counts = pl.Series("n", [len(r) for r in rows])
     return df.with_columns(
@@ -166,14 +200,15 @@ def _delimited_batch(path: Path, header: list[str], lines: list[str], delimiter:
 
 
 def _iter_jsonl(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open(path, "rb") as handle:  # bytes: each line's UTF-8 is checked, so a bad line can be flagged
         line_no = 1
         while chunk := list(islice(handle, batch_rows)):
-            yield _jsonl_batch(path, chunk, line_no)
+            lines, replaced = _decode(chunk)
+            yield _jsonl_batch(path, lines, line_no, replaced)
             line_no += len(chunk)
 
 
-def _jsonl_batch(path: Path, lines: list[str], first: int) -> pl.DataFrame:
+def _jsonl_batch(path: Path, lines: list[str], first: int, replaced: list[bool]) -> pl.DataFrame:
     parsed: list[dict[str, object]] = []
     problems: list[str | None] = []
     for line in lines:
@@ -186,7 +221,7 @@ def _jsonl_batch(path: Path, lines: list[str], first: int) -> pl.DataFrame:
                       if problem is None else {})
         problems.append(problem)
     df = pl.DataFrame(parsed, schema={n: pl.String for n in INPUT_SCHEMA}) if parsed else pl.DataFrame()
-    df = _records(df, path, first, [line.rstrip("\r\n") for line in lines])
+    df = _records(df, path, first, [line.rstrip("\r\n") for line in lines], replaced)
     problem_column = pl.Series("problem", problems, dtype=pl.String)
     return df.with_columns(
         structural_reason=pl.when(problem_column.is_not_null()).then(pl.lit(Reason.MALFORMED_LINE.value))

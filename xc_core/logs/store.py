@@ -11,7 +11,8 @@ import fcntl
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -21,9 +22,111 @@ import duckdb
 import polars as pl
 
 from xc_core.logs.schema import EVENT_SCHEMA, QUARANTINE_SCHEMA
-from xc_core.logs.sessions import assign_sessions
+from xc_core.logs.sessions import Sessions, last_session_per_user, sessionise
+from xc_core.logs.validate import hex16, parse_hex16
 
 _QUARANTINE_KEY = ["source_file", "line_no", "reason"]
+_UNSESSIONED = [c for c in EVENT_SCHEMA if c != "session_id"]
+#: What write_days merges: events without ``session_id``, ids as UInt64 (hex only in the files), with
+#: ``session_seed`` (the id of the session the event would start, from ingestion; null for stored rows,
+#: whose seeds are computed when needed).
+_MERGE_SCHEMA = {**{c: EVENT_SCHEMA[c] for c in _UNSESSIONED}, "event_id": pl.UInt64(), "session_seed": pl.UInt64()}
+
+
+def _conform(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with exactly the merge columns, in order (absent ones, e.g. all-null ones not staged, as nulls;
+    hex ids, e.g. a stored day's, as numbers)."""
+    def column(name: str, dtype: pl.DataType) -> pl.Expr:
+        if name not in frame.columns:
+            return pl.lit(None, dtype=dtype).alias(name)
+        if dtype == pl.UInt64 and frame.schema[name] == pl.String:
+            return pl.col(name).str.to_integer(base=16, dtype=pl.UInt64)
+        return pl.col(name).cast(dtype)
+
+    return frame.select([column(name, dtype) for name, dtype in _MERGE_SCHEMA.items()])
+
+
+def _in_store_order(frame: pl.DataFrame, max_fixes: int = 64) -> pl.DataFrame:
+    """``frame`` sorted by ``ts, user_id, event_id``, the order of a day file. Logs usually arrive in time
+    order: then only runs of equal times may be out of order, and sorting just those few runs spares
+    permuting every column of the day."""
+    ts = frame.get_column("ts")
+    if not ts.is_sorted():
+        return frame.sort("ts", "user_id", "event_id")
+    ties = frame.select(tie=(pl.col("ts") == pl.col("ts").shift(1)).fill_null(False)).to_series()
+    if not ties.any():
+        return frame
+    in_runs = ties | ties.shift(-1, fill_value=False)  # rows whose time equals the previous or the next row's
+    tied = frame.select("ts", "user_id", "event_id").with_row_index("_row").filter(in_runs)
+    runs = tied.with_columns(run=(pl.col("ts") != pl.col("ts").shift(1)).fill_null(True).cum_sum())
+    moved = runs.get_column("_row") != runs.sort("run", "user_id", "event_id").get_column("_row")
+    to_fix = runs.filter(moved).group_by("run", maintain_order=True).agg(
+        first=pl.col("_row").min(), last=pl.col("_row").max())
+    if to_fix.is_empty():
+        return frame
+    if to_fix.height > max_fixes:
+        return frame.sort("ts", "user_id", "event_id")
+    pieces, at = [], 0
+    for first, last in to_fix.select("first", "last").iter_rows():
+        pieces += [frame.slice(at, first - at), frame.slice(first, last - first + 1).sort("user_id", "event_id")]
+        at = last + 1
+    return pl.concat([*pieces, frame.slice(at)])
+
+
+def _write_day(frame: pl.DataFrame, path: Path) -> None:
+    """A merged day (numeric ids) as the store's file: ids in hex, the seeds dropped, the schema's columns."""
+    ids = frame.select(hex16(frame.get_column("event_id")), hex16(frame.get_column("session_id")))
+    atomic_write_parquet(frame.with_columns(ids).select(list(EVENT_SCHEMA)), path)
+
+
+def _same_sessions(before: pl.DataFrame | None, after: pl.DataFrame) -> bool:
+    """Whether a rewritten day (``after``: numeric ids) kept every row's session id (a stored day, ``before``:
+    hex ids); then the day after it needs no rewrite."""
+    if before is None or before.height != after.height:
+        return False
+    old = before.select(parse_hex16(before.get_column("event_id")), parse_hex16(before.get_column("session_id")))
+    return old.sort("event_id").equals(after.select("event_id", "session_id").sort("event_id"))
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Consecutive days prepared for writing: their rows in time order and their sessions, not yet linked to
+    the day before."""
+
+    days: list[date]
+    frame: pl.DataFrame
+    sessions: Sessions
+    existing: dict[date, pl.DataFrame]  # the stored files' rows, for the days that have one
+    new_events: dict[date, int]  # rows not stored before, for the days given rows
+    already_stored: int
+
+
+#: Consecutive days are merged and sessionised together up to about this much given data (a day of the
+#: 10M-row benchmark is one chunk; all of aol-1000's 92 days are one).
+_CHUNK_BYTES = 64 << 20
+
+
+def _chunks(days: Mapping[date, Sequence[Path | pl.DataFrame]]) -> list[list[date]]:
+    chunks: list[list[date]] = []
+    size = 0
+    for day in sorted(days):
+        day_bytes = sum(p.stat().st_size if isinstance(p, Path) else int(p.estimated_size()) for p in days[day])
+        if chunks and chunks[-1][-1] == day - timedelta(days=1) and size + day_bytes <= _CHUNK_BYTES:
+            chunks[-1].append(day)
+            size += day_bytes
+        else:
+            chunks.append([day])
+            size = day_bytes
+    return chunks
+
+
+def _by_day(frame: pl.DataFrame) -> Iterator[tuple[date, pl.DataFrame]]:
+    """A frame in time order split into its days (slices: no copy)."""
+    days = frame.select(pl.col("ts").dt.date()).to_series()
+    values = days.unique(maintain_order=True)
+    bounds = [*days.search_sorted(values, side="left").to_list(), frame.height]
+    for day, start, end in zip(values.to_list(), bounds[:-1], bounds[1:], strict=True):
+        yield day, frame.slice(start, end - start)
 
 
 @dataclass(frozen=True)
@@ -38,7 +141,9 @@ def atomic_write_parquet(frame: pl.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        frame.write_parquet(tmp, compression="zstd", statistics=True)
+        # zstd level 1: about as small as polars' default level on event files, and a third faster to write;
+        # fixed-size row groups: a frame assembled from pieces would otherwise get one row group per piece
+        frame.write_parquet(tmp, compression="zstd", compression_level=1, statistics=True, row_group_size=1 << 19)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -128,48 +233,101 @@ class EventStore:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def write_events(self, events: pl.DataFrame, gap_minutes: float) -> WriteResult:
-        """Merge canonical events (with ``event_id``, without ``session_id``) into their day partitions.
+    def write_days(self, days: Mapping[date, Sequence[Path | pl.DataFrame]], gap_minutes: float,
+                   remove_files: bool = False) -> WriteResult:
+        """Merge canonical events (with ``event_id``, optionally ``session_seed``, without ``session_id``),
+        given per day as frames or Arrow IPC files, into their day partitions (``remove_files``: delete
+        each file once read, staging files whose disk and cache are better freed as the merge proceeds).
 
-        Rows already stored are skipped; touched days and the day after each (whose first sessions may
-        continue across midnight) are re-sessionised with the stored day before as context.
+        Rows already stored are skipped. A day is rewritten, in time order and re-sessionised with the
+        day before as context, when it gains rows or its session ids change; then so is the stored day
+        after it (its first sessions may continue across midnight), and the next while ids keep changing.
+        Consecutive days are merged and sessionised together in chunks of about ``_CHUNK_BYTES`` (a small
+        day costs little more than its fixed overheads); two chunks are prepared at a time by worker
+        threads, then linked to the day before and written in date order, the writing in the background.
         """
-        if events.is_empty():
+        if not days:
             return WriteResult(0, 0, ())
-        with self.lock():
-            events = events.with_columns(day=pl.col("ts").dt.date())
-            touched = sorted(events.get_column("day").unique().to_list())
-            stored_ids = self._stored_ids(touched)
-            is_stored = events.get_column("event_id").is_in(stored_ids.implode())
-            new = events.filter(~is_stored)
-            if new.is_empty():
-                return WriteResult(0, int(is_stored.sum()), ())
-            new_days = set(new.get_column("day").unique().to_list())
-            following = {d + timedelta(days=1) for d in new_days}
-            rewrite = sorted(new_days | {d for d in following if self.day_path(d).exists()})
-            columns = [c for c in EVENT_SCHEMA if c != "session_id"]
-            existing = [self.read_day(d).select(columns) for d in rewrite]
-            merged = pl.concat([*existing, new.select(columns)], how="vertical_relaxed")
-            context = self.read_day(rewrite[0] - timedelta(days=1))
-            merged = assign_sessions(merged, gap_minutes, context).select(list(EVENT_SCHEMA))
-            merged = merged.sort("ts", "user_id", "event_id")
-            for day, part in self._by_day(merged):
-                atomic_write_parquet(part, self.day_path(day))
-            self._bump_generation()
-            self.refresh_views()
-            return WriteResult(new.height, int(is_stored.sum()), tuple(rewrite))
+        new_events = already_stored = 0
+        written: list[date] = []
+        chunks = _chunks(days)
 
-    @staticmethod
-    def _by_day(frame: pl.DataFrame) -> Iterator[tuple[date, pl.DataFrame]]:
-        keyed = frame.with_columns(_day=pl.col("ts").dt.date())
-        for (day,), part in keyed.group_by("_day", maintain_order=True):
-            yield day, part.drop("_day")
+        def prepare(chunk: list[date]) -> _Chunk:
+            return self._prepare_chunk(chunk, days, gap_minutes, remove_files)
 
-    def _stored_ids(self, days: list[date]) -> pl.Series:
-        files = [self.day_path(d) for d in days if self.day_path(d).exists()]
-        if not files:
-            return pl.Series("event_id", [], dtype=pl.String)
-        return pl.scan_parquet(files).select("event_id").collect().get_column("event_id")
+        with (self.lock(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="xc-days") as workers,
+              ThreadPoolExecutor(max_workers=1, thread_name_prefix="xc-write") as writer):
+            preparing = [workers.submit(prepare, chunk) for chunk in chunks[:2]]
+            queued = chunks[2:]
+            pending: Future[None] | None = None
+            previous: tuple[date, pl.DataFrame] | None = None  # the last day done and its sessions' tail
+            follower: list[date] | None = None  # a stored day after a changed one: its sessions may change
+            while preparing or follower:
+                if follower is not None:
+                    done, follower = prepare(follower), None
+                else:
+                    done = preparing.pop(0).result()
+                    if queued:
+                        preparing.append(workers.submit(prepare, queued.pop(0)))
+                already_stored += done.already_stored
+                new_events += sum(done.new_events.values())
+                before = done.days[0] - timedelta(days=1)
+                tail = previous[1] if previous is not None and previous[0] == before else self._tail_of(before)
+                ids, tail = done.sessions.after(tail, gap_minutes)
+                last = done.days[-1]
+                previous = (last, tail.filter(pl.col("ctx_ts").dt.date() == last))  # context is one day back
+                merged = done.frame.with_columns(ids)
+                changed = False
+                for day, part in _by_day(merged):
+                    if not done.new_events.get(day) and _same_sessions(done.existing.get(day), part):
+                        continue  # nothing changed: the file stays as it is
+                    if pending is not None:
+                        pending.result()
+                    pending = writer.submit(_write_day, part, self.day_path(day))
+                    written.append(day)
+                    changed = day == last
+                following = last + timedelta(days=1)
+                if changed and following not in days and self.day_path(following).exists():
+                    follower = [following]
+            if pending is not None:
+                pending.result()  # re-raises a failed write while the lock is still held
+            if written:
+                self._bump_generation()
+                self.refresh_views()
+        return WriteResult(new_events, already_stored, tuple(written))
+
+    def _prepare_chunk(self, chunk: list[date], days: Mapping[date, Sequence[Path | pl.DataFrame]],
+                       gap_minutes: float, remove_files: bool) -> _Chunk:
+        """Consecutive days' stored rows plus their new ones, in time order, with sessions computed on their own."""
+        frames, existing, new_events, already = [], {}, {}, 0
+        for day in chunk:
+            stored = self.read_day(day) if self.day_path(day).exists() else None
+            parts = days.get(day, ())
+            read = [pl.read_ipc(p) if isinstance(p, Path) else p for p in parts]
+            if remove_files:
+                for part in parts:
+                    if isinstance(part, Path):
+                        part.unlink(missing_ok=True)
+            incoming = _conform(pl.concat(read, how="diagonal_relaxed")) if read else None
+            if stored is not None:
+                existing[day] = stored
+                frames.append(_conform(stored.select(_UNSESSIONED)))
+                if incoming is not None:
+                    known = incoming.get_column("event_id").is_in(parse_hex16(stored.get_column("event_id")).implode())
+                    already += int(known.sum())
+                    incoming = incoming.filter(~known)
+            if incoming is not None:
+                new_events[day] = incoming.height
+                frames.append(incoming)
+        merged = _in_store_order(pl.concat(frames, how="vertical_relaxed") if frames
+                                 else pl.DataFrame(schema=_MERGE_SCHEMA))
+        return _Chunk(chunk, merged, sessionise(merged, gap_minutes), existing, new_events, already)
+
+    def _tail_of(self, day: date) -> pl.DataFrame:
+        """Each user's last session in a stored day (empty when the day is not stored)."""
+        path = self.day_path(day)
+        return last_session_per_user(pl.read_parquet(path, columns=["user_id", "ts", "session_id"])
+                                     if path.exists() else None)
 
     def append_quarantine(self, rows: pl.DataFrame) -> int:
         """Add quarantine rows not already recorded (same source, line and reason); returns rows added."""

@@ -15,8 +15,9 @@ from pydantic import Field
 from xc_assets.defs.constants import INGEST_GROUP
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
-from xc_core.logs.config import IngestConfig
-from xc_core.logs.ingest import IngestSummary, Source, SourceKind, ingest
+from xc_core.logs.config import load_ingest_config
+from xc_core.logs.errors import IngestError
+from xc_core.logs.ingest import IngestSummary, Source, SourceKind, ingest, rejected_file_message
 from xc_core.paths import aol_archive
 
 # BackfillPolicy is "beta" in Dagster 1.13; single-run backfills are what make a 92-day ingest one read.
@@ -30,8 +31,12 @@ class RawEventsConfig(dg.Config):
     source: Literal["simulated", "aol", "events"] = Field(
         default="simulated", description="simulated day files, aol block files, or canonical event files")
     paths: list[str] = Field(default_factory=list, description="files to read")
-    max_query_chars: int = Field(default=512, description="longer queries are quarantined")
-    session_gap_minutes: float = Field(default=30.0, description="inactivity that starts a new session")
+    # None: ingest.<name> in <home>/xc.yaml, else the default (run config > home file > default)
+    markets: list[str] | None = Field(
+        default=None, description="accepted markets, e.g. [zh-CN, en-US]; ['*']: any (default: any)")
+    max_query_chars: int | None = Field(default=None, description="longer queries are quarantined (default 512)")
+    session_gap_minutes: float | None = Field(
+        default=None, description="inactivity that starts a new session (default 30)")
 
 
 def markdown_table(frame: pl.DataFrame, limit: int = 10) -> str:
@@ -61,14 +66,15 @@ def _default_paths(source: str, xc_home: XcHome, start: datetime, end: datetime)
     raise dg.Failure("source 'events' needs config paths: canonical Parquet/CSV/TSV/JSON Lines files")
 
 
-def _nothing_stored(summary: IngestSummary, start: datetime, end: datetime) -> str:
+def _nothing_stored(summary: IngestSummary, start: datetime, end: datetime, home: Path) -> str:
     """Why an ingestion stored no event, and what to do about it."""
     window = f"{start.date()} .. {(end - timedelta(days=1)).date()}"
     if summary.read == 0:
         return f"stored no events: the input has no rows (partitions {window})"
     if summary.first_event is None:
-        return (f"stored no events: all {summary.rejected} of {summary.read} rows were rejected (see the quarantine "
-                f"asset for the reasons)")
+        files = " ".join(rejected_file_message(entry, home) for entry in summary.rejected_files)
+        return (f"stored no events: all {summary.rejected} of {summary.read} rows were rejected: {files} "
+                f"(run config 'markets' and the other options override <home>/xc.yaml)")
     return (f"stored no events: the valid events read lie between {summary.first_event} and {summary.last_event}, "
             f"outside this run's partitions {window} ({summary.outside_window} rows); launch the run for those "
             f"dates (the landing sensor does so from the file's own dates)")
@@ -87,14 +93,20 @@ def raw_events(context: dg.AssetExecutionContext, config: RawEventsConfig, xc_ho
     window = context.partition_time_window
     paths = [Path(p) for p in config.paths] or _default_paths(config.source, xc_home, window.start, window.end)
     kind: SourceKind = "aol" if config.source == "aol" else "events"
-    cfg = IngestConfig(max_query_chars=config.max_query_chars, session_gap_minutes=config.session_gap_minutes)
+    try:
+        cfg = load_ingest_config(xc_home.path, markets=config.markets, max_query_chars=config.max_query_chars,
+                                 session_gap_minutes=config.session_gap_minutes)
+    except IngestError as exc:  # a bad xc.yaml or run config: say which key, no retry would help
+        raise dg.Failure(description=str(exc), allow_retries=False) from exc
     summary = ingest([Source(kind, p) for p in paths], xc_home.path, cfg,
                      window=(window.start, window.end), progress=False)
     context.log.info(f"ingested {summary.to_dict()}")
+    for entry in summary.rejected_files:  # a file that gave nothing must not pass unnoticed
+        context.log.warning(rejected_file_message(entry, xc_home.path))
     if summary.stored == 0 and summary.already_stored == 0:  # a green run that stored nothing would hide the miss
-        raise dg.Failure(description=_nothing_stored(summary, window.start, window.end), metadata={
+        raise dg.Failure(description=_nothing_stored(summary, window.start, window.end, xc_home.path), metadata={
             "rows_read": summary.read, "rows_rejected": summary.rejected,
-            "rows_outside_partitions": summary.outside_window})
+            "rows_outside_partitions": summary.outside_window}, allow_retries=False)  # same input, same outcome
     rejects = xc_home.event_store().read_quarantine().filter(pl.col("disposition") == "rejected")
     return dg.MaterializeResult(metadata={
         "rows_read": summary.read,
