@@ -10,8 +10,10 @@ export XC_DAGSTER_STATE := $(CURDIR)/.dagster_home
 XC_HOME ?= $(CURDIR)/.xc
 export XC_HOME
 
-MLFLOW_STORE := $(CURDIR)/mlflow
-MLFLOW_URI := sqlite:///$(MLFLOW_STORE)/mlflow.db
+# One MLflow store per home, where the bare CLI finds it (xc_core/tracking/store.py): make run and make ui
+# set no MLFLOW_TRACKING_URI, so xc resolves <home>/mlflow itself; make mlflow-ui serves that same folder.
+MLFLOW_STORE = $(abspath $(XC_HOME))/mlflow
+MLFLOW_URI = sqlite:///$(MLFLOW_STORE)/mlflow.db
 
 .PHONY: install peers run lint test ui ui-snapshot mlflow-ui bench clean
 
@@ -42,14 +44,14 @@ DATASET ?= synthetic
 PROFILE ?= demo
 METHODS ?= pretrained,dual_encoder,ramen,dual_encoder-clf,ramen-clf
 
-run: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
+# xc run prints the results table and saves its JSON summary as $(XC_HOME)/last-run.json
+# (python -m xc_assets.summary $(XC_HOME)/last-run.json prints the table again)
 run: $(STAMP) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
 	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors → train → index → eval → A/B → report → promotion"
 	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 4.5 minutes on 2 idle cores)"
-	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME) --quiet 2> $(XC_HOME)/last-run.log \
-		| tee $(XC_HOME)/last-run.json || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
-	@$(BIN)/python -m xc_assets.summary $(XC_HOME)/last-run.json
+	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME) --quiet \
+		2> $(XC_HOME)/last-run.log || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
 	@echo
 	@echo "Results under $(XC_HOME):"
 	@echo "  event store      $(XC_HOME)/events   (duckdb views: $(XC_HOME)/xc.duckdb; quarantine: $(XC_HOME)/quarantine)"
@@ -59,7 +61,7 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 	@echo "  HTML report      $(XC_HOME)/reports/$(DATASET)-$(PROFILE).html   (open it in a browser; A/B tables inside)"
 	@echo "  A/B tests        $(XC_HOME)/abtest/$(DATASET)/$(PROFILE)   (JSON + HTML per test; gate tests in gate/)"
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
-	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: mlflow/mlflow.db)"
+	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: $(MLFLOW_STORE); xc predict reads the same)"
 
 # ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first
 lint: $(STAMP)
@@ -73,15 +75,16 @@ ui-snapshot: $(STAMP) $(XC_DAGSTER_STATE)
 	bash docs/ui_snapshot.sh
 
 mlflow-ui: $(STAMP)
+	mkdir -p $(MLFLOW_STORE)
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --backend-store-uri $(MLFLOW_URI) \
 		--default-artifact-root $(MLFLOW_STORE)/artifacts --host 127.0.0.1 --port 5000 --workers 1
 
-ui: export MLFLOW_TRACKING_URI = $(MLFLOW_URI)
 ui: $(STAMP) $(XC_DAGSTER_STATE)
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ingest.py
 
+# the home holds its MLflow store; mlflow/mlflow.db and mlflow/artifacts are where it lived before (issue #15)
 clean:
-	rm -rf $(XC_DAGSTER_STATE) $(XC_HOME) $(MLFLOW_STORE)/mlflow.db $(MLFLOW_STORE)/artifacts
+	rm -rf $(XC_DAGSTER_STATE) $(XC_HOME) $(MLFLOW_STORE) mlflow/mlflow.db mlflow/artifacts

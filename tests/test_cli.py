@@ -1,4 +1,5 @@
-"""The ``xc`` CLI prints exactly one JSON line per command."""
+"""The ``xc`` CLI prints exactly one JSON line per command (``run``/``promote``: a table, JSON with ``--json``),
+naming the data set the same way in every command."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from xc_core.datasets.container import XCDataset
 
 
 def test_xc_ingest_prints_one_json_summary(aol_slice: Path, tmp_path: Path) -> None:
@@ -84,5 +87,21 @@ def test_an_unknown_data_set_is_one_line_naming_the_choices_not_a_traceback(tmp_
                               capture_output=True, text=True)
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.strip().splitlines() == [
-            "xc dataset: error: unknown data set 'mylog': use synthetic, aol-1000, wikispeedia or an XC-repository "
-            "folder (a path to one with trn_X.txt, tst_X.txt, …)"]
+            "xc dataset: error: unknown data set 'mylog': use aol-1000, synthetic, wikispeedia, an XC-repository "
+            "folder (a path to one with trn_X.txt, tst_X.txt, …), or define it: `xc dataset --name mylog "
+            "--from-events --markets ...` (or `--from-xc-folder PATH`)"]
+
+
+def test_every_command_names_a_folder_data_set_by_its_name_not_the_path_it_was_given(
+        tiny_data: XCDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xc_core.cli import main
+    from xc_core.datasets.xc_repo import write_xc_repo
+
+    folder = tmp_path / "shop-xc"
+    write_xc_repo(tiny_data, folder)
+    where = ["--dataset", str(folder), "--home", str(tmp_path / "home"), "--quiet"]
+    for argv in (["dataset"], ["train", "--method", "pretrained", "--profile", "tiny"],
+                 ["index", "--method", "pretrained", "--profile", "tiny"],  # printed the path before issue #15
+                 ["eval", "--method", "pretrained", "--profile", "tiny"]):
+        assert main([*argv, *where]) == 0
+        assert json.loads(capsys.readouterr().out)["dataset"] == "shop-xc", argv

@@ -18,7 +18,22 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     home = tmp_path / "home"
     assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
                  "--methods", "pretrained,ramen"]) == 0
-    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    table = capsys.readouterr().out.strip().splitlines()  # for people; the JSON is in last-run.json
+    first = json.loads((home / "last-run.json").read_text())
+    assert table[0].split() == ["method", "P@1", "[95%", "CI]", "PSP@1", "[95%", "CI]", "promotion"]
+    # each method's row: P@1 and PSP@1 in points with the evaluation's interval, then the gate's decision
+    interval = r"(\d+\.\d\d) \[(\d+\.\d\d), (\d+\.\d\d)\]"
+    for line, method in zip(table[1:3], ("pretrained", "ramen"), strict=True):
+        row = re.fullmatch(rf"{method} +{interval} +{interval} +(promoted|rejected) v\d+: .+", line)
+        assert row is not None, line
+        p1, low, high = map(float, row.groups()[:3])
+        assert low <= p1 <= high and p1 == pytest.approx(100 * first["methods"][method]["P@1"], abs=0.006)
+    # then the A/B lifts against the control (%Δ, * where significant), the champion and the report
+    title, header, lifts = table[3:-2]
+    assert title.startswith("A/B vs pretrained (simulated)") and header.split()[:3] == ["method", "revenue", "ctr"]
+    assert lifts.split()[0] == "ramen" and all(re.fullmatch(r"[+-]\d+\.\d\d\*?", c) for c in lifts.split()[1:])
+    assert table[-2].startswith(f"champion: {first['champion']['method']} v{first['champion']['version']} ")
+    assert table[-1] == f"report: {first['report']}"
     assert first["success"] and all(first["checks"].values()) and set(first["methods"]) == {"pretrained", "ramen"}
     assert [d["method"] for d in first["promotion"]] == ["pretrained", "ramen"]
     assert first["promotion"][0]["promoted"]  # the first model becomes champion
@@ -28,8 +43,9 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
 
     anchors_before = (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns
     assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
-                 "--reuse-data", "--methods", "dual_encoder"]) == 0
+                 "--reuse-data", "--methods", "dual_encoder", "--json"]) == 0
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert json.loads((home / "last-run.json").read_text()) == second  # saved whichever output was asked for
     assert second["success"] and second["reused_data"] and list(second["methods"]) == ["dual_encoder"]
     assert (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns == anchors_before  # not rebuilt
     assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny",
@@ -38,9 +54,10 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     # `xc promote` re-runs the gate for evaluated models: the same model again is never "better"
     assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
                  "--methods", "pretrained"]) == 0
-    third = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    [again] = third["promotion"]
-    assert again["version"] is not None and not again["promoted"] and "does not beat" in again["reason"]
+    _, again, champion = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"pretrained +.+ rejected v\d+: P@1 \S+ does not beat the champion's \S+", again), again
+    kept = second["champion"] or first["champion"]  # the table names the registry's champion, unchanged
+    assert champion.startswith(f"champion: {kept['method']} v{kept['version']} (unchanged, "), champion
     # a registration that errors (tracking server down) fails the command and says why; it is no rejection
     import socket
 
@@ -48,7 +65,7 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
         s.bind(("127.0.0.1", 0))
         monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{s.getsockname()[1]}")
     assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
-                 "--methods", "ramen"]) == 1
+                 "--methods", "ramen", "--json"]) == 1
     [broken] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["promotion"]
     assert broken["version"] is None and broken["reason"].startswith("error before the gate") \
         and "not reachable" in broken["reason"]
@@ -68,14 +85,15 @@ def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -
 def test_what_a_run_ingests_comes_from_the_registry_entry_not_the_name(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from xc_assets.run import _ingest_ops, _partition_tags, _selection
-    from xc_core.datasets.events import aol_1000_config
+    from xc_core.datasets.definitions import builtin_definitions
     from xc_core.datasets.registry import DATASETS, DatasetSpec, RawEvents
 
     log = tmp_path / "shop.jsonl"
     log.write_text(json.dumps({"ts": "2006-04-02 10:00:00", "user_id": "u1", "market": "en-US", "query_text": "shoes",
                                "item_id": "k1", "item_text": "shoes", "position": 1, "impressed": True,
                                "clicked": True}) + "\n")
-    spec = DatasetSpec("shop-log", "a user's own log", events=lambda home: aol_1000_config(),
+    protocol = builtin_definitions()["aol-1000"].events_config(None)
+    spec = DatasetSpec("shop-log", "a user's own log", events=lambda home: protocol,
                        raw=RawEvents("events", lambda: [log]))
     monkeypatch.setitem(DATASETS, "shop-log", spec)
     assert _partition_tags("shop-log", "tiny") == {"dagster/asset_partition_range_start": "2006-04-02",

@@ -2,16 +2,8 @@
 
 import dagster as dg
 
-from xc_assets.defs.assets import (
-    abtest_assets,
-    eval_assets,
-    graph_assets,
-    ingest_assets,
-    keyword_assets,
-    model_assets,
-    registry_assets,
-    simulate_assets,
-)
+from xc_assets.defs.assets import ingest_assets, simulate_assets
+from xc_assets.defs.family import served_families
 from xc_assets.defs.jobs import (
     add_keywords_job,
     ingest_job,
@@ -30,13 +22,12 @@ from xc_assets.defs.sensors import (
     train_after_rebuild,
 )
 
+#: every data set of the served home ($XC_HOME: built in, or defined with `xc dataset --from-events`) as its own group
+FAMILIES = served_families()
+
 defs = dg.Definitions(
-    assets=[*dg.load_assets_from_modules([simulate_assets, ingest_assets]), *graph_assets.graph_table_assets,
-            *graph_assets.dataset_assets, *graph_assets.anchor_assets, *model_assets.encoder_assets,
-            *eval_assets.index_assets, *eval_assets.eval_assets, *abtest_assets.ab_vs_control_assets,
-            *eval_assets.report_assets, *registry_assets.challenger_assets, *abtest_assets.ab_test_assets,
-            *registry_assets.champion_assets, *keyword_assets.streamed_keyword_assets],
-    asset_checks=[*graph_assets.graph_checks, *registry_assets.promotion_checks],
+    assets=[*dg.load_assets_from_modules([simulate_assets, ingest_assets]), *(a for f in FAMILIES for a in f.assets)],
+    asset_checks=[c for f in FAMILIES for c in f.checks],
     jobs=[ingest_job, retrain_job, train_eval_job, report_job, promotion_job, add_keywords_job],
     schedules=[nightly_retrain],
     sensors=[landing_folder_sensor, keyword_landing_sensor, record_run_failures, train_after_rebuild,

@@ -16,18 +16,11 @@ from typing import Any
 
 import dagster as dg
 
-from xc_assets.defs.assets import (
-    abtest_assets,
-    eval_assets,
-    graph_assets,
-    ingest_assets,
-    model_assets,
-    registry_assets,
-    simulate_assets,
-)
+from xc_assets.defs.assets import abtest_assets, ingest_assets, simulate_assets
 from xc_assets.defs.assets.graph_assets import prefix
+from xc_assets.defs.family import DatasetFamily, family
 from xc_assets.defs.resources import XcHome
-from xc_core.datasets.registry import DATASETS, RawEvents
+from xc_core.datasets.registry import RawEvents, get_dataset_spec
 from xc_core.methods import RUN_METHODS
 
 SIM_SCALE = {"tiny": "tiny", "demo": "demo", "cpu": "demo", "full": "large"}
@@ -43,25 +36,26 @@ def _instance(home: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.local_temp(tempdir=str(home / "dagster"))
 
 
-def _raw(dataset: str) -> RawEvents | None:
-    """What the data set's registry entry says a run ingests (None: a file data set, or events already stored)."""
-    spec = DATASETS.get(dataset)
-    return spec.raw if spec is not None else None
+def _raw(dataset: str, home: Path | None = None) -> RawEvents | None:
+    """What the data set's definition says a run ingests (None: a file data set, or events already stored)."""
+    return get_dataset_spec(dataset, home).raw
 
 
-def _selection(dataset: str) -> tuple[list[Any], list[Any]]:
-    p = prefix(dataset)
-    lineage = [a for a in (*graph_assets.graph_table_assets, *graph_assets.dataset_assets, *graph_assets.anchor_assets)
-               if any(k.path[0] == p for k in a.keys)]
-    checks = [c for c in graph_assets.graph_checks if any(k.asset_key.path[0] == p for k in c.check_keys)]
-    raw = _raw(dataset)
+def _family(dataset: str, home: Path | None = None) -> DatasetFamily:
+    """The data set's assets as ``home`` defines it (any data set of any home, no code location needed)."""
+    return family(dataset, get_dataset_spec(dataset, home).from_events)
+
+
+def _selection(dataset: str, home: Path | None = None) -> tuple[list[Any], list[Any]]:
+    lineage = _family(dataset, home)
+    raw = _raw(dataset, home)
     simulator = [simulate_assets.world, simulate_assets.simulated_events] if raw and raw.source == "simulated" else []
     ingestion = [*simulator, ingest_assets.raw_events, ingest_assets.quarantine] if raw else []
-    return [*ingestion, *lineage], checks
+    return [*ingestion, *lineage.lineage], list(lineage.lineage_checks)
 
 
-def _ingest_ops(dataset: str, profile: str) -> dict[str, Any]:
-    raw = _raw(dataset)
+def _ingest_ops(dataset: str, profile: str, home: Path | None = None) -> dict[str, Any]:
+    raw = _raw(dataset, home)
     if raw is None:
         return {}
     ops: dict[str, Any] = {"raw_events": {"config": {"source": raw.source,
@@ -71,10 +65,10 @@ def _ingest_ops(dataset: str, profile: str) -> dict[str, Any]:
     return ops
 
 
-def _partition_tags(dataset: str, profile: str) -> dict[str, str]:
+def _partition_tags(dataset: str, profile: str, home: Path | None = None) -> dict[str, str]:
     """The daily partitions the run ingests: the simulator's calendar, or the days the source files' events fall
     on (the partitions run on to today, so the whole range would be thousands of empty days)."""
-    raw = _raw(dataset)
+    raw = _raw(dataset, home)
     if raw is None:
         return {}
     if raw.source == "simulated":
@@ -96,22 +90,16 @@ DEFAULT_METHODS = RUN_METHODS
 DEFAULT_CONTROL = abtest_assets.ABTestConfig().control  # make run prints each method's A/B lifts against it
 
 
-def _of(assets: list[dg.AssetsDefinition], dataset: str) -> dg.AssetsDefinition:
-    return next(a for a in assets if a.key.path[0] == prefix(dataset))
-
-
 def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[str, ...],
                         instance: dg.DagsterInstance, min_lead: float = 0.0) -> dict[str, Any]:
     """One run per method partition (encoder → label_index → offline_eval → ab_vs_control), then the report run."""
-    p = prefix(dataset)
+    p, assets = prefix(dataset), _family(dataset, home)
     resources = {"xc_home": XcHome(home=str(home))}
     config = {"config": {"profile": profile}}
     out: dict[str, Any] = {"methods": {}}
     for method in methods:
         result = dg.materialize(
-            [_of(model_assets.encoder_assets, dataset), _of(eval_assets.index_assets, dataset),
-             _of(eval_assets.eval_assets, dataset), _of(abtest_assets.ab_vs_control_assets, dataset)],
-            instance=instance, partition_key=method, resources=resources,
+            assets.method_steps, instance=instance, partition_key=method, resources=resources,
             run_config={"ops": {f"{p}__encoder": config, f"{p}__label_index": config, f"{p}__offline_eval": config,
                                 f"{p}__ab_vs_control": config}},
             raise_on_error=False, tags={"xc/dataset": dataset, "xc/profile": profile, "xc/method": method})
@@ -124,12 +112,12 @@ def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[s
             if m.asset_key.path[-1] == "ab_vs_control" and m.metadata["tests"].value:
                 metrics["ab_vs_control"] = _ab_headline(dataset, profile, home, method)
         out["methods"][method] = {"success": result.success, **metrics}
-    report = dg.materialize([_of(eval_assets.report_assets, dataset)], instance=instance, resources=resources,
+    report = dg.materialize([assets.eval_report], instance=instance, resources=resources,
                             run_config={"ops": {f"{p}__eval_report": config}}, raise_on_error=False)
     for event in report.get_asset_materialization_events():
         out["report"] = event.step_materialization_data.materialization.metadata["report"].value
     out["success"] = report.success and all(m["success"] for m in out["methods"].values())
-    out["promotion"] = _promote_each(dataset, profile, methods, resources, instance, min_lead)
+    out["promotion"] = _promote_each(dataset, profile, methods, resources, instance, min_lead, home)
     return out
 
 
@@ -143,31 +131,25 @@ def _ab_headline(dataset: str, profile: str, home: Path, method: str) -> dict[st
     return {"control": found[0]["control"], "mode": found[0]["mode"], **headline(found[0])} if found else {}
 
 
-def _promotion_selection(dataset: str) -> list[Any]:
-    """challenger → ab_test (challenger vs champion) with the blocking check beats_champion → champion."""
-    p = prefix(dataset)
-    check = next(c for c in registry_assets.promotion_checks if any(k.asset_key.path[0] == p for k in c.check_keys))
-    return [_of(registry_assets.challenger_assets, dataset), _of(abtest_assets.ab_test_assets, dataset), check,
-            _of(registry_assets.champion_assets, dataset)]
-
-
-def promotion_run_config(dataset: str, method: str, profile: str, min_lead: float = 0.0) -> dict[str, Any]:
+def promotion_run_config(dataset: str, method: str, profile: str, min_lead: float = 0.0,
+                         home: Path | None = None) -> dict[str, Any]:
     """Which method to register, and the gate's policy for both steps that apply it: the check decides and
     the champion step re-decides before moving the alias, so they must not disagree."""
-    challenger, _, check, champion = _promotion_selection(dataset)
+    challenger, _, check, champion = _family(dataset, home).promotion
     policy = {"config": {"min_lead": min_lead}}
     return {"ops": {challenger.node_def.name: {"config": {"method": method, "profile": profile}},
                     check.node_def.name: policy, champion.node_def.name: policy}}
 
 
 def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resources: dict[str, Any],
-                  instance: dg.DagsterInstance, min_lead: float = 0.0) -> list[dict[str, Any]]:
+                  instance: dg.DagsterInstance, min_lead: float = 0.0,
+                  home: Path | None = None) -> list[dict[str, Any]]:
     """Register every evaluated method in turn; the blocking check decides whether it becomes champion."""
     decisions = []
     for method in methods:
         result = dg.materialize(
-            _promotion_selection(dataset), instance=instance, resources=resources, raise_on_error=False,
-            run_config=promotion_run_config(dataset, method, profile, min_lead),
+            _family(dataset, home).promotion, instance=instance, resources=resources, raise_on_error=False,
+            run_config=promotion_run_config(dataset, method, profile, min_lead, home),
             tags={"xc/dataset": dataset, "xc/method": method})
         gate = next((e for e in result.get_asset_check_evaluations()), None)
         decisions.append({"method": method, "version": gate.metadata["challenger_version"].value if gate else None,
@@ -203,7 +185,7 @@ def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, 
     started = time.perf_counter()
     summary: dict[str, object] = {"dataset": dataset, "profile": profile, "success": True}
     _add_promotion(summary, _promote_each(dataset, profile, methods, {"xc_home": XcHome(home=str(home))},
-                                          _instance(home), min_lead))
+                                          _instance(home), min_lead, home))
     return _finish(summary, home, started)
 
 
@@ -251,14 +233,14 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
     started = time.perf_counter()
     if reuse_data:
         return _reuse_data(dataset, profile, home, methods, started, min_lead)
-    assets, checks = _selection(dataset)
+    assets, checks = _selection(dataset, home)
     ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}},
-                           **_ingest_ops(dataset, profile)}
+                           **_ingest_ops(dataset, profile, home)}
     instance = _instance(home)
     result = dg.materialize(
         [*assets, *checks], instance=instance, resources={"xc_home": XcHome(home=str(home))},
         run_config={"ops": ops}, raise_on_error=False,
-        tags={**_partition_tags(dataset, profile), "xc/dataset": dataset, "xc/profile": profile},
+        tags={**_partition_tags(dataset, profile, home), "xc/dataset": dataset, "xc/profile": profile},
     )
     summary: dict[str, object] = {"dataset": dataset, "profile": profile, "run_id": result.run_id,
                                   "success": result.success}

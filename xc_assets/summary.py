@@ -1,32 +1,135 @@
-"""``python -m xc_assets.summary LAST_RUN_JSON``: the headline lines of an ``xc run`` summary for a terminal
-(``make run`` prints them after the JSON): each method's P@1 and its A/B lifts against the control."""
+"""The end of ``xc run`` and ``xc promote`` for people (``--json`` prints the summary itself), and
+``python -m xc_assets.summary LAST_RUN_JSON`` to print it again from ``<home>/last-run.json``.
+
+One row per method: P@1 and PSP@1 in points with the 95% bootstrap intervals its evaluation saved (the summary
+holds point estimates only), and the promotion decision; then each method's A/B lifts against the control, the
+champion and the HTML report."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+METRICS = ("P@1", "PSP@1")
+
+
+def table(summary: dict[str, Any]) -> str:
+    return "\n".join(lines(summary))
+
 
 def lines(summary: dict[str, Any]) -> list[str]:
-    out = []
-    for method, row in summary.get("methods", {}).items():
-        p1 = row.get("P@1")
-        out.append(f"{method:<18} P@1 {100 * p1:6.2f}" if isinstance(p1, float) else f"{method:<18} (no evaluation)")
-        ab = row.get("ab_vs_control") or {}
-        if ab:
-            out.append(f"  A/B vs {ab['control']} ({ab['mode']}): " +
-                       "; ".join(f"{k} {v}" for k, v in ab.items() if k not in ("control", "mode")))
-    champion = summary.get("champion")
-    if champion:
-        out.append(f"champion: {champion['method']} (v{champion['version']}): {champion['reason']}")
+    decisions = {d["method"]: d for d in summary.get("promotion", [])}
+    methods = list(summary.get("methods", {})) or list(decisions)
+    rows = [["method", *(f"{m} [95% CI]" for m in METRICS), "promotion"]]
+    rows += [[m, *_metrics(summary, m), _decision(decisions.get(m))] for m in methods]
+    out = _aligned(rows) if methods else ["no method trained or promoted (data stages only)"]
+    out += _ab_lines(summary)
+    out.append(_champion(summary))
+    if summary.get("report"):
+        out.append(f"report: {summary['report']}")
+    if summary.get("success") is False:
+        out.append("FAILED: a run, a check or a registration failed (the Dagster log on stderr says which)")
     return out
 
 
+def _metrics(summary: dict[str, Any], method: str) -> list[str]:
+    """Each metric with its interval from the saved evaluation, else the summary's point estimate, else —."""
+    ci = _intervals(summary, method)
+    row = summary.get("methods", {}).get(method, {})
+    cells = []
+    for metric in METRICS:
+        if metric in ci:
+            value, low, high = ci[metric]
+            cells.append(f"{100 * value:.2f} [{100 * low:.2f}, {100 * high:.2f}]")
+        else:
+            cells.append(f"{100 * row[metric]:.2f}" if isinstance(row.get(metric), float) else "—")
+    return cells
+
+
+def _intervals(summary: dict[str, Any], method: str) -> dict[str, tuple[float, float, float]]:
+    from xc_core.evaluation.record import CI, EvaluationRecord
+    from xc_core.paths import eval_dir
+
+    if not {"home", "dataset", "profile"} <= summary.keys():
+        return {}
+    folder = eval_dir(Path(summary["home"]), summary["dataset"], method, summary["profile"])
+    record = EvaluationRecord.load(folder)
+    return record.ci() if record is not None and (folder / CI).exists() else {}
+
+
+def _decision(decision: dict[str, Any] | None) -> str:
+    """promoted/rejected, the version and the reason in short (the full reason is in the JSON)."""
+    if decision is None:
+        return "—"
+    if decision["version"] is None:
+        return "error: " + decision["reason"].removeprefix("error before the gate: ")[:80]
+    verdict = "promoted" if decision["promoted"] else "rejected"
+    return f"{verdict} v{decision['version']}: {_short(decision['reason'])}"
+
+
+def _short(reason: str) -> str:
+    """'no champion yet', 'P@1 0.3819 > 0.3622', 'P@1 0.3823 > 0.3819 is within noise', 'A/B guard: brand_bmr
+    +2.98% is significantly worse': the gate's reason without its evidence."""
+    if reason.startswith("A/B guard: "):  # the metric that is worse is the point
+        return re.sub(r" \[[^\]]*\] \([^)]*\)| in the simulated A/B test.*", "", reason)
+    return re.split(r": |; | and no guard", reason, maxsplit=1)[0]
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]) for row in rows]
+
+
+def _ab_lines(summary: dict[str, Any]) -> list[str]:
+    """The methods' A/B lifts against the control as a table of %Δ (intervals: the JSON and the report)."""
+    tests = {m: row["ab_vs_control"] for m, row in summary.get("methods", {}).items() if row.get("ab_vs_control")}
+    if not tests:
+        return []
+    metrics = list(dict.fromkeys(k for ab in tests.values() for k in ab if k not in ("control", "mode")))
+    first = next(iter(tests.values()))
+    rows = [["method", *metrics], *([m, *(_lift(ab.get(k, "—")) for k in metrics)] for m, ab in tests.items())]
+    return [f"A/B vs {first['control']} ({first['mode']}), %Δ; * where the 95% CI excludes 0:", *_aligned(rows)]
+
+
+def _lift(headline: str) -> str:
+    """'+2.98% [+1.23, +4.74] (p=0.000838)' (xc_core.abtest.report.headline) → '+2.98*'."""
+    found = re.match(r"([+-]?\d+\.\d+)% \[([+-]?\d+\.\d+), ([+-]?\d+\.\d+)\]", headline)
+    if found is None:
+        return headline
+    low, high = float(found.group(2)), float(found.group(3))
+    return found.group(1) + ("*" if low > 0 or high < 0 else "")
+
+
+def _champion(summary: dict[str, Any]) -> str:
+    from xc_core.tracking.registry import CHAMPION, model_name
+
+    champion = summary.get("champion") or _current_champion(summary)
+    if not champion:
+        return "champion: none (no method was promoted)"
+    kept = "" if summary.get("champion") else "unchanged, "
+    return (f"champion: {champion['method']} v{champion['version']} "
+            f"({kept}models:/{model_name(summary['dataset'])}@{CHAMPION}; serve it with xc predict)")
+
+
+def _current_champion(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The registry's champion, when this run promoted none (the summary holds this run's decisions only)."""
+    from xc_core.tracking.registry import champion_version
+    from xc_core.tracking.store import tracking_uri
+
+    if not {"home", "dataset"} <= summary.keys():
+        return None
+    try:
+        version = champion_version(summary["dataset"], tracking_uri(Path(summary["home"])))
+    except ConnectionError:  # a tracking server that is down: the table still prints
+        return None
+    return None if version is None else {"method": version.tags.get("method", "?"), "version": version.version}
+
+
 def main(argv: list[str]) -> int:
-    summary = json.loads(Path(argv[0]).read_text())
-    print("\n".join(lines(summary)))
+    print(table(json.loads(Path(argv[0]).read_text())))
     return 0
 
 

@@ -3,7 +3,9 @@
 This module holds the library's commands; the ``xc`` script (``xc_assets.cli``) adds ``run`` and ``promote``,
 which go through Dagster. ``python -m xc_core.cli`` runs the library's commands without Dagster.
 
-Progress bars and logs go to stderr, so ``xc ... | jq`` always sees exactly one JSON line. Bad input and
+Progress bars and logs go to stderr, so ``xc ... | jq`` always sees exactly one JSON line (``run`` and
+``promote`` print a table for people instead, their JSON with ``--json``; ``--quiet`` silences every progress bar,
+the libraries' included). A data set is named by its name, never the folder path it was given. Bad input and
 missing prerequisites (a rejected file, an unknown data set, nothing trained yet, no champion) print one line
 naming the file or name and the fix, and exit 2; any other exception is a bug and keeps its traceback.
 """
@@ -13,13 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xc_core.datasets.registry import event_datasets
-from xc_core.paths import aol_archive, resolve_home
+from xc_core.paths import aol_archive, dataset_slug, resolve_home
 from xc_core.profiles import PROFILE_NAMES
 from xc_core.simulate.config import SCALES
 
@@ -27,20 +30,66 @@ if TYPE_CHECKING:
     from xc_core.datasets.container import XCDataset
 
 
-def _emit(payload: dict[str, object]) -> None:
-    print(json.dumps(payload, default=str), flush=True)
+def _emit(payload: dict[str, object], args: argparse.Namespace) -> None:
+    """One JSON line, or the command's text for people (its ``render`` default) unless ``--json`` asks for JSON."""
+    if isinstance(payload.get("dataset"), str):  # a folder given as PATH is named as XCDataset names it
+        payload["dataset"] = dataset_slug(str(payload["dataset"]))
+    render: Callable[[dict[str, object]], str] | None = getattr(args, "render", None)
+    if render is not None and not getattr(args, "json", False):
+        print(render(payload), flush=True)
+    else:
+        print(json.dumps(payload, default=str), flush=True)
+
+
+# What the libraries read to hide their progress bars: tqdm (at import), Hugging Face downloads and transformers'
+# weight loading (at import), MLflow's artifact transfers (at each transfer); processes a command starts inherit it.
+QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
+
+
+@contextmanager
+def _progress_bars_off(quiet: bool) -> Iterator[None]:
+    """``--quiet``: xc's own bars go through each command's ``progress=``; the libraries' through QUIET_ENV and,
+    for those already imported (their flag was read then), their own switch. The variables are put back after
+    the command (tests call :func:`main` in-process)."""
+    if not quiet:
+        yield
+        return
+    saved = {key: os.environ.get(key) for key in QUIET_ENV}
+    os.environ.update(QUIET_ENV)
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def cmd_ingest(args: argparse.Namespace) -> dict[str, object]:
-    from xc_core.logs.config import IngestConfig
-    from xc_core.logs.ingest import Source, ingest
+    from xc_core.logs.config import load_ingest_config
+    from xc_core.logs.errors import NothingAcceptedError
+    from xc_core.logs.ingest import Source, ingest, rejected_file_message
 
     paths = [Path(p) for p in args.paths] or ([aol_archive()] if args.source == "aol" else [])
     if not paths:
         raise SystemExit("xc ingest --source events needs at least one PATH (Parquet, CSV/TSV or JSON Lines)")
-    cfg = IngestConfig(max_query_chars=args.max_query_chars, session_gap_minutes=args.session_gap_minutes)
-    summary = ingest([Source(args.source, p) for p in paths], resolve_home(args.home), cfg,
-                     progress=not args.quiet)
+    home = resolve_home(args.home)
+    cfg = load_ingest_config(home, markets=args.markets, max_query_chars=args.max_query_chars,
+                             session_gap_minutes=args.session_gap_minutes)
+    summary = ingest([Source(args.source, p) for p in paths], home, cfg, progress=not args.quiet)
+    for entry in summary.rejected_files:  # a file that gave nothing must not pass unnoticed
+        print(f"xc ingest: {rejected_file_message(entry, home)}", file=sys.stderr)
+    if summary.accepted == 0:
+        raise NothingAcceptedError(summary.read, summary.rejected, len(paths))
     return summary.to_dict()
 
 
@@ -51,7 +100,10 @@ def cmd_simulate(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.datasets.registry import events_config
     from xc_core.stages.datasets import materialize_graph_tables
+
+    events_config(args.dataset, resolve_home(args.home))  # an unknown or non-event data set: one clear line
 
     summary = materialize_graph_tables(args.dataset, resolve_home(args.home))
     return {"dataset": args.dataset, **summary.to_dict()}
@@ -60,7 +112,35 @@ def cmd_graphs(args: argparse.Namespace) -> dict[str, object]:
 def cmd_dataset(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.stages.datasets import materialize_dataset
 
-    return materialize_dataset(args.dataset, resolve_home(args.home), seed=args.seed)[1]
+    return materialize_dataset(args.dataset, resolve_home(args.home), seed=args.seed, definition=_definition(args))[1]
+
+
+def _definition(args: argparse.Namespace) -> Any:
+    """The definition ``xc dataset --from-events`` / ``--from-xc-folder`` describes (None: build as defined)."""
+    from xc_core.datasets.definitions import DatasetDefinition, DefinitionError, RawEventsSource
+    from xc_core.datasets.registry import DATASETS
+
+    if not (args.from_events or args.from_xc_folder):
+        return None
+    if args.dataset in DATASETS:
+        raise DefinitionError(f"'{args.dataset}' is a built-in data set: give yours another --name")
+    fields: dict[str, Any] = {"name": args.dataset, "description": args.description or ""}
+    if args.from_xc_folder:
+        folder = Path(args.from_xc_folder).expanduser().resolve()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--from-xc-folder {folder}: no such folder")
+        return DatasetDefinition(**fields, kind="xc-folder", path=str(folder))
+    optional = {"split": args.split, "test_days": args.test_days, "label": args.label, "min_clicks": args.min_clicks,
+                "min_impressions": args.min_impressions, "psp_A": args.psp_a, "psp_B": args.psp_b}
+    fields.update({k: v for k, v in optional.items() if v is not None})
+    if args.markets:
+        fields["markets"] = [m.strip() for m in args.markets.split(",") if m.strip()]
+    if args.raw_files or args.raw_source:
+        fields["raw"] = RawEventsSource(source=args.raw_source or "events", paths=args.raw_files)
+    try:
+        return DatasetDefinition(**fields)
+    except ValueError as err:  # pydantic's ValidationError: name the option
+        raise DefinitionError(f"xc dataset --name {args.dataset}: {err}") from err
 
 
 def cmd_anchors(args: argparse.Namespace) -> dict[str, object]:
@@ -104,8 +184,9 @@ def cmd_index(args: argparse.Namespace) -> dict[str, object]:
     from xc_core.stages.evaluation import index_method
 
     home = resolve_home(args.home)
-    preds = index_method(_anchored(home, args.dataset), args.method, args.profile, home, progress=not args.quiet)
-    return {"dataset": args.dataset, "method": args.method, "index_dir": str(preds.index_dir),
+    dataset = _anchored(home, args.dataset)
+    preds = index_method(dataset, args.method, args.profile, home, progress=not args.quiet)
+    return {"dataset": dataset.name, "method": args.method, "index_dir": str(preds.index_dir),
             "labels": preds.scores.shape[1], **preds.index_metrics()}
 
 
@@ -127,9 +208,11 @@ def cmd_report(args: argparse.Namespace) -> dict[str, object]:
 
 
 def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.datasets.registry import resolve_dataset
     from xc_core.serving import predict_from_champion
 
-    return predict_from_champion(args.dataset, args.query, resolve_home(args.home), k=args.k)
+    home = resolve_home(args.home)
+    return predict_from_champion(resolve_dataset(args.dataset, home, define=False), args.query, home, k=args.k)
 
 
 def cmd_add_keywords(args: argparse.Namespace) -> dict[str, object]:
@@ -154,13 +237,39 @@ def cmd_abtest(args: argparse.Namespace) -> dict[str, object]:
     return stage.run(args.control, args.treatment, cfg, log=not args.no_mlflow)
 
 
-def _add_dataset(command: argparse.ArgumentParser, choices: Sequence[str] | None = None) -> None:
-    """``--dataset`` on every command (``--name``, the old spelling of graphs/dataset/anchors, still works)."""
-    from xc_core.datasets.registry import dataset_names
+def _add_dataset(command: argparse.ArgumentParser, events_only: bool = False) -> None:
+    """``--dataset`` on every command (``--name``, the old spelling of graphs/dataset/anchors, still works): a
+    built-in name, one defined in the home (checked when the command runs: the home is an option too), or a
+    folder."""
+    kinds = "an event-log data set (built in or defined in the home)" if events_only else (
+        "a data set: built in (synthetic, aol-1000, wikispeedia), defined in the home (`xc dataset --name NAME "
+        "--from-events`), or PATH (an XC-repository folder)")
+    command.add_argument("--dataset", "--name", dest="dataset", default="synthetic", help=f"{kinds} (default: "
+                                                                                            "synthetic)")
 
-    names = " | ".join(choices or dataset_names())
-    command.add_argument("--dataset", "--name", dest="dataset", default="synthetic", choices=choices,
-                         help=f"{names}{'' if choices else ' | PATH (an XC-repository folder)'} (default: synthetic)")
+
+def _add_definition(command: argparse.ArgumentParser) -> None:
+    """``xc dataset``'s options that define a data set in the home (``<home>/datasets/NAME.yaml``)."""
+    group = command.add_argument_group("define a data set (saved as <home>/datasets/NAME.yaml once it builds)")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument("--from-events", action="store_true", help="an event log in the home's store (xc ingest)")
+    source.add_argument("--from-xc-folder", metavar="PATH", help="an XC-repository folder (trn_X.txt, tst_X.txt, …)")
+    group.add_argument("--description", help="one line saying what the data set is")
+    group.add_argument("--markets", help="comma-separated markets to use (default: every market)")
+    split = group.add_mutually_exclusive_group()
+    split.add_argument("--split", help="first test instant, ISO date/time (default: the last --test-days days)")
+    split.add_argument("--test-days", type=int, help="test period: the last N days of the events (default 7)")
+    group.add_argument("--label", choices=["item_id", "host"], help="what a label is: the item id (default) or the "
+                                                                   "host of a URL-like item id")
+    group.add_argument("--min-clicks", type=int, help="clicks a label needs in the window (default 1)")
+    group.add_argument("--min-impressions", type=int, help="impressions a label needs in the window (default 0)")
+    group.add_argument("--psp-a", type=float, help="inverse-propensity A (default 0.55)")
+    group.add_argument("--psp-b", type=float, help="inverse-propensity B (default 1.5)")
+    group.add_argument("--raw-source", choices=["events", "aol"], help="what `xc run` ingests first: canonical "
+                                                                      "event files (default with --raw-files) or AOL")
+    group.add_argument("--raw-files", nargs="+", default=[], metavar="FILE",
+                       help="files or globs `xc run` ingests before building (default: none, the events are "
+                            "already in the store)")
 
 
 def _add_method(command: argparse.ArgumentParser) -> None:
@@ -185,8 +294,10 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     ingest = sub.add_parser("ingest", parents=[common], help="raw logs → event store + quarantine")
     ingest.add_argument("--source", choices=["aol", "events"], required=True)
     ingest.add_argument("paths", nargs="*", help="files to ingest (default for aol: the shared aol-1000 archive)")
-    ingest.add_argument("--max-query-chars", type=int, default=512)
-    ingest.add_argument("--session-gap-minutes", type=float, default=30.0)
+    ingest.add_argument("--markets", help="accepted markets, comma separated, e.g. zh-CN,en-US; '*': any "
+                                          "(default: ingest.markets in <home>/xc.yaml, else any)")
+    ingest.add_argument("--max-query-chars", type=int, help="longer queries are quarantined (default 512)")
+    ingest.add_argument("--session-gap-minutes", type=float, help="inactivity that starts a new session (default 30)")
     ingest.set_defaults(func=cmd_ingest)
 
     simulate = sub.add_parser("simulate", parents=[common], help="simulated world → day files → event store")
@@ -195,12 +306,13 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     simulate.set_defaults(func=cmd_simulate)
 
     graphs = sub.add_parser("graphs", parents=[common], help="event store → click/co-session/co-click tables")
-    _add_dataset(graphs, choices=event_datasets())
+    _add_dataset(graphs, events_only=True)
     graphs.set_defaults(func=cmd_graphs)
 
-    dataset = sub.add_parser("dataset", parents=[common], help="build and save an XC data set with anchor sets")
+    dataset = sub.add_parser("dataset", parents=[common], help="define, build and save an XC data set")
     _add_dataset(dataset)
     dataset.add_argument("--seed", type=int, default=0)
+    _add_definition(dataset)
     dataset.set_defaults(func=cmd_dataset)
 
     anchors = sub.add_parser("anchors", parents=[common], help="ANN proxies → RWR expansion → pruning, coverage")
@@ -272,8 +384,9 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     func: Callable[[argparse.Namespace], dict[str, object]] = args.func
     try:
-        payload = func(args)
-        _emit(payload)
+        with _progress_bars_off(args.quiet):
+            payload = func(args)
+        _emit(payload, args)
         if payload.get("success") is False:  # e.g. a failed Dagster run or a blocking check
             return 1
     except Exception as exc:  # the CLI boundary turns known errors into one clear line

@@ -7,13 +7,10 @@ from pathlib import Path
 import dagster as dg
 import mlflow
 
-from xc_assets.defs.assets.eval_assets import eval_assets, index_assets, report_assets
-from xc_assets.defs.assets.model_assets import encoder_assets
+from xc_assets.defs.family import family
 from xc_assets.defs.resources import XcHome
 
-
-def _pick(assets: list[dg.AssetsDefinition]) -> dg.AssetsDefinition:
-    return next(a for a in assets if a.key.path[0] == "synthetic")
+SYNTHETIC = family("synthetic", events=True)
 
 
 def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
@@ -22,7 +19,7 @@ def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
     with dg.instance_for_test() as instance:
         for method in ("pretrained", "ramen"):
             result = dg.materialize(
-                [_pick(encoder_assets), _pick(index_assets), _pick(eval_assets)], instance=instance,
+                [SYNTHETIC.encoder, SYNTHETIC.label_index, SYNTHETIC.offline_eval], instance=instance,
                 partition_key=method, resources=resources,
                 run_config={"ops": {"synthetic__encoder": {"config": {"profile": "tiny", "epochs": 1}},
                                     "synthetic__label_index": profile, "synthetic__offline_eval": profile}})
@@ -31,7 +28,7 @@ def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
                      if e.step_materialization_data.materialization.asset_key.path[-1] == "offline_eval"]
             meta = evals[0].metadata
             assert 0.0 <= meta["P@1"].value <= 1.0 and meta["hnsw_recall@10"].value >= 0.9
-        report = dg.materialize([_pick(report_assets)], instance=instance, resources=resources,
+        report = dg.materialize([SYNTHETIC.eval_report], instance=instance, resources=resources,
                                 run_config={"ops": {"synthetic__eval_report": profile}})
     assert report.success
     meta = report.get_asset_materialization_events()[0].step_materialization_data.materialization.metadata

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from xc_assets.defs.assets import graph_assets
+from xc_assets.defs.family import family
 from xc_assets.defs.resources import XcHome
 from xc_core.logs.ingest import Source, ingest
 
@@ -19,12 +19,11 @@ def downstream_training() -> dg.MaterializeResult:
 
 
 def _lineage() -> list[dg.AssetsDefinition]:
-    every = [*graph_assets.graph_table_assets, *graph_assets.dataset_assets, *graph_assets.anchor_assets]
-    return [a for a in every if any(k.path[0] == "aol_1000" for k in a.keys)]
+    return family("aol-1000", events=True).lineage
 
 
 def _run(home: Path, min_coverage: float) -> dg.ExecuteInProcessResult:
-    checks = [c for c in graph_assets.graph_checks if any("aol_1000" in k.to_user_string() for k in c.check_keys)]
+    checks = list(family("aol-1000", events=True).lineage_checks)
     with dg.instance_for_test() as instance:
         return dg.materialize(
             [*_lineage(), *checks, downstream_training],

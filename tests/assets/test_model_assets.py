@@ -7,12 +7,12 @@ from pathlib import Path
 import dagster as dg
 import mlflow
 
-from xc_assets.defs.assets.model_assets import encoder_assets
+from xc_assets.defs.family import family
 from xc_assets.defs.resources import XcHome
 
 
 def test_encoder_partition_trains_and_records_its_mlflow_run(tiny_home: Path) -> None:
-    synthetic = next(a for a in encoder_assets if a.key.path[0] == "synthetic")
+    synthetic = family("synthetic", events=True).encoder
     with dg.instance_for_test() as instance:
         result = dg.materialize([synthetic], instance=instance, partition_key="dual_encoder",
                                 resources={"xc_home": XcHome(home=str(tiny_home))},

@@ -10,7 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from xc_core.datasets.events import aol_1000_config, build_events_dataset
+from xc_core.datasets.definitions import builtin_definitions
+from xc_core.datasets.events import build_events_dataset
 from xc_core.datasets.registry import leaked_test_nodes
 from xc_core.logs.ingest import Source, ingest
 from xc_core.logs.store import EventStore
@@ -23,7 +24,8 @@ def built(aol_slice: Path, tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("home")
     ingest([Source("aol", aol_slice)], home, progress=False)
     store = EventStore(home)
-    return store, build_events_dataset(store, home / "graphs", aol_1000_config())
+    return store, build_events_dataset(store, home / "graphs",
+                                       builtin_definitions()["aol-1000"].events_config(None))
 
 
 def _raw_blocks(archive: Path) -> list[tuple[str, datetime, list[str]]]:
@@ -86,7 +88,8 @@ def test_the_data_set_reads_current_graph_tables_instead_of_building_them_again(
     from xc_core.datasets.graph_tables import TABLES, build_graph_tables
 
     ingest([Source("aol", aol_slice)], tmp_path, progress=False)
-    store, cfg, out = EventStore(tmp_path), aol_1000_config(), tmp_path / "graphs"
+    cfg = builtin_definitions()["aol-1000"].events_config(None)
+    store, out = EventStore(tmp_path), tmp_path / "graphs"
     first, split, _ = event_window(store, cfg)
     build_graph_tables(store, out, first, split, cfg.graph.model_copy(update={"markets": cfg.markets}))
     stamps = {t: (out / f"{t}.parquet").stat().st_mtime_ns for t in TABLES}

@@ -1,15 +1,52 @@
 """Names and defaults shared by the Dagster definitions (thresholds live in configs, not here)."""
 
 import os
+from datetime import date
 
-#: The daily partitions: from the AOL log's first day (the simulator's default calendar starts on the same day, so
-#: one partition set serves both) up to today, growing each day, so logs dated today have a partition.
-#: ``XC_PARTITIONS_END`` (exclusive, YYYY-MM-DD) pins the end.
-PARTITIONS_START = os.environ.get("XC_PARTITIONS_START", "2006-03-01")
+from xc_core.paths import resolve_home
+
+#: The simulator's default calendar starts on the AOL log's first day: partitions start there at the latest.
+DEFAULT_PARTITIONS_START = "2006-03-01"
+
+
+def partitions_start() -> str:
+    """The first daily partition: ``XC_PARTITIONS_START``, else ``partitions.start`` in ``<home>/xc.yaml``, else the
+    simulator's default first day — moved earlier when the served home's store holds older days, so every ingested
+    day (any log's, any year) is a partition the UI can materialize and backfill."""
+    chosen = os.environ.get("XC_PARTITIONS_START") or _configured_start() or DEFAULT_PARTITIONS_START
+    stored = _first_stored_day()
+    return min(chosen, stored) if stored else chosen
+
+
+def _configured_start() -> str | None:
+    import yaml
+
+    path = resolve_home() / "xc.yaml"
+    if not path.exists():
+        return None
+    body = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    start = (body.get("partitions") or {}).get("start") if isinstance(body, dict) else None
+    if start is None:
+        return None
+    try:
+        return date.fromisoformat(str(start)).isoformat()
+    except ValueError as err:
+        raise ValueError(f"{path}: partitions.start {start!r} is not a date (YYYY-MM-DD)") from err
+
+
+def _first_stored_day() -> str | None:
+    """The earliest day in the served home's event store (its day folders are named ``day=YYYY-MM-DD``)."""
+    days = sorted(p.name.removeprefix("day=") for p in (resolve_home() / "events").glob("day=*"))
+    return days[0] if days else None
+
+
+#: The daily partitions: from :func:`partitions_start` up to today, growing each day, so logs dated today have a
+#: partition. ``XC_PARTITIONS_END`` (exclusive, YYYY-MM-DD) pins the end.
+PARTITIONS_START = partitions_start()
 PARTITIONS_END = os.environ.get("XC_PARTITIONS_END") or None
 
 INGEST_GROUP = "ingestion"
 
 #: The data set the nightly chain operates (rebuild → train/eval → report → gate): its asset group and jobs.
-#: Any registered event-log data set; ``XC_DATASET`` picks another than the embedded simulator.
+#: Any event-log data set, built in or defined in the home; ``XC_DATASET`` picks another than the embedded simulator.
 OPERATED_DATASET = os.environ.get("XC_DATASET", "synthetic")

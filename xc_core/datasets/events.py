@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
 from xc_core.datasets.container import DEFAULT_PSP, AnchorSet, XCDataset
-from xc_core.datasets.graph_tables import GraphConfig, build_graph_tables, tables_current
+from xc_core.datasets.graph_tables import GraphConfig, LabelKey, build_graph_tables, keyed_events, tables_current
 from xc_core.logs.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,10 @@ class EventsDatasetConfig(BaseModel):
     markets: list[str] | None = Field(default=None, description="markets to use (None: all)")
     split: datetime | None = Field(default=None, description="first test instant (None: last test_days days)")
     test_days: int = Field(default=7, ge=1, description="test period length when split is not given")
+    label: LabelKey = Field(default="item_id", description="what a label is: the item id, or the host of a "
+                                                           "URL-like item id (its text: the host's words)")
+    min_clicks: int = Field(default=1, ge=1, description="a label needs this many clicks in the window")
+    min_impressions: int = Field(default=0, ge=0, description="a label needs this many impressions in the window")
     doc_anchors: int = Field(default=20, ge=1, description="native anchors kept per document (by support)")
     label_anchors: int = Field(default=20, ge=1, description="native anchors kept per label (by support)")
     graph: GraphConfig = Field(default_factory=GraphConfig)
@@ -46,39 +50,67 @@ class EventsDatasetConfig(BaseModel):
     psp_B: float = Field(default=DEFAULT_PSP[1], description="inverse-propensity B (pyxclib default)")
     protocol: str = Field(default="events", description="name of the protocol followed")
 
-
-def aol_1000_config() -> EventsDatasetConfig:
-    """The aol-1000 protocol of ``shared/data/README.md``: train before 2006-05-01, PSP A=0.55, B=1.5."""
-    from datetime import UTC
-
-    return EventsDatasetConfig(name="aol-1000", markets=["en-US"], split=datetime(2006, 5, 1, tzinfo=UTC),
-                               protocol="aol-1000")
+    def graph_config(self) -> GraphConfig:
+        """The graph tables' settings with this data set's markets and label key."""
+        return self.graph.model_copy(update={"markets": self.markets, "label": self.label})
 
 
-def _events_sql(store: EventStore, markets: list[str] | None) -> tuple[str, list[object]]:
+class DatasetProtocolError(LookupError, ValueError):
+    """A data-set definition that selects nothing usable from the store (the message names the fix; a LookupError:
+    the CLI prints one line)."""
+
+
+def _events_sql(store: EventStore, markets: list[str] | None, label: str = "item_id") -> tuple[str, list[object]]:
     glob = (store.events_dir / "day=*" / "events.parquet").as_posix()
     where = "" if markets is None else f" WHERE market IN ({', '.join('?' for _ in markets)})"
-    return f"(SELECT * FROM read_parquet('{glob}'){where})", list(markets or [])
+    return keyed_events(f"(SELECT * FROM read_parquet('{glob}'){where})", label), list(markets or [])
 
 
 def _window(con: duckdb.DuckDBPyConnection, source: str, params: list[object],
             cfg: EventsDatasetConfig) -> tuple[datetime, datetime, datetime]:
     first, last = con.sql(f"SELECT min(ts), max(ts) FROM {source}", params=params).fetchall()[0]
     if first is None:
-        raise ValueError(f"no events for markets {cfg.markets}: ingest or simulate them first")
+        raise DatasetProtocolError(f"data set {cfg.name}: no stored events in markets {cfg.markets} — ingest them "
+                                   "first (`xc ingest --source events FILE --markets ...`) or change the markets")
     split = cfg.split or datetime.combine((last - timedelta(days=cfg.test_days - 1)).date(), datetime.min.time(),
                                           tzinfo=last.tzinfo)
     if not first < split <= last:
-        raise ValueError(f"split {split} is outside the events' range [{first}, {last}]")
+        fix = ("choose a split inside that range" if cfg.split else
+               f"the events span less than test_days = {cfg.test_days} days: lower test_days or give a split")
+        raise DatasetProtocolError(f"data set {cfg.name}: split {split} leaves no train or no test period: the "
+                                   f"events run from {first} to {last} — {fix}")
     return first, split, last + timedelta(microseconds=1)
 
 
+def _kept_labels(con: duckdb.DuckDBPyConnection, source: str, params: list[object], lo: datetime, hi: datetime,
+                 cfg: EventsDatasetConfig) -> str:
+    """SQL condition on ``item_id``: the labels with enough clicks and impressions in the window."""
+    if cfg.min_clicks <= 1 and cfg.min_impressions == 0:
+        return "TRUE"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE kept_labels AS SELECT item_id FROM {source} WHERE item_id IS NOT NULL "
+                "AND ts >= ? AND ts < ? GROUP BY 1 HAVING count(*) FILTER (WHERE clicked) >= ? AND "
+                "count(*) FILTER (WHERE impressed OR clicked) >= ?", [*params, lo, hi, cfg.min_clicks,
+                                                                       cfg.min_impressions])
+    return "item_id IN (SELECT item_id FROM kept_labels)"
+
+
+def _missing_keys(con: duckdb.DuckDBPyConnection, store: EventStore, cfg: EventsDatasetConfig) -> int:
+    """Clicked rows with an item whose label key cannot be derived (e.g. no host in the item id)."""
+    if cfg.label == "item_id":
+        return 0
+    raw, params = _events_sql(store, cfg.markets)
+    keyed, _ = _events_sql(store, cfg.markets, cfg.label)
+    total = con.sql(f"SELECT count(*) FROM {raw} WHERE clicked AND item_id IS NOT NULL", params=params).fetchall()
+    kept = con.sql(f"SELECT count(*) FROM {keyed} WHERE clicked AND item_id IS NOT NULL", params=params).fetchall()
+    return int(total[0][0]) - int(kept[0][0])
+
+
 def _pairs(con: duckdb.DuckDBPyConnection, source: str, params: list[object], lo: datetime,
-           hi: datetime) -> pl.DataFrame:
+           hi: datetime, kept: str = "TRUE") -> pl.DataFrame:
     return _frame(
         con, f"SELECT query_text AS query, item_id AS item, any_value(item_text) AS item_text, count(*) AS clicks "
-        f"FROM {source} WHERE clicked AND item_id IS NOT NULL AND ts >= ? AND ts < ? GROUP BY ALL ORDER BY ALL",
-        [*params, lo, hi])
+        f"FROM {source} WHERE clicked AND item_id IS NOT NULL AND ts >= ? AND ts < ? AND {kept} GROUP BY ALL "
+        "ORDER BY ALL", [*params, lo, hi])
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> pl.DataFrame:
@@ -131,6 +163,29 @@ def _deciles(con: duckdb.DuckDBPyConnection, source: str, params: list[object]) 
     return dict(zip(freq.get_column("q").to_list(), decile.to_list(), strict=True))
 
 
+def _key_text(key: str, label: str) -> str:
+    """A label's text when the events carry none: the host's words for a host, else the id itself."""
+    if label == "host":
+        from xc_core.logs.aol import host_text
+
+        return host_text(key) or key
+    return key
+
+
+def _check_pairs(train: pl.DataFrame, test: pl.DataFrame, cfg: EventsDatasetConfig, missing_keys: int,
+                 first: datetime, split: datetime, end: datetime) -> None:
+    """Refuse a definition that leaves no training or no test clicks, naming why; warn about rows without a key."""
+    for period, pairs, span in (("train", train, (first, split)), ("test", test, (split, end))):
+        if pairs.is_empty():
+            why = (f"{missing_keys:,} clicked rows have no '{cfg.label}' key (is item_id a URL or host?)"
+                   if missing_keys else f"no click of a label with ≥ {cfg.min_clicks} clicks and ≥ "
+                                        f"{cfg.min_impressions} impressions")
+            raise DatasetProtocolError(f"data set {cfg.name}: the {period} period [{span[0]}, {span[1]}) has no "
+                                       f"documents: {why} — change the split/test_days, the label or the minimums")
+    if missing_keys:
+        log.warning("data set %s: %d clicked rows have no %s label key (dropped)", cfg.name, missing_keys, cfg.label)
+
+
 def event_window(store: EventStore, cfg: EventsDatasetConfig) -> tuple[datetime, datetime, datetime]:
     """(first event, split, end) of the data set's events: train is [first, split), test [split, end)."""
     source, params = _events_sql(store, cfg.markets)
@@ -143,21 +198,24 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
     """Build the XC data set over its train-window graph tables under ``graphs_dir``: those already there when
     they come from the store as it is now with the same window and settings (Dagster's graph-table asset, checked
     before this runs), else built here."""
-    source, params = _events_sql(store, cfg.markets)
+    source, params = _events_sql(store, cfg.markets, cfg.label)
     with duckdb.connect() as con:
         con.execute("SET TimeZone = 'UTC'")
         first, split, end = _window(con, source, params, cfg)
-        train, test = _pairs(con, source, params, first, split), _pairs(con, source, params, split, end)
+        kept = _kept_labels(con, source, params, first, end, cfg)
+        train, test = _pairs(con, source, params, first, split, kept), _pairs(con, source, params, split, end, kept)
+        _check_pairs(train, test, cfg, _missing_keys(con, store, cfg), first, split, end)
         deciles = _deciles(con, source, params)
         seen = set(_frame(con, f"SELECT DISTINCT query_text AS q FROM {source} WHERE ts < ?", [*params, split])
                    .get_column("q").to_list())
-    graph_cfg = cfg.graph.model_copy(update={"markets": cfg.markets})
+    graph_cfg = cfg.graph_config()
     if not tables_current(store, graphs_dir, first, split, graph_cfg):
         build_graph_tables(store, graphs_dir, first, split, graph_cfg)
     labels_frame = (pl.concat([train, test]).group_by("item").agg(pl.col("item_text").drop_nulls().first())
                     .sort("item"))
     label_ids = labels_frame.get_column("item").to_list()
-    label_texts = [t or i for t, i in zip(labels_frame.get_column("item_text").to_list(), label_ids, strict=True)]
+    label_texts = [t or _key_text(i, cfg.label) for t, i in zip(labels_frame.get_column("item_text").to_list(),
+                                                                 label_ids, strict=True)]
     train_docs = sorted(set(train.get_column("query").to_list()))
     test_docs = sorted(set(test.get_column("query").to_list()))
     d_ix, t_ix, l_ix = _index(train_docs), _index(test_docs), _index(label_ids)

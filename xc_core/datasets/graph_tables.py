@@ -21,7 +21,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 from pydantic import BaseModel, Field
@@ -29,6 +29,24 @@ from pydantic import BaseModel, Field
 from xc_core.logs.store import EventStore
 
 TABLES = ("click_graph", "cosession_queries", "coclick_items")
+
+LabelKey = Literal["item_id", "host"]
+#: What a data set's labels are, as a duckdb expression over an event row: the item id itself, or the host of a
+#: URL-like item id (lower-cased, no ``www.``; a bare host stays itself) — the aol-1000 protocol's label.
+_HOST = (r"regexp_replace(trim(regexp_extract(lower(item_id), '^(?:[a-z][a-z0-9+.\-]*://)?(?:[^/@\s]*@)?"
+         r"([a-z0-9.\-_]+)', 1), '.'), '^www\.', '')")
+LABEL_KEYS: dict[str, str] = {
+    "item_id": "item_id",
+    "host": f"CASE WHEN {_HOST} LIKE '%_._%' THEN {_HOST} END",  # a host has a dot; anything else has no key
+}
+
+
+def keyed_events(source: str, label: str) -> str:
+    """``source``'s rows with ``item_id`` replaced by the label key (and, for a derived key, no item text: the
+    key's text is derived too)."""
+    if label == "item_id":
+        return source
+    return f"(SELECT * REPLACE ({LABEL_KEYS[label]} AS item_id, NULL::VARCHAR AS item_text) FROM {source})"
 
 
 class GraphConfig(BaseModel):
@@ -42,6 +60,7 @@ class GraphConfig(BaseModel):
     max_session_size: int = Field(default=30, ge=2,
                                   description="sessions with more distinct queries/items are skipped (bots)")
     markets: list[str] | None = Field(default=None, description="only these markets (None: all)")
+    label: LabelKey = Field(default="item_id", description="the items' key: item_id, or the host of a URL")
 
 
 @dataclass(frozen=True)
@@ -123,8 +142,9 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
             markets = "" if cfg.markets is None else f" AND market IN ({', '.join('?' for _ in cfg.markets)})"
             with store.lock(shared=True):  # one snapshot: no writer between reading day files
                 generation = store.generation()
-                con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {_events_sql(store)} "
-                            f"WHERE ts >= ? AND ts < ?{markets}", [train_start, train_end, *(cfg.markets or [])])
+                events = keyed_events(_events_sql(store), cfg.label)
+                con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {events} WHERE ts >= ? AND ts < ?{markets}",
+                            [train_start, train_end, *(cfg.markets or [])])
             for name, sql in queries.items():
                 con.execute(f"COPY (SELECT *, ?::TIMESTAMPTZ AS train_start, ?::TIMESTAMPTZ AS train_end FROM "
                             f"({sql})) TO '{tmps[name].as_posix()}' (FORMAT parquet)", [train_start, train_end])

@@ -2,8 +2,8 @@
 registry's gate and the seed tables ask this record for metrics and per-query arrays instead of opening files.
 
 Files: ``metrics.json`` (the summary: metrics, test-split fingerprint, MLflow run, subsets), ``per_row.npz``
-(per-query terms for paired intervals; ``/`` in keys stored as ``__``), ``top100.npy``, ``quantiles.parquet``,
-``false_negatives.parquet``, ``ci.parquet``.
+(per-query terms for paired intervals; ``/`` in keys stored as ``__``), ``top100.npy`` and the method's scores of
+those labels ``top100_scores.npy``, ``quantiles.parquet``, ``false_negatives.parquet``, ``ci.parquet``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import polars as pl
 
 from xc_core.datasets.container import XCDataset
 
-SUMMARY, PER_ROW, TOP, QUANTILES, FALSE_NEGATIVES, CI = (
-    "metrics.json", "per_row.npz", "top100.npy", "quantiles.parquet", "false_negatives.parquet", "ci.parquet")
+SUMMARY, PER_ROW, TOP, TOP_SCORES, QUANTILES, FALSE_NEGATIVES, CI = (
+    "metrics.json", "per_row.npz", "top100.npy", "top100_scores.npy", "quantiles.parquet", "false_negatives.parquet",
+    "ci.parquet")
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,12 @@ class EvaluationRecord:
 
     @classmethod
     def save(cls, folder: Path, summary: dict[str, Any], top: np.ndarray, per_row: dict[str, np.ndarray],
-             quantiles: pl.DataFrame, false_negatives: pl.DataFrame, ci: pl.DataFrame) -> EvaluationRecord:
+             quantiles: pl.DataFrame, false_negatives: pl.DataFrame, ci: pl.DataFrame,
+             top_scores: np.ndarray | None = None) -> EvaluationRecord:
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / TOP, top)
+        if top_scores is not None:
+            np.save(folder / TOP_SCORES, top_scores)
         np.savez(folder / PER_ROW, **{k.replace("/", "__"): v for k, v in per_row.items()})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
         quantiles.write_parquet(folder / QUANTILES)
         false_negatives.write_parquet(folder / FALSE_NEGATIVES)
@@ -70,6 +74,12 @@ class EvaluationRecord:
 
     def top(self) -> np.ndarray:
         return np.load(self.folder / TOP)
+
+    def top_scores(self) -> np.ndarray | None:
+        """The method's score of each label in :meth:`top` (NaN at padding); None for an evaluation saved
+        before the scores were."""
+        path = self.folder / TOP_SCORES
+        return np.load(path) if path.exists() else None
 
     def quantiles(self) -> pl.DataFrame:
         return pl.read_parquet(self.folder / QUANTILES)

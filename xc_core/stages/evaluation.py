@@ -3,6 +3,7 @@ then one HTML report per data set over every evaluated method."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from xc_core.evaluation.report import MethodResult, render_report
 from xc_core.methods import Method, Predictions, get_method
 from xc_core.paths import eval_dir, eval_root, index_dir, report_path
 from xc_core.training.record import TrainedModel
+
+log = logging.getLogger(__name__)
 
 
 def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Predictions:
@@ -85,8 +88,21 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
                "profile": info.pop("profile"), **metrics, "test_documents": len(dataset.test_texts),
                "test_split": info.pop("test_split", None) or fingerprint_test_split(dataset), **info,
                "subsets": subsets, "seconds": round(time.perf_counter() - started, 2)}
-    EvaluationRecord.save(out, summary, top, per_row, quantiles, fn, ci)
+    EvaluationRecord.save(out, summary, top, per_row, quantiles, fn, ci, top_scores=_scores_of(scores, top))
     return summary, metrics
+
+
+def _scores_of(scores: Any, top: np.ndarray) -> np.ndarray:
+    """The score of each label in ``top`` (NaN where ``top`` pads with -1): the report shows them."""
+    import scipy.sparse as sp
+
+    matrix = sp.csr_matrix(scores)
+    rows = np.repeat(np.arange(top.shape[0]), top.shape[1])
+    cols = top.ravel()
+    out = np.full(top.size, np.nan, dtype=np.float32)
+    kept = cols >= 0
+    out[kept] = np.asarray(matrix[rows[kept], cols[kept]]).ravel()
+    return out.reshape(top.shape)
 
 
 def _log_to_run(trained: TrainedModel, metrics: dict[str, float]) -> None:
@@ -127,13 +143,15 @@ def _examples(dataset: XCDataset, home: Path, profile: str, method: str, n: int 
     record = EvaluationRecord.load(eval_dir(home, dataset.name, method, profile))
     if record is None:
         return []
-    top = record.top()
+    top, scores = record.top(), record.top_scores()
     rng = np.random.default_rng(0)
     picks = rng.choice(len(dataset.test_texts), min(n, len(dataset.test_texts)), replace=False)
     examples = []
     for i in picks:
         truth = set(dataset.y_test[i].indices.tolist())
-        preds = [{"label": dataset.label_texts[j], "hit": int(j) in truth, "score": 0.0} for j in top[i, :5] if j >= 0]
+        preds = [{"label": dataset.label_texts[j], "hit": int(j) in truth,
+                  "score": None if scores is None else float(scores[i, r])}  # None: saved before scores were
+                 for r, j in enumerate(top[i, :5]) if j >= 0]
         note = f"{method}; novel query" if dataset.test_novel[i] else method
         examples.append({"query": dataset.test_texts[i], "note": note, "predictions": preds})
     return examples
@@ -202,11 +220,22 @@ def report_pairs(methods: list[str]) -> list[tuple[str, str]]:
 
 
 def _attach(results: list[MethodResult], path: Path, home: Path) -> None:
+    """Log the report to each method's training run. A run this store does not hold (trained under another
+    MLFLOW_TRACKING_URI, or by a `make run` before the store moved into the home) is skipped with a warning:
+    the report stands without it."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     from xc_core.tracking.store import tracking_uri
 
-    client = mlflow.MlflowClient(tracking_uri(home))
+    uri = tracking_uri(home)
+    client = mlflow.MlflowClient(uri)
     for r in results:
-        if r.mlflow_run_id:
-            client.log_artifact(r.mlflow_run_id, str(path), artifact_path="report")
+        if not r.mlflow_run_id:
+            continue
+        try:
+            client.get_run(r.mlflow_run_id)
+        except MlflowException:
+            log.warning("report not attached to %s's run %s: no such run in %s", r.method, r.mlflow_run_id, uri)
+            continue
+        client.log_artifact(r.mlflow_run_id, str(path), artifact_path="report")

@@ -1,6 +1,8 @@
-"""Where MLflow runs go: ``MLFLOW_TRACKING_URI`` if set, else a sqlite store ``<home>/mlflow/mlflow.db``
-with artifacts in ``<home>/mlflow/artifacts`` (``make`` points it at the repository's ``mlflow/``).
-An http tracking server that is configured but down is an error, never a silent fallback."""
+"""Where MLflow runs go: ``MLFLOW_TRACKING_URI`` if set, else the home's own store, a sqlite database
+``<home>/mlflow/mlflow.db`` with artifacts in ``<home>/mlflow/artifacts``. One store per home: ``make run``,
+``make ui`` and the bare ``xc`` CLI resolve it here from the same home, and ``make mlflow-ui`` serves the same
+folder (``$(XC_HOME)/mlflow``). An http tracking server that is configured but down is an error, never a
+silent fallback."""
 
 from __future__ import annotations
 
@@ -18,9 +20,14 @@ def tracking_uri(home: Path) -> str:
         if uri.startswith("http"):
             _require_server(uri)
         return uri
-    store = home / "mlflow"
+    store = store_dir(home)
     store.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{store / 'mlflow.db'}"
+
+
+def store_dir(home: Path) -> Path:
+    """The home's MLflow store folder: ``mlflow.db`` and ``artifacts/`` (the Makefile names the same one)."""
+    return home / "mlflow"
 
 
 def activate(uri: str) -> None:

@@ -7,7 +7,7 @@ A data set without a simulated world gets the labelled replay estimate over held
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.assets.model_assets import method_partitions
 from xc_assets.defs.resources import XcHome
 
@@ -101,7 +101,3 @@ def _ab_test(dataset: str) -> dg.AssetsDefinition:
             "result": dg.MetadataValue.path(str(path)), "mlflow_run_id": result.get("mlflow_run_id", "")})
 
     return ab_test
-
-
-ab_vs_control_assets = [_ab_vs_control(d) for d in DATASETS]
-ab_test_assets = [_ab_test(d) for d in DATASETS]

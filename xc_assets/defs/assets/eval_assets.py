@@ -4,7 +4,7 @@
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.assets.model_assets import method_partitions
 from xc_assets.defs.resources import XcHome
 
@@ -80,8 +80,3 @@ def _eval_report(dataset: str) -> dg.AssetsDefinition:
             "paired_differences": dg.MetadataValue.json(out["paired_differences"]), "methods": out["methods"]})
 
     return eval_report
-
-
-index_assets = [_label_index(d) for d in DATASETS]
-eval_assets = [_offline_eval(d) for d in DATASETS]
-report_assets = [_eval_report(d) for d in DATASETS]

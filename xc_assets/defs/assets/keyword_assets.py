@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.resources import XcHome
 
 
@@ -54,6 +54,3 @@ def _streamed_keywords(dataset: str) -> dg.AssetsDefinition:
             "skipped": sum(r["skipped"] for r in results), "ms_per_item": round(ms, 4), **index})
 
     return streamed_keywords
-
-
-streamed_keyword_assets = [_streamed_keywords(d) for d in DATASETS]

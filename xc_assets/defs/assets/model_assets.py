@@ -8,7 +8,7 @@ training from running on a graph that is too thin.
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.resources import XcHome
 from xc_core.methods import method_names
 
@@ -60,6 +60,3 @@ def _latest_repo(xc_home: XcHome) -> str:
     from xc_assets.defs.assets.graph_assets import _dataset_name
 
     return _dataset_name(xc_home.path, "xc-repo")
-
-
-encoder_assets = [_encoder(d) for d in DATASETS]

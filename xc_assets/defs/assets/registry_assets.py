@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import DATASETS, prefix
+from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.resources import XcHome
 from xc_core.methods import DEFAULT_METHOD
 
@@ -138,8 +138,3 @@ def _champion(dataset: str) -> dg.AssetsDefinition:
         yield dg.MaterializeResult(metadata={"champion_version": str(version.version), "reason": decision.reason})
 
     return champion
-
-
-challenger_assets = [_challenger(d) for d in DATASETS]
-champion_assets = [_champion(d) for d in DATASETS]
-promotion_checks = [_check(d) for d in DATASETS]

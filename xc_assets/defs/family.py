@@ -1,0 +1,92 @@
+"""One data set's asset family: its lineage (graph tables for an event log → xc_dataset → anchor sets, with their
+checks), one method's training → index → evaluation → A/B against the control, the report, the promotion gate and
+IRENE's streamed keywords — all under the data set's group and key prefix.
+
+The code location (``definitions.py``) builds one family per data set of the home it serves; ``xc run`` builds the
+family of the data set it runs, for the home it runs in, so a data set defined in any home runs without editing
+code or restarting anything.
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import dagster as dg
+
+from xc_assets.defs.assets import (
+    abtest_assets,
+    eval_assets,
+    graph_assets,
+    keyword_assets,
+    model_assets,
+    registry_assets,
+)
+
+
+@dataclass(frozen=True)
+class DatasetFamily:
+    name: str
+    graph_tables: dg.AssetsDefinition | None  # event logs only
+    xc_dataset: dg.AssetsDefinition
+    anchor_sets: dg.AssetsDefinition
+    lineage_checks: tuple[dg.AssetChecksDefinition, ...]
+    encoder: dg.AssetsDefinition
+    label_index: dg.AssetsDefinition
+    offline_eval: dg.AssetsDefinition
+    ab_vs_control: dg.AssetsDefinition
+    eval_report: dg.AssetsDefinition
+    challenger: dg.AssetsDefinition
+    ab_test: dg.AssetsDefinition
+    promotion_check: dg.AssetChecksDefinition
+    champion: dg.AssetsDefinition
+    streamed_keywords: dg.AssetsDefinition
+
+    @property
+    def lineage(self) -> list[dg.AssetsDefinition]:
+        return [a for a in (self.graph_tables, self.xc_dataset, self.anchor_sets) if a is not None]
+
+    @property
+    def method_steps(self) -> list[dg.AssetsDefinition]:
+        """One method (partition): train → index → evaluate → A/B against the control."""
+        return [self.encoder, self.label_index, self.offline_eval, self.ab_vs_control]
+
+    @property
+    def promotion(self) -> list[dg.AssetsDefinition | dg.AssetChecksDefinition]:
+        """challenger → ab_test (challenger vs champion) with the blocking check beats_champion → champion."""
+        return [self.challenger, self.ab_test, self.promotion_check, self.champion]
+
+    @property
+    def assets(self) -> list[dg.AssetsDefinition]:
+        return [*self.lineage, *self.method_steps, self.eval_report, self.challenger, self.ab_test, self.champion,
+                self.streamed_keywords]
+
+    @property
+    def checks(self) -> list[dg.AssetChecksDefinition]:
+        return [*self.lineage_checks, self.promotion_check]
+
+
+@lru_cache(maxsize=64)
+def family(dataset: str, events: bool) -> DatasetFamily:
+    """The asset family of ``dataset`` (``events``: an event log, whose lineage starts at its graph tables)."""
+    checks = (graph_assets._graph_table_check(dataset),) if events else ()
+    return DatasetFamily(
+        name=dataset,
+        graph_tables=graph_assets._graph_tables(dataset) if events else None,
+        xc_dataset=graph_assets._xc_dataset(dataset, events),
+        anchor_sets=graph_assets._anchor_sets(dataset),
+        lineage_checks=(*checks, graph_assets._coverage_check(dataset)),
+        encoder=model_assets._encoder(dataset),
+        label_index=eval_assets._label_index(dataset),
+        offline_eval=eval_assets._offline_eval(dataset),
+        ab_vs_control=abtest_assets._ab_vs_control(dataset),
+        eval_report=eval_assets._eval_report(dataset),
+        challenger=registry_assets._challenger(dataset),
+        ab_test=abtest_assets._ab_test(dataset),
+        promotion_check=registry_assets._check(dataset),
+        champion=registry_assets._champion(dataset),
+        streamed_keywords=keyword_assets._streamed_keywords(dataset),
+    )
+
+
+def served_families() -> list[DatasetFamily]:
+    """One family per data set of the home the code location serves, plus ``xc-repo`` (a folder in run config)."""
+    return [family(name, name in graph_assets.EVENT_DATASETS) for name in graph_assets.DATASETS]
