@@ -70,6 +70,21 @@ def test_landing_sensor_runs_cover_the_days_in_the_file_and_skip_files_with_none
         assert isinstance(again, dg.SensorResult) and not again.run_requests, "a file is read once"
 
 
+def test_landing_sensor_reads_files_with_the_homes_markets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home that accepts only zh-CN requests no run for a file of MC-1 events (it would store nothing)."""
+    home, landing = tmp_path / "home", tmp_path / "landing"
+    home.mkdir()
+    landing.mkdir()
+    (home / "xc.yaml").write_text("ingest:\n  markets: [zh-CN]\n")
+    monkeypatch.setenv("XC_HOME", str(home))
+    monkeypatch.setenv("XC_LANDING", str(landing))
+    (landing / "mc1.jsonl").write_text(_event("2006-03-01 10:00:00") + "\n")
+    with dg.instance_for_test() as instance:
+        result = landing_folder_sensor(dg.build_sensor_context(instance=instance))
+        assert isinstance(result, dg.SensorResult) and not result.run_requests
+        assert "mc1.jsonl: no valid event" in str(result.skip_reason)
+
+
 def _ingest(home: Path, path: Path, first: str, last: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     days = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
     return dg.materialize([raw_events, quarantine], instance=instance, raise_on_error=False,

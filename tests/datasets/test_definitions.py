@@ -213,6 +213,28 @@ def test_a_log_in_a_new_market_goes_define_run_predict_through_dagster(log_home:
     assert labels and set(labels) <= {item for items in INTENTS.values() for item in items}
 
 
+def test_an_xc_folder_goes_run_predict_through_dagster_by_its_path(log_home: Path, tmp_path: Path) -> None:
+    """An XC-repository folder (here the zh-CN log's data set written in that format) is run by its path and
+    then served by its folder name: `xc run --dataset PATH` (Dagster, in-process) → `xc predict --dataset NAME`."""
+    from xc_core.datasets.xc_repo import write_xc_repo
+
+    done = xc("dataset", "--name", "folderlog", "--from-events", "--markets", "zh-CN", "--test-days", "3",
+              home=log_home)
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "LF-MyLog"
+    write_xc_repo(build_dataset("folderlog", log_home), folder)
+    done = xc("run", "--dataset", str(folder), "--profile", "tiny", "--methods", "pretrained", "--json",
+              home=log_home)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = last_json(done)
+    assert summary["dataset"] == "LF-MyLog" and summary["champion"]["method"] == "pretrained"
+    assert read_definition(definition_path(log_home, "LF-MyLog")).path == str(folder.resolve())
+    answer = xc("predict", "跑步鞋 推荐", "--dataset", "LF-MyLog", home=log_home)
+    assert answer.returncode == 0, answer.stderr
+    labels = [row["label_id"] for row in last_json(answer)["labels"]]
+    assert labels and set(labels) <= {item for items in INTENTS.values() for item in items}
+
+
 def test_an_xc_folder_whose_anchor_text_equals_a_test_document_builds_with_a_warning(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A category called "green" and a test headword "green" are different nodes of a folder: counted, not fatal."""

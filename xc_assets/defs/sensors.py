@@ -40,9 +40,13 @@ def file_run_key(path: Path) -> str:
 def partition_range(paths: list[Path], source: str) -> tuple[str, str] | None:
     """The daily partitions the files' events fall on (first, last day), clipped to the partition set; None
     when they hold no valid event (the run would store nothing)."""
+    from xc_core.logs.config import load_ingest_config
     from xc_core.logs.ingest import Source, event_span
+    from xc_core.paths import resolve_home
 
-    span = event_span([Source("aol" if source == "aol" else "events", path) for path in paths])
+    # the home's ingest settings (markets, …): a file whose every row they reject requests no run
+    cfg = load_ingest_config(resolve_home())
+    span = event_span([Source("aol" if source == "aol" else "events", path) for path in paths], cfg)
     if span is None:
         return None
     keys = daily_partitions.get_partition_keys()
