@@ -26,6 +26,7 @@ def assert_same_anchor_set(a: AnchorSet, b: AnchorSet) -> None:
     np.testing.assert_array_equal(a.label_edges, b.label_edges)
     np.testing.assert_array_equal(np.asarray(a.doc_proxy, bool), np.asarray(b.doc_proxy, bool))
     np.testing.assert_array_equal(np.asarray(a.label_proxy, bool), np.asarray(b.label_proxy, bool))
+    np.testing.assert_array_equal(a.test_edges, b.test_edges)
 
 
 def assert_same_dataset(a: XCDataset, b: XCDataset, *, meta: bool = True) -> None:

@@ -4,12 +4,18 @@ Documents (queries, article titles) and labels (ads, keywords, hosts, articles) 
 Train and test documents are separate index spaces, as in the Extreme Classification Repository
 (``trn_X``/``tst_X``); both share the label space. ``y_train``/``y_test`` are CSR document×label
 matrices. Each *anchor set* (RAMEN's graph metadata) has its own anchor texts and two edge lists:
-train-document→anchor and label→anchor. Test documents never appear in any anchor set.
+train-document→anchor and label→anchor. Test documents never appear in those, nor among the anchors.
+A third, separate list, test-document→anchor (``test_edges``), holds the graph links a test document
+has at serving time, for the methods that use the graph at inference (TextGNN, OAK's oracle linker);
+no trainer reads it.
 
 On disk (``save``/``load``): Parquet tables plus ``.npz`` matrices and a ``meta.json``::
 
     <dir>/meta.json  documents.parquet  labels.parquet  y_train.npz  y_test.npz  filter_pairs.parquet
-    <dir>/anchors/<name>/anchors.parquet  doc_edges.parquet  label_edges.parquet
+    <dir>/anchors/<name>/anchors.parquet  doc_edges.parquet  label_edges.parquet  [test_edges.parquet]
+
+``test_edges.parquet`` is written only when the set has test edges, and a folder without it loads with
+none, so folders written before it existed load unchanged and sets without test edges write the same files.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import polars as pl
 import scipy.sparse as sp
 
 FORMAT_VERSION = 1
+#: An anchor set's test-document edges, beside its doc_edges / label_edges; optional (format version unchanged).
+TEST_EDGES = "test_edges.parquet"
 
 
 #: Inverse-propensity constants (A, B) of a data set whose meta names none: the XC repository's general
@@ -44,6 +52,14 @@ class AnchorSet:
 
     ``doc_edges[:, 0]`` indexes *train* documents, ``label_edges[:, 0]`` labels; column 1 indexes
     ``texts``. ``proxy`` marks edges that are ANN text neighbours rather than native graph edges.
+
+    ``test_edges[:, 0]`` indexes *test* documents, column 1 ``texts``: the native graph links a test
+    document has at serving time (a test article's own hyperlinks and categories, the other queries of a
+    test query's session), to anchors that already exist in the set for train documents or labels —
+    test edges never add an anchor, and never point at an anchor that is itself a test document (a test
+    article; a query anchor is a train-window query, so never one first asked in the test window). Only
+    for methods that use the graph at inference (TextGNN, OAK's oracle linker); trainers, RWR expansion
+    and pruning never read them, and the test documents stay out of ``doc_edges``/``label_edges``.
     """
 
     name: str
@@ -53,10 +69,13 @@ class AnchorSet:
     #: None in the constructor: all native (__post_init__ fills both, so they are arrays afterwards)
     doc_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
     label_proxy: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
+    #: None in the constructor: no test edges (__post_init__ makes it an empty (0, 2) array)
+    test_edges: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
 
     def __post_init__(self) -> None:
         self.doc_edges = _edges(self.doc_edges)
         self.label_edges = _edges(self.label_edges)
+        self.test_edges = _edges(self.test_edges)
         if self.doc_proxy is None:
             self.doc_proxy = np.zeros(len(self.doc_edges), dtype=bool)
         if self.label_proxy is None:
@@ -67,6 +86,10 @@ class AnchorSet:
 
     def label_matrix(self, n_labels: int) -> sp.csr_matrix:
         return _incidence(self.label_edges, n_labels, len(self.texts))
+
+    def test_matrix(self, n_test: int) -> sp.csr_matrix:
+        """Test document × anchor incidence of ``test_edges`` (inference-time graph only)."""
+        return _incidence(self.test_edges, n_test, len(self.texts))
 
     def coverage(self, n_docs: int, n_labels: int) -> dict[str, float]:
         """Share of train documents / labels with at least one anchor of this set."""
@@ -139,9 +162,14 @@ class XCDataset:
             if flags is not None and len(flags) != n:
                 raise ValueError(f"{self.name}: {what} has {len(flags)} entries, expected {n}")
         for a in self.anchor_sets.values():
-            for edges, rows, side in ((a.doc_edges, n_train, "doc_edges"), (a.label_edges, n_labels, "label_edges")):
+            for edges, rows, side, space in ((a.doc_edges, n_train, "doc_edges", "train documents"),
+                                             (a.label_edges, n_labels, "label_edges", "labels"),
+                                             (a.test_edges, n_test, "test_edges", "test documents")):
                 if len(edges) and (edges.min() < 0 or edges[:, 0].max() >= rows or edges[:, 1].max() >= len(a.texts)):
-                    raise ValueError(f"{self.name}: anchor set '{a.name}' {side} point outside the index spaces")
+                    raise ValueError(
+                        f"{self.name}: anchor set '{a.name}' {side} point outside the index spaces: rows must be "
+                        f"{space} 0..{rows - 1}, anchors 0..{len(a.texts) - 1}; found rows "
+                        f"{edges[:, 0].min()}..{edges[:, 0].max()}, anchors {edges[:, 1].min()}..{edges[:, 1].max()}")
             if len(a.doc_proxy) != len(a.doc_edges) or len(a.label_proxy) != len(a.label_edges):
                 raise ValueError(f"{self.name}: anchor set '{a.name}' proxy flags do not match its edges")
 
@@ -183,7 +211,8 @@ class XCDataset:
             "novel_labels": int(np.sum(self.label_novel)),
             "anchor_sets": {
                 name: {"anchors": len(a.texts), "doc_edges": len(a.doc_edges), "label_edges": len(a.label_edges),
-                       **a.coverage(len(self.train_texts), self.n_labels)}
+                       **a.coverage(len(self.train_texts), self.n_labels), "test_edges": len(a.test_edges),
+                       "test_coverage": round(np.unique(a.test_edges[:, 0]).size / max(len(self.test_texts), 1), 4)}
                 for name, a in self.anchor_sets.items()
             },
         }
@@ -228,6 +257,8 @@ class XCDataset:
                 folder / "anchors.parquet")
             _edge_frame(a.doc_edges, "doc", "anchor", a.doc_proxy).write_parquet(folder / "doc_edges.parquet")
             _edge_frame(a.label_edges, "label", "anchor", a.label_proxy).write_parquet(folder / "label_edges.parquet")
+            if len(a.test_edges):  # absent when empty: older readers and older folders agree on that case
+                _edge_frame(a.test_edges, "test_doc", "anchor").write_parquet(folder / TEST_EDGES)
         meta = {**self.meta, "name": self.name, "format_version": FORMAT_VERSION,
                 "anchor_sets": list(self.anchor_sets)}
         (out / "meta.json").write_text(json.dumps(meta, indent=2, default=_json_default) + "\n")
@@ -247,12 +278,15 @@ class XCDataset:
             folder = directory / "anchors" / name
             doc_edges = pl.read_parquet(folder / "doc_edges.parquet")
             label_edges = pl.read_parquet(folder / "label_edges.parquet")
+            test_edges = (pl.read_parquet(folder / TEST_EDGES).select("test_doc", "anchor").to_numpy()
+                          if (folder / TEST_EDGES).exists() else _edges(None))
             anchors[name] = AnchorSet(
                 name=name, texts=pl.read_parquet(folder / "anchors.parquet").get_column("text").to_list(),
                 doc_edges=doc_edges.select("doc", "anchor").to_numpy(),
                 label_edges=label_edges.select("label", "anchor").to_numpy(),
                 doc_proxy=doc_edges.get_column("proxy").to_numpy(),
                 label_proxy=label_edges.get_column("proxy").to_numpy(),
+                test_edges=test_edges,
             )
         decile = test.get_column("decile").to_numpy()
         return cls(

@@ -7,16 +7,23 @@ items first clicked in test are *novel labels* (reachable only through their tex
 
 Anchor sets come from the train-window graph tables (:mod:`xc_core.datasets.graph_tables`):
 
-- ``cosession_queries`` — anchors are query texts. Document side: the query's co-session queries.
+- ``cosession_queries`` — anchors are query texts. Document side: the query's co-session queries. Test
+  edges (``AnchorSet.test_edges``, the graph at inference only): a test query's co-session queries *of the
+  test window* (:func:`~xc_core.datasets.graph_tables.test_window_cosession`) that are already anchors of
+  the set, the ``doc_anchors`` best supported — the session context a serving system has. The train
+  tables and the train-document edges never see the test window.
 - ``click_graph`` — anchors are query texts. Label side: the train queries that clicked the item. Named for
   what it is: these (query, item) pairs are training pairs, so this set adds labelled pairs a subsampled
   trainer would not otherwise see rather than new graph signal (the ``dual_encoder_anchor_pairs`` control
   trains on exactly those pairs).
 - ``coclick_items`` — anchors are item texts. Label side: items co-clicked in one session.
+
+The label-side sets have no test edges.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,7 +35,14 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
 from xc_core.datasets.container import DEFAULT_PSP, AnchorSet, XCDataset
-from xc_core.datasets.graph_tables import GraphConfig, LabelKey, build_graph_tables, keyed_events, tables_current
+from xc_core.datasets.graph_tables import (
+    GraphConfig,
+    LabelKey,
+    build_graph_tables,
+    keyed_events,
+    tables_current,
+    test_window_cosession,
+)
 from xc_core.logs.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -155,6 +169,16 @@ def _anchor_set(name: str, doc_pairs: pl.DataFrame | None, label_pairs: pl.DataF
     return AnchorSet(name, texts, edges(doc_pairs, docs), edges(label_pairs, labels))
 
 
+def _test_edges(cosession: pl.DataFrame, anchors: AnchorSet, tests: dict[str, int], limit: int) -> np.ndarray:
+    """(test document, anchor) from the test window's ``cosession(q1, q2, sessions)``: only pairs of a test
+    document and an anchor the set already has (never a new one), the ``limit`` best supported per document."""
+    existing = _index(anchors.texts)
+    pairs = cosession.filter(pl.col("q1").is_in(list(tests)) & pl.col("q2").is_in(list(existing)))
+    top = _top_edges(pairs, "q1", "q2", "sessions", limit)
+    return np.stack([top.get_column("q1").replace_strict(tests, return_dtype=pl.Int64).to_numpy(),
+                     top.get_column("q2").replace_strict(existing, return_dtype=pl.Int64).to_numpy()], axis=1)
+
+
 def _deciles(con: duckdb.DuckDBPyConnection, source: str, params: list[object]) -> dict[str, int]:
     """Query decile by traffic (RAMEN Table 1): queries sorted by frequency, each decile ~10% of events."""
     freq = _frame(con, f"SELECT query_text AS q, count(*) AS n FROM {source} GROUP BY 1 ORDER BY n DESC, q", params)
@@ -206,6 +230,7 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         train, test = _pairs(con, source, params, first, split, kept), _pairs(con, source, params, split, end, kept)
         _check_pairs(train, test, cfg, _missing_keys(con, store, cfg), first, split, end)
         deciles = _deciles(con, source, params)
+        test_cosession = test_window_cosession(con, source, params, split, end, cfg.graph_config())
         seen = set(_frame(con, f"SELECT DISTINCT query_text AS q FROM {source} WHERE ts < ?", [*params, split])
                    .get_column("q").to_list())
     graph_cfg = cfg.graph_config()
@@ -229,8 +254,10 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
     item_text = dict(zip(label_ids, label_texts, strict=True))
     coclick_lbl = _top_edges(coclick, "i1", "i2", "sessions", cfg.label_anchors).with_columns(
         pl.col("i2").replace_strict(item_text, default=pl.col("i2"))).rename({"i1": "node", "i2": "anchor"})
+    cosession = _anchor_set("cosession_queries", cos_doc, None, d_ix, l_ix)
     anchors = {
-        "cosession_queries": _anchor_set("cosession_queries", cos_doc, None, d_ix, l_ix),
+        "cosession_queries": dataclasses.replace(
+            cosession, test_edges=_test_edges(test_cosession, cosession, t_ix, cfg.doc_anchors)),
         "click_graph": _anchor_set("click_graph", None, cos_lbl, d_ix, l_ix),
         "coclick_items": _anchor_set("coclick_items", None, coclick_lbl, d_ix, l_ix),
     }

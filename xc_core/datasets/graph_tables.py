@@ -7,6 +7,12 @@
 Only events in the train window ``[train_start, train_end)`` enter, and every row records that window
 (``train_start``, ``train_end`` columns), so a table can never be mistaken for one built on test data.
 
+:func:`test_window_cosession` is the one table of the *test* window: ``cosession_queries`` computed the
+same way over ``[test_start, test_end)`` (rows record ``test_start``, ``test_end``), the session context a
+serving system has for a test query. It is returned in memory to the data-set builder, which keeps only
+its links to existing anchors as ``AnchorSet.test_edges``; it is never written beside, nor mixed into,
+the train tables above.
+
 Concurrent builds (two Dagster runs at once) are safe: each reads one snapshot of the store under its
 shared lock, writes its own temp files, and publishes the three tables together under the exclusive lock,
 unless the tables already published come from a newer store generation (``_published.json``).
@@ -24,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import duckdb
+import polars as pl
 from pydantic import BaseModel, Field
 
 from xc_core.logs.store import EventStore
@@ -104,10 +111,10 @@ def _click_graph_sql(cfg: GraphConfig) -> str:
 
 
 def _co_occurrence_sql(column: str, left: str, right: str, condition: str, with_users: bool,
-                       cfg: GraphConfig) -> str:
+                       cfg: GraphConfig, table: str = "train") -> str:
     users = ", count(DISTINCT a.user_id) AS users" if with_users else ""
     return f"""
-    WITH members AS (SELECT DISTINCT session_id, user_id, {column} AS node FROM train WHERE {condition}),
+    WITH members AS (SELECT DISTINCT session_id, user_id, {column} AS node FROM {table} WHERE {condition}),
     small AS (SELECT session_id FROM members GROUP BY session_id
               HAVING count(*) BETWEEN 2 AND {cfg.max_session_size})
     SELECT a.node AS {left}, b.node AS {right}, count(DISTINCT a.session_id) AS sessions{users}
@@ -160,6 +167,23 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
     return GraphTablesSummary(train_start=train_start.isoformat(), train_end=train_end.isoformat(),
                               seconds=round(time.perf_counter() - started, 3), store_generation=generation,
                               published=published, **counts)
+
+
+def test_window_cosession(con: duckdb.DuckDBPyConnection, events: str, params: list[object], test_start: datetime,
+                          test_end: datetime, cfg: GraphConfig) -> pl.DataFrame:
+    """``q1, q2, sessions, users, test_start, test_end``: distinct queries asked in one session of the test
+    window ``[test_start, test_end)`` of ``events`` (a SQL source taking ``params``), with the train tables'
+    session-size and support thresholds. In memory only, in its own temp table (``test_window``): the
+    inference-time graph of test queries, never a train table."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE test_window AS SELECT * FROM {events} WHERE ts >= ? AND ts < ?",
+                [*params, test_start, test_end])
+    sql = _co_occurrence_sql("query_text", "q1", "q2", "TRUE", True, cfg, table="test_window")
+    table = con.sql(f"SELECT *, ?::TIMESTAMPTZ AS test_start, ?::TIMESTAMPTZ AS test_end FROM ({sql})",
+                    params=[test_start, test_end]).to_arrow_table()
+    con.execute("DROP TABLE test_window")
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 PUBLISHED = "_published.json"  # beside the tables: the store snapshot, train window and settings they come from

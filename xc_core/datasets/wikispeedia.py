@@ -14,6 +14,10 @@ Protocol (``../shared/data/README.md``), the LF-WikiSeeAlsoTitles analogue on re
   are removed from every anchor graph as nodes, in every role (as document, as label and as
   anchor), so nothing about a test article leaks into training except that train documents may
   navigate *to* it (it stays a label in ``y_train``).
+- Test edges (``AnchorSet.test_edges``, the graph at inference): a test article's own hyperlinks and
+  categories are part of the article a reader sees, so each set keeps the edges *from* a test article
+  to an anchor the set already has that is not a test article, apart from the training graph. Links
+  *to* a test article stay dropped (it is never an anchor).
 - Anchor sets (train only): ``links`` (anchors are articles, texts their titles; an edge per
   hyperlink of ``links.tsv``) and ``categories`` (anchors are category paths; the text is the
   path's last two parts after the universal ``subject`` root, ``_`` as space:
@@ -182,44 +186,50 @@ def _matrix(pairs: pl.DataFrame, rows: pl.DataFrame, labels: pl.DataFrame) -> sp
 
 # -- anchor sets -------------------------------------------------------------------------------
 def _anchor_set(name: str, edges: pl.DataFrame, anchors: pl.DataFrame, train: pl.DataFrame,
-                labels: pl.DataFrame, test_articles: pl.Series) -> AnchorSet:
+                labels: pl.DataFrame, tests: pl.DataFrame) -> AnchorSet:
     """Train-only anchor set from ``edges(article, key)`` and ordered ``anchors(key, text)``.
 
     Edges touching a test article at either end are dropped, then anchors no edge uses, so a test
-    article is never a node of the graph, whatever role it would have played.
+    article is never a node of the graph, whatever role it would have played. The dropped edges from
+    a test article (``test``) to an anchor that remains become the set's ``test_edges``.
     """
-    edges = edges.filter(~pl.col("article").is_in(test_articles.implode())
-                         & ~pl.col("key").is_in(test_articles.implode())).unique()
+    test_articles = tests.get_column("article").implode()
+    from_test, to_test = pl.col("article").is_in(test_articles), pl.col("key").is_in(test_articles)
+    edges = edges.unique()
+    test = edges.filter(from_test & ~to_test)
+    edges = edges.filter(~from_test & ~to_test)
     used = anchors.filter(pl.col("key").is_in(edges.get_column("key").implode()))
     used = used.with_row_index("anchor").with_columns(pl.col("anchor").cast(pl.Int64))
     edges = edges.join(used.select("key", "anchor"), on="key")
+    test = test.join(used.select("key", "anchor"), on="key")  # never adds an anchor
 
-    def side(index: pl.DataFrame, column: str) -> np.ndarray:
-        joined = edges.join(index.select("article", column), on="article").select(column, "anchor")
+    def side(pairs: pl.DataFrame, index: pl.DataFrame, column: str) -> np.ndarray:
+        joined = pairs.join(index.select("article", column), on="article").select(column, "anchor")
         return joined.sort(column, "anchor").to_numpy().astype(np.int64).reshape(-1, 2)
 
     return AnchorSet(name=name, texts=used.get_column("text").to_list(),
-                     doc_edges=side(train, "doc"), label_edges=side(labels, "label"))
+                     doc_edges=side(edges, train, "doc"), label_edges=side(edges, labels, "label"),
+                     test_edges=side(test, tests, "doc"))
 
 
 def _links_anchor_set(data_dir: Path, articles: pl.DataFrame, train: pl.DataFrame, labels: pl.DataFrame,
-                      test_articles: pl.Series) -> AnchorSet:
+                      tests: pl.DataFrame) -> AnchorSet:
     links = _known(read_tsv(data_dir / FILES["links"][0], FILES["links"][1]), articles, ("source", "target"),
                    data_dir / FILES["links"][0])
     edges = links.select(pl.col("source").alias("article"), pl.col("target").alias("key"))
     anchors = articles.select(pl.col("article").alias("key"), pl.col("title").alias("text"))
-    return _anchor_set("links", edges, anchors, train, labels, test_articles)
+    return _anchor_set("links", edges, anchors, train, labels, tests)
 
 
 def _categories_anchor_set(data_dir: Path, articles: pl.DataFrame, train: pl.DataFrame, labels: pl.DataFrame,
-                           test_articles: pl.Series) -> AnchorSet:
+                           tests: pl.DataFrame) -> AnchorSet:
     path = data_dir / FILES["categories"][0]
     rows = _known(read_tsv(path, FILES["categories"][1]), articles, ("article",), path)
     edges = rows.select("article", pl.col("category").alias("key"))
     keys = edges.get_column("key").unique().sort()
     anchors = pl.DataFrame({"key": keys, "text": [category_text(k) for k in keys.to_list()]},
                            schema={"key": pl.String, "text": pl.String})
-    return _anchor_set("categories", edges, anchors, train, labels, test_articles)
+    return _anchor_set("categories", edges, anchors, train, labels, tests)
 
 
 def _known(frame: pl.DataFrame, articles: pl.DataFrame, columns: Sequence[str], path: object) -> pl.DataFrame:
@@ -268,8 +278,8 @@ def build_wikispeedia(data_dir: Path, seed: int = 0, test_fraction: float = 0.2)
     labels = _index(articles, pl.col("article").is_in(pairs.get_column("target").implode()), "label")
     filter_pairs = test.join(labels.select("article", "label"), on="article").sort("doc").select("doc", "label")
     anchor_sets = {
-        "links": _links_anchor_set(data_dir, articles, train, labels, test_articles),
-        "categories": _categories_anchor_set(data_dir, articles, train, labels, test_articles),
+        "links": _links_anchor_set(data_dir, articles, train, labels, test),
+        "categories": _categories_anchor_set(data_dir, articles, train, labels, test),
     }
     dataset = XCDataset(
         name="wikispeedia",

@@ -17,9 +17,11 @@ set, ``anchors/<name>/``, holding ``anchors.txt`` (one anchor text per line, nev
 ``doc_edges.txt`` (lines ``train_doc anchor [proxy]``) and ``label_edges.txt`` (lines
 ``label anchor [proxy]``); ``proxy`` is 1 for an ANN text-neighbour edge, 0 (the default) for a
 native graph edge. ``anchors/names.txt`` (optional) lists the sets in order; without it, name order.
+The format has no test-document edges, so a set read from a folder has no ``test_edges`` and writing one
+leaves them out (logged).
 
 ``write_xc_repo`` always writes ids, so ``read_xc_repo(write_xc_repo(d))`` gives back the texts,
-ids, matrices, filter pairs and anchor sets exactly.
+ids, matrices, filter pairs and anchor sets exactly (less any ``test_edges``).
 """
 
 from __future__ import annotations
@@ -209,6 +211,9 @@ def _read_anchor_set(folder: Path, n_train: int, n_labels: int) -> AnchorSet:
 
 def _write_anchor_set(anchor_set: AnchorSet, folder: Path) -> None:
     folder.mkdir(parents=True)
+    if len(anchor_set.test_edges):
+        log.warning("%s: %d test edges of anchor set %r not written (the format has no test-document edges)",
+                    folder, len(anchor_set.test_edges), anchor_set.name)
     _check_texts(folder / "anchors.txt", anchor_set.texts, "anchor text")
     _write_lines(folder / "anchors.txt", anchor_set.texts)
     for side, edges, proxy in (("doc", anchor_set.doc_edges, anchor_set.doc_proxy),

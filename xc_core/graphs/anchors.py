@@ -4,6 +4,9 @@ Proxies (TextGNN §4.2.2): a document/label with no native anchor in a set borro
 nearest text neighbour that has some, flagged as proxy edges. RWR (RAMEN) then densifies every node's
 neighbourhood (every visited anchor, native edges always kept); pruning (RAMEN App. A) drops anchors with
 cosine ≤ threshold under the given encoder, by default after centring the embeddings on their mean.
+
+Test edges (``AnchorSet.test_edges``, the inference-time graph) take no part in any step: each set leaves
+the stage with the native test edges it came with (its anchor texts, hence their indices, are unchanged).
 """
 
 from __future__ import annotations
@@ -104,6 +107,8 @@ def build_anchor_stage(dataset: XCDataset, cfg: AnchorConfig, embed: Embed | Non
             current[name], counts[name] = prune_anchor_set(anchors, doc_emb, label_emb, anchor_emb[name],
                                                            cfg.prune_threshold, center=center)
         stages["after_pruning"] = dict(current)
+    current = {name: dataclasses.replace(anchors, test_edges=dataset.anchor_sets[name].test_edges)
+               for name, anchors in current.items()}
     table = coverage_table(dataset, stages)
     log.info("anchor coverage\n%s", table)
     return AnchorStage(current, table, pl.concat(similar) if similar else pl.DataFrame(), counts,
