@@ -15,7 +15,7 @@ export XC_HOME
 MLFLOW_STORE = $(abspath $(XC_HOME))/mlflow
 MLFLOW_URI = sqlite:///$(MLFLOW_STORE)/mlflow.db
 
-.PHONY: install peers run lint test ui ui-snapshot mlflow-ui bench clean
+.PHONY: install peers run results lint test ui ui-snapshot mlflow-ui bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,7 @@ $(XC_DAGSTER_STATE):
 	mkdir -p $(XC_DAGSTER_STATE)
 
 DATASET ?= synthetic
+COMMA := ,
 PROFILE ?= demo
 METHODS ?= pretrained,dual_encoder,ramen,dual_encoder-clf,ramen-clf
 
@@ -62,6 +63,17 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 	@echo "  A/B tests        $(XC_HOME)/abtest/$(DATASET)/$(PROFILE)   (JSON + HTML per test; gate tests in gate/)"
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
 	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: $(MLFLOW_STORE); xc predict reads the same)"
+
+# docs/RESULTS.md: every method of xc_core/stages/results.py RESULT_METHODS on RESULTS_DATASETS at PROFILE, in one
+# home; the PECOS peer is scored between two passes (the second reuses every model and evaluation and adds it)
+RESULTS_DATASETS ?= synthetic,wikispeedia,aol-1000
+RESULTS_OUT ?= docs
+results: $(STAMP) peers
+	@mkdir -p $(XC_HOME)
+	$(BIN)/xc results --profile $(PROFILE) --datasets $(RESULTS_DATASETS) --home $(XC_HOME) --out $(RESULTS_OUT)
+	for d in $(subst $(COMMA), ,$(RESULTS_DATASETS)); do \
+		$(BIN)/python benchmarks/peer_eval.py --dataset $$d --profile $(PROFILE) --homes $(XC_HOME) || exit 1; done
+	$(BIN)/xc results --profile $(PROFILE) --datasets $(RESULTS_DATASETS) --home $(XC_HOME) --out $(RESULTS_OUT)
 
 # ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first
 lint: $(STAMP)

@@ -9,6 +9,7 @@ from xc_assets.defs.jobs import (
     ingest_job,
     promotion_job,
     report_job,
+    results_job,
     retrain_job,
     train_eval_job,
 )
@@ -28,7 +29,7 @@ FAMILIES = served_families()
 defs = dg.Definitions(
     assets=[*dg.load_assets_from_modules([simulate_assets, ingest_assets]), *(a for f in FAMILIES for a in f.assets)],
     asset_checks=[c for f in FAMILIES for c in f.checks],
-    jobs=[ingest_job, retrain_job, train_eval_job, report_job, promotion_job, add_keywords_job],
+    jobs=[ingest_job, retrain_job, train_eval_job, report_job, promotion_job, add_keywords_job, results_job],
     schedules=[nightly_retrain],
     sensors=[landing_folder_sensor, keyword_landing_sensor, record_run_failures, train_after_rebuild,
              promote_after_training],

@@ -22,8 +22,8 @@ from xc_assets.defs.family import DatasetFamily, family
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.registry import RawEvents, get_dataset_spec
 from xc_core.methods import RUN_METHODS
+from xc_core.simulate.config import PROFILE_SCALE
 
-SIM_SCALE = {"tiny": "tiny", "demo": "demo", "cpu": "demo", "full": "large"}
 SUMMARY_KEYS = ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "documents", "labels",
                 "train_documents", "test_documents", "leaked_test_nodes", "proxy_edges", "reachable_train_labels")
 
@@ -61,7 +61,7 @@ def _ingest_ops(dataset: str, profile: str, home: Path | None = None) -> dict[st
     ops: dict[str, Any] = {"raw_events": {"config": {"source": raw.source,
                                                      "paths": [str(path) for path in raw.files()]}}}
     if raw.source == "simulated":
-        ops["world"] = {"config": {"scale": SIM_SCALE[profile]}}
+        ops["world"] = {"config": {"scale": PROFILE_SCALE[profile]}}
     return ops
 
 
@@ -74,7 +74,7 @@ def _partition_tags(dataset: str, profile: str, home: Path | None = None) -> dic
     if raw.source == "simulated":
         from xc_core.simulate import scale_config
 
-        cfg = scale_config(SIM_SCALE[profile])
+        cfg = scale_config(PROFILE_SCALE[profile])
         first, last = cfg.start.date().isoformat(), (cfg.start + timedelta(days=cfg.days - 1)).date().isoformat()
     else:
         from xc_assets.defs.sensors import partition_range

@@ -237,6 +237,54 @@ def cmd_abtest(args: argparse.Namespace) -> dict[str, object]:
     return stage.run(args.control, args.treatment, cfg, log=not args.no_mlflow)
 
 
+def cmd_results(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.stages.results import run_results, validate_methods
+
+    methods = validate_methods([m for m in args.methods.split(",") if m])  # before the home is made
+    home = resolve_home(args.home)
+    summary = run_results(home, args.profile, [d for d in args.datasets.split(",") if d], methods,
+                          seeds=_seeds(args.seeds), out=Path(args.out) if args.out else None, retrain=args.retrain,
+                          progress=not args.quiet)
+    return {"results": summary["results"], "json": summary["json"], "header": summary["header"],
+            "datasets": summary["datasets"]}
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as err:
+        raise SystemExit(f"xc results --seeds {text}: comma-separated integers, e.g. 0,1,2") from err
+
+
+def _results_table(payload: dict[str, object]) -> str:
+    """``xc results`` for people: per data set and method P@1 / PSP@1 with their 95% CIs and the costs, then where
+    the page is."""
+    from typing import cast
+
+    def cell(value: list[float | None] | None) -> str:
+        """[value, low, high] (fractions; no interval: low and high None) in points."""
+        value_, low, high = value or (None, None, None)
+        if value_ is None:
+            return "–"
+        interval = f" [{100 * low:.2f}, {100 * high:.2f}]" if low is not None and high is not None else ""
+        return f"{100 * value_:.2f}{interval}"
+
+    lines = []
+    for data in cast(list[dict[str, Any]], payload["datasets"]):
+        costs = {c["method"]: c for c in data["costs"]}
+        lines.append(f"{data['dataset']}:")
+        lines.append(f"  {'method':<22} {'P@1 [95% CI]':<24} {'PSP@1 [95% CI]':<24} {'ms/query':>9} {'parameters':>12}")
+        for row in data["methods"]:
+            cost = costs.get(row["method"], {})
+            ms, params = cost.get("ms_per_query"), cost.get("parameters")
+            lines.append(f"  {row['method']:<22} {cell(row.get('P@1')):<24} {cell(row.get('PSP@1')):<24} "
+                         f"{'–' if ms is None else f'{ms:.3f}':>9} {'–' if params is None else f'{params:,}':>12}")
+    header = cast(dict[str, Any], payload["header"])
+    lines += [f"results: {payload['results']} (and {payload['json']}; MLflow run {header['mlflow_run_id']} of "
+              "experiment xc-results)"]
+    return "\n".join(lines)
+
+
 def _add_dataset(command: argparse.ArgumentParser, events_only: bool = False) -> None:
     """``--dataset`` on every command (``--name``, the old spelling of graphs/dataset/anchors, still works): a
     built-in name, one defined in the home (checked when the command runs: the home is an option too), or a
@@ -371,6 +419,24 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     _add_dataset(serve)
     serve.add_argument("--k", type=int, default=10)
     serve.set_defaults(func=cmd_predict)
+
+    from xc_core.stages.results import DEFAULT_DATASETS, RESULT_METHODS
+
+    results = sub.add_parser("results", parents=[common], help="every method on every data set at one profile → "
+                             "RESULTS.md + results.json, logged to MLflow (xc-results)")
+    results.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
+    results.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
+                         help=f"comma-separated data sets (default: {','.join(DEFAULT_DATASETS)})")
+    results.add_argument("--methods", default=",".join(RESULT_METHODS),
+                         help=f"comma-separated registered methods, in training order (default: "
+                              f"{','.join(RESULT_METHODS)})")
+    results.add_argument("--out", default="", help="folder for RESULTS.md and results.json (default: ./docs)")
+    results.add_argument("--seeds", default="0", help="comma-separated training seeds: the tables are the first's, "
+                                                     "more add a mean ± sd table (default 0)")
+    results.add_argument("--retrain", action="store_true", help="train even where the home holds a model of the "
+                                                                "profile and seed")
+    results.add_argument("--json", action="store_true", help="print the whole results JSON as one line")
+    results.set_defaults(func=cmd_results, render=_results_table)
 
     if extend is not None:
         extend(sub, common)

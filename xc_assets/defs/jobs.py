@@ -1,7 +1,12 @@
+from pathlib import Path
+
 import dagster as dg
+from pydantic import Field
 
 from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.constants import OPERATED_DATASET
+from xc_assets.defs.resources import XcHome
+from xc_core.stages.results import DEFAULT_DATASETS, RESULT_METHODS
 
 P = prefix(OPERATED_DATASET)  # the operated data set's asset group and key prefix
 
@@ -48,3 +53,42 @@ add_keywords_job = dg.define_asset_job(
     "add_keywords_job", selection=dg.AssetSelection.assets([P, "streamed_keywords"]),
     description=f"Stream novel keywords (CSV/Parquet files) into IRENE's serving index of {OPERATED_DATASET}, "
                 "without retraining or rebuilding it.")
+
+
+class ResultsConfig(dg.Config):
+    """What the ``results`` job runs (``xc results`` takes the same options)."""
+
+    profile: str = Field(default="demo", description="one profile for every method and data set: tiny, demo, cpu, "
+                                                     "full")
+    datasets: list[str] = Field(default_factory=lambda: list(DEFAULT_DATASETS),
+                                description="data sets of the home (built in or defined), each trained, "
+                                            "evaluated and tabulated")
+    methods: list[str] = Field(default_factory=lambda: list(RESULT_METHODS),
+                               description="registered methods, in training order (a -clf after its base, irene "
+                                           "after the encoders)")
+    seeds: list[int] = Field(default_factory=lambda: [0], description="training seeds: the tables are the "
+                             "first's, more add a mean ± sd table")
+    out: str = Field(default="", description="folder for RESULTS.md and results.json (empty: docs/ of the "
+                                             "working directory)")
+
+
+@dg.op(description="Train or reuse, evaluate and compare every method on every data set; write RESULTS.md and "
+                   "results.json and log them to MLflow (experiment xc-results).")
+def write_results(context: dg.OpExecutionContext, config: ResultsConfig, xc_home: XcHome) -> dg.Output[str]:
+    from xc_core.stages.results import run_results
+
+    command = f"dagster job results (run {context.run_id}): {config.model_dump_json()}"
+    summary = run_results(xc_home.path, config.profile, config.datasets, config.methods, seeds=tuple(config.seeds),
+                          out=Path(config.out) if config.out else None, command=command)
+    header = summary["header"]
+    context.log.info(f"results: {summary['results']} (MLflow run {header['mlflow_run_id']})")
+    return dg.Output(summary["results"], metadata={
+        "results": dg.MetadataValue.path(summary["results"]), "json": dg.MetadataValue.path(summary["json"]),
+        "mlflow_run_id": header["mlflow_run_id"], "git_commit": header["git_commit"],
+        "seconds": header["seconds"]})
+
+
+@dg.job(name="results", description="RESULTS.md: every method on every data set at one profile — metrics with 95% "
+                                    "CIs, paired differences, ablations, A/B tests and measured costs (issue #16).")
+def results_job() -> None:
+    write_results()

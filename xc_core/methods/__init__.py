@@ -6,6 +6,8 @@ from xc_core.methods import ablations, auggt, dual_encoder, pretrained, ramen  #
 from xc_core.methods import (
     classifier,  # noqa: F401 - registers '<base>-clf' after its bases
     irene,  # noqa: F401 - stage II on a trained encoder
+    oak,  # noqa: F401 - two-stage GCN baseline: 'oak' and 'oak-oracle'
+    textgnn,  # noqa: F401 - graph neighbours at inference (TextGNN)
 )
 from xc_core.methods.base import METHODS, Fitted, Method, Predictions, Scorer, Served, TrainJob, get_method, register
 

@@ -59,11 +59,16 @@ class Predictions:
     index_recall_at_10: float | None = None  # approximate vs exact search on the test queries (None: no ANN index)
     index_ms_per_query: float | None = None
     exact_ms_per_query: float | None = None
+    #: where a test query's time goes, ms per query by step: ``encoder`` (texts → vectors), ``graph`` (a method's
+    #: graph steps at inference: linker, neighbours, GNN), ``search`` (the label index) — the costs table's split
+    steps_ms_per_query: dict[str, float] = field(default_factory=dict)
 
     def index_metrics(self) -> dict[str, float]:
-        """The search measurements a method with an ANN index has, under the evaluation summary's keys."""
+        """The search measurements a method with an ANN index has, under the evaluation summary's keys
+        (each step as ``<step>_ms_per_query``)."""
         found = {"hnsw_recall@10": self.index_recall_at_10, "ms_per_query": self.index_ms_per_query,
-                 "exact_ms_per_query": self.exact_ms_per_query}
+                 "exact_ms_per_query": self.exact_ms_per_query,
+                 **{f"{step}_ms_per_query": ms for step, ms in self.steps_ms_per_query.items()}}
         return {k: v for k, v in found.items() if v is not None}
 
 

@@ -13,6 +13,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Scale = Literal["tiny", "demo", "large"]
+#: the world each run profile simulates when a home has none (`xc run`, the results stage)
+PROFILE_SCALE: dict[str, Scale] = {"tiny": "tiny", "demo": "demo", "cpu": "demo", "full": "large"}
 #: every simulator scale (CLI choices): the one list, read off ``Scale``
 SCALES: tuple[str, ...] = get_args(Scale)
 

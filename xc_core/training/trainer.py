@@ -37,6 +37,18 @@ from xc_core.training.config import TrainConfig
 log = logging.getLogger(__name__)
 
 
+
+def validation_label_space(n_labels: int, truth: Any, val_idx: np.ndarray, cfg: TrainConfig) -> np.ndarray:
+    """Every label, or — past ``val_max_labels`` — the validation positives plus a fixed seeded sample of the
+    others (the same for every epoch and method, so curves and methods stay comparable)."""
+    if cfg.val_max_labels is None or n_labels <= cfg.val_max_labels:
+        return np.arange(n_labels)
+    positives = np.unique(sp.csr_matrix(truth)[val_idx].indices)
+    others = np.setdiff1d(np.arange(n_labels), positives)
+    take = max(0, cfg.val_max_labels - len(positives))
+    sample = seeds.rng(cfg.seed, Stream.VALIDATION_LABELS).choice(others, min(take, len(others)), replace=False)
+    return np.sort(np.concatenate([positives, sample]))
+
 class MetricSink(Protocol):
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
 
@@ -325,17 +337,7 @@ class Trainer:
 
     @cached_property
     def val_label_space(self) -> np.ndarray:
-        """Every label, or — past ``val_max_labels`` — the validation positives plus a fixed seeded sample of
-        the others (the same for every epoch and method, so curves and methods stay comparable)."""
-        n = len(self.data.label_texts)
-        if self.cfg.val_max_labels is None or n <= self.cfg.val_max_labels:
-            return np.arange(n)
-        positives = np.unique(sp.csr_matrix(self.val_truth)[self.val_idx].indices)
-        others = np.setdiff1d(np.arange(n), positives)
-        take = max(0, self.cfg.val_max_labels - len(positives))
-        sample = seeds.rng(self.cfg.seed, Stream.VALIDATION_LABELS).choice(others, min(take, len(others)),
-                                                                           replace=False)
-        return np.sort(np.concatenate([positives, sample]))
+        return validation_label_space(len(self.data.label_texts), self.val_truth, self.val_idx, self.cfg)
 
     def validation_task_loss(self) -> float:
         """The bandit's reward: the task loss L on a fixed held-out validation mini-batch (see bandit.py)."""

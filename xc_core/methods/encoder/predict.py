@@ -31,7 +31,9 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     test queries go through the fused search, the same path ``xc predict`` serves."""
     fused = _load_classifier(classifier_dir)
     labels = _label_vectors(dataset, encoder, classifier_dir, progress)
+    started = time.perf_counter()
     queries = encoder.encode(dataset.test_texts, progress=progress, desc="test queries")
+    encode_ms = 1000 * (time.perf_counter() - started) / max(len(dataset.test_texts), 1)
     index = LabelIndex.build(labels, None, cfg or IndexConfig(kind="hnsw"), model_uri=model_uri, dataset=dataset.name)
     index.save(index_dir)
     np.save(index_dir / LABEL_VECTORS, labels)
@@ -69,10 +71,13 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     np.save(index_dir / "test_top_ids.npy", ids)
     np.save(index_dir / "test_top_scores.npy", scores)
     split = fingerprint_test_split(dataset)
+    steps = {"encoder": encode_ms, "search": ann_ms}  # batched encoding of every test query, then the search
     (index_dir / "index_report.json").write_text(json.dumps(
         {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
-         "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": split}))
-    return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri, recall, ann_ms, exact_ms)
+         "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": split,
+         "steps_ms_per_query": steps}))
+    return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri, recall, ann_ms, exact_ms,
+                       steps)
 
 
 def _load_classifier(classifier_dir: Path | None) -> Any:
@@ -114,4 +119,4 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     scores = np.load(index_dir / "test_top_scores.npy")[:, :k]
     return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri,
                        float(report["hnsw_recall@10"]), float(report["ms_per_query"]),
-                       float(report["exact_ms_per_query"]))
+                       float(report["exact_ms_per_query"]), dict(report.get("steps_ms_per_query", {})))

@@ -1,0 +1,585 @@
+"""The results stage (``xc results`` and Dagster's ``results`` job): every method on every data set at one profile,
+trained or reused, evaluated, compared and costed, written as ``RESULTS.md`` + ``results.json`` and logged to one
+MLflow run of the ``xc-results`` experiment. Every number in the page comes from this run's records.
+
+Per data set (any name the registry knows): its data lineage as ``xc run`` builds it (events → graph tables → data
+set → anchor sets) unless already materialized; per method the training and evaluation stages (``train_method``,
+``evaluate_method``), reused when the home already holds a model of the same seed and its evaluation on the same
+test split; the HTML report; then the tables: metrics with bootstrap 95% CIs (RAMEN Table 4, TextGNN Table 4),
+paired differences against the references (:data:`REFERENCES` and the PECOS peer where evaluated), ablation and
+``@set`` rows (RAMEN Table 6), subsets (seen / novel queries, novel labels, deciles: RAMEN Table 8), each method's
+own tables (IRENE Table 7), simulated A/B tests where the data set has a world, and the costs (RAMEN Table 5).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xc_core.datasets.container import XCDataset
+from xc_core.evaluation.costs import (
+    REFERENCE,
+    TIMED_QUERIES,
+    MethodCost,
+    base_run,
+    inference_split,
+    parameter_count,
+    time_scorer,
+    train_cost,
+    with_ratios,
+)
+from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
+from xc_core.paths import anchors_dir, dataset_dir, eval_dir, eval_root, model_dir
+from xc_core.profiles import Profile, get_profile
+from xc_core.simulate.config import PROFILE_SCALE
+from xc_core.training.record import TrainedModel
+
+log = logging.getLogger(__name__)
+
+#: What the results job runs by default: the registered headline methods, IRENE last (its stage I is a trained
+#: encoder). New methods are appended here.
+#: every method of the papers' tables: the floor, text-only and RAMEN (each with the classifier stage), IRENE, the
+#: GNN baselines that need the graph at inference (TextGNN; OAK with a predicted and an oracle linker — oak before
+#: oak-oracle, which reuses its model) and two RAMEN ablations (Table 6)
+RESULT_METHODS: tuple[str, ...] = ("pretrained", "dual_encoder", "ramen", "pretrained-clf", "dual_encoder-clf",
+                                   "ramen-clf", "irene", "textgnn", "oak", "oak-oracle", "ramen_no_bandit",
+                                   "ramen_no_pruning")
+DEFAULT_DATASETS: tuple[str, ...] = ("synthetic", "wikispeedia", "aol-1000")
+METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
+REFERENCES = (REFERENCE, "dual_encoder", "pretrained")  # every method is paired against these (and the peers)
+EXPERIMENT = "xc-results"
+AB_CONTROL = "pretrained"  # as `xc abtest` and xc run's ab_vs_control: every method against the untrained encoder
+AB_QUERIES = 10_000  # as xc run's ab_vs_control
+
+
+class UnknownMethodError(LookupError, ValueError):
+    """A method the registry does not know (a LookupError: the CLI prints one line and exits 2)."""
+
+
+def validate_methods(methods: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The methods, each known to the registry (``ramen@links`` included), or one error naming every unknown."""
+    from xc_core.methods import get_method, method_names
+
+    unknown = []
+    for name in methods:
+        try:
+            get_method(name)
+        except ValueError:
+            unknown.append(name)
+    if unknown or not methods:
+        raise UnknownMethodError(f"unknown method(s) {', '.join(unknown) or '(none given)'}: the results job runs "
+                                 f"registered methods ({', '.join(method_names())})")
+    return tuple(methods)
+
+
+# ---- train or reuse, evaluate or reuse ----------------------------------------------------------------------
+
+def prepare_data(name: str, home: Path, profile: Profile, anchors: bool, progress: bool = False) -> XCDataset:
+    """The data set with its anchor sets, as ``xc run``'s lineage leaves it: reused when materialized, else built
+    (a simulated source is simulated at the profile's scale first when the home has no simulation; the other
+    sources' events are ingested by the build when the store lacks them)."""
+    from xc_core.datasets.registry import get_dataset_spec
+    from xc_core.stages.datasets import materialize_dataset
+    from xc_core.stages.graphs import load_with_anchors, materialize_anchor_sets
+
+    built = (dataset_dir(home, name) / "meta.json").exists()
+    if (anchors_dir(home, name) / "meta.json").exists() or (built and not anchors):
+        return load_with_anchors(home, name)
+    raw = get_dataset_spec(name, home).raw
+    if raw is not None and raw.source == "simulated":  # other sources fetch their events while building
+        from xc_core.simulate.pipeline import current_simulation, simulate_into_store
+
+        if current_simulation(home) is None:
+            simulate_into_store(PROFILE_SCALE[profile.name], 0, home, progress=progress)
+    dataset = XCDataset.load(dataset_dir(home, name)) if built else materialize_dataset(name, home)[0]
+    if not anchors:
+        return dataset
+    stage = materialize_anchor_sets(dataset, home, profile, progress=progress)
+    if not stage.summary["coverage_checks_passed"]:
+        log.warning("%s: anchor-set coverage below its thresholds (xc run's blocking check would stop here)", name)
+    return stage.dataset
+
+
+def train_or_reuse(dataset: XCDataset, method: str, profile: Profile, home: Path, retrain: bool = False,
+                   progress: bool = False) -> tuple[TrainedModel, bool]:
+    """The method's model at ``profile`` (and its seed) in ``home``, trained unless one is there; (model, reused)."""
+    from xc_core.stages.training import train_method
+
+    folder = model_dir(home, dataset.name, method, profile.name)
+    if not retrain and (folder / "train_summary.json").exists():
+        trained = TrainedModel.load(folder)
+        if trained.summary.get("seed", profile.seed) == profile.seed:
+            return trained, True
+    train_method(dataset, method, profile, home, progress=progress)
+    return TrainedModel.load(folder), False
+
+
+def evaluate_or_reuse(dataset: XCDataset, trained: TrainedModel, home: Path, progress: bool = False) -> tuple[
+        EvaluationRecord, bool]:
+    """The model's evaluation: reused when it scored this model on this test split, else evaluated anew."""
+    from xc_core.stages.evaluation import evaluate_method
+
+    folder = eval_dir(home, dataset.name, trained.method, trained.profile)
+    record = EvaluationRecord.load(folder)
+    if (record is not None and record.mlflow_run_id == trained.mlflow_run_id
+            and record.test_split == fingerprint_test_split(dataset)):
+        return record, True
+    evaluate_method(dataset, trained.method, trained.profile, home, progress=progress)
+    found = EvaluationRecord.load(folder)
+    assert found is not None  # evaluate_method saved it
+    return found, False
+
+
+# ---- tables ---------------------------------------------------------------------------------------------------
+
+def _ci_rows(records: dict[str, EvaluationRecord]) -> list[dict[str, Any]]:
+    """One row per method: metric → [value, low, high] (fractions) from its bootstrap intervals."""
+    rows = []
+    for name, record in records.items():
+        ci = record.ci()
+        cells = {k: list(ci[k]) if k in ci else [record.metrics[k], None, None]
+                 for k in METRICS if k in ci or k in record.metrics}
+        rows.append({"method": name, **cells})
+    return rows
+
+
+def paired_rows(a: EvaluationRecord, b: EvaluationRecord) -> dict[str, list[float]]:
+    """metric → [a − b, low, high, p] (fractions), paired bootstrap on the same test queries; {} when the two were
+    scored on different test splits or lack per-query terms."""
+    from xc_core.evaluation import paired_metric_diff
+
+    rows_a, rows_b = a.per_row(), b.per_row()
+    if rows_a is None or rows_b is None or a.test_split != b.test_split:
+        return {}
+    out = {}
+    for key in METRICS:
+        found = paired_metric_diff(rows_a, rows_b, key)
+        if found is not None:
+            out[key] = [float(v) for v in found]
+    return out
+
+
+def _references(records: dict[str, EvaluationRecord], peers: dict[str, EvaluationRecord]) -> list[dict[str, Any]]:
+    """Every method against every reference and peer it is not; two references are paired once, the one listed
+    first in :data:`REFERENCES` as the method (ramen − dual_encoder, not both signs)."""
+    refs = {**{r: records[r] for r in REFERENCES if r in records}, **peers}
+    rank = {r: i for i, r in enumerate(REFERENCES)}
+    return [{"method": m, "vs": ref, **paired_rows(records[m], refs[ref])}
+            for m in records for ref in refs if ref != m and rank.get(m, -1) < rank.get(ref, len(rank))]
+
+
+def _ablations(home: Path, dataset: str, profile: str, records: dict[str, EvaluationRecord]) -> list[dict[str, Any]]:
+    """Every evaluated ablation or ``@set`` restriction of this profile (run or not), paired full − ablation."""
+    from xc_core.methods import get_method
+
+    rows = []
+    for folder in sorted(eval_root(home, dataset).glob(f"*-{profile}")):
+        record = EvaluationRecord.load(folder)
+        if record is None or record.summary.get("profile") != profile:
+            continue
+        try:
+            method = get_method(record.method)
+        except ValueError:  # a peer's folder
+            continue
+        full = method.ablation_of or (record.method.partition("@")[0] if "@" in record.method else None)
+        if full is None:
+            continue
+        full_record = records.get(full) or EvaluationRecord.load(eval_dir(home, dataset, full, profile))
+        diffs = paired_rows(full_record, record) if full_record is not None else {}
+        rows.append({"method": record.method, "of": full, "metrics": {k: record.metrics.get(k) for k in METRICS},
+                     **diffs})
+    return rows
+
+
+def _peers(home: Path, dataset: str, profile: str) -> dict[str, EvaluationRecord]:
+    from xc_core.stages.evaluation import PEERS
+
+    found = {p: EvaluationRecord.load(eval_dir(home, dataset, p, profile)) for p in PEERS}
+    return {p: r for p, r in found.items() if r is not None}
+
+
+def _abtests(dataset: str, home: Path, profile: str, trained: dict[str, TrainedModel], queries: int,
+             ) -> list[dict[str, Any]]:
+    """Each method against the control and its declared baselines in the data set's simulated world (none without
+    one): a saved result of the same two models is reused, else the test runs (and is saved and logged)."""
+    from xc_core.abtest import ABConfig
+    from xc_core.abtest.report import headline
+    from xc_core.methods import get_method
+    from xc_core.stages.abtest import ABStage, ground_truth, saved_results
+
+    if ground_truth(dataset, home) is None:
+        return []
+    saved = saved_results(home, dataset, profile)
+    stage, rows = ABStage(dataset, home, profile), []
+    for method, model in trained.items():
+        for control in dict.fromkeys((AB_CONTROL, *get_method(method).baselines)):
+            if control == method or control not in trained:
+                continue
+            uris = (trained[control].model_uri, model.model_uri)
+            result = next((r for r in saved if (r.get("control_arm", {}).get("model_uri"),
+                                                r.get("treatment_arm", {}).get("model_uri")) == uris), None)
+            if result is None:
+                result = stage.run(control, method, ABConfig(queries=queries, seed=0, paired=True))
+            rows.append({"treatment": method, "control": control, "mode": result["mode"],
+                         "design": result.get("design", ""), "headline": headline(result),
+                         "delta_pct": result["delta_pct"], "ci95": result["ci95"], "p_value": result["p_value"]})
+    return rows
+
+
+def _trained_runs(home: Path, dataset: str, profile: str) -> dict[str, TrainedModel]:
+    """Every model of the data set trained at ``profile`` in ``home``, by MLflow run (a reused encoder's run)."""
+    folders = (model_dir(home, dataset, "*", profile).parent).glob(f"*-{profile}/train_summary.json")
+    found = (TrainedModel.load(path.parent) for path in sorted(folders))
+    return {t.mlflow_run_id: t for t in found if t.profile == profile}
+
+
+def _served_weights(summary: dict[str, Any]) -> dict[str, Path]:
+    """The weight files of the model a method serves, as its train summary names them (encoder, classifier W)."""
+    from xc_core.classifier.fusion import WEIGHTS_FILE
+
+    found = {}
+    if summary.get("encoder_dir"):
+        found["encoder"] = Path(str(summary["encoder_dir"]))
+    if summary.get("classifier_dir"):
+        found["classifier W"] = Path(str(summary["classifier_dir"])) / WEIGHTS_FILE
+    return found
+
+
+def _own_seconds(model: TrainedModel, runs: dict[str, TrainedModel]) -> float | None:
+    """Training seconds of ``model`` from scratch: its own and, recursively, those of the run it builds on."""
+    base = runs.get(base_run(model.summary) or "")
+    return train_cost(model.summary, _own_seconds(base, runs) if base and base is not model else None)[0]
+
+
+def _costs(dataset: XCDataset, home: Path, trained: dict[str, TrainedModel], records: dict[str, EvaluationRecord],
+           queries: int) -> list[dict[str, Any]]:
+    """Costs per method (``xc_core.evaluation.costs``): the total ms/query timed with the method's serving scorer
+    over the same first ``queries`` test queries for every method."""
+    from xc_core.methods import Served, get_method
+    from xc_core.tracking.store import activate, tracking_uri
+
+    activate(tracking_uri(home))
+    runs = _trained_runs(home, dataset.name, next(iter(trained.values())).profile) if trained else {}
+    texts = list(dataset.test_texts[:queries])
+    rows = []
+    for name, model in trained.items():
+        base = runs.get(base_run(model.summary) or "")
+        seconds, epochs, per_epoch = train_cost(model.summary, _own_seconds(base, runs) if base else None)
+        parameters, counted = parameter_count(model.summary, _served_weights(model.summary))
+        try:
+            scorer = get_method(name).scorer(Served(model.model_uri, home, dataset.name, model.profile))
+            ms: float | None = time_scorer(scorer, texts)
+        except (LookupError, FileNotFoundError, NotImplementedError) as error:  # a method that cannot serve yet
+            log.warning("%s on %s: query time not measured (%s)", name, dataset.name, error)
+            ms = None
+        rows.append(MethodCost(method=name, dataset=dataset.name, train_seconds=seconds, epochs=epochs,
+                               base=base.method if base else "", seconds_per_epoch=per_epoch, ms_per_query=ms,
+                               split_ms=inference_split(records[name].summary), timed_queries=len(texts),
+                               parameters=parameters, parameters_from=counted))
+    return [c.to_dict() for c in with_ratios(rows)]
+
+
+def seed_rows(dataset: XCDataset, home: Path, profile: Profile, methods: tuple[str, ...], seeds: tuple[int, ...],
+              first: dict[str, EvaluationRecord], retrain: bool = False,
+              progress: bool = False) -> list[dict[str, Any]]:
+    """Each method's metrics over ``seeds``: the first seed's evaluation (``first``), each other seed trained (or
+    reused) and evaluated in its own home ``<home>/seeds/s<seed>`` on the same data set; per metric the values,
+    their mean and standard deviation (fractions)."""
+    per_seed = [first]
+    for seed in seeds[1:]:
+        seeded, seed_home = profile.model_copy(update={"seed": seed}), home / "seeds" / f"s{seed}"
+        records = {}
+        for method in methods:
+            model, _ = train_or_reuse(dataset, method, seeded, seed_home, retrain, progress)
+            records[method] = evaluate_or_reuse(dataset, model, seed_home, progress)[0]
+        per_seed.append(records)
+    values = {m: {k: [float(r[m].metrics.get(k, float("nan"))) for r in per_seed] for k in METRICS} for m in methods}
+    return [{"method": m, "seeds": list(seeds),
+             **{k: {"values": v, "mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0}
+                for k, v in values[m].items()}} for m in methods]
+
+
+@dataclass
+class DatasetResults:
+    """Everything the page shows for one data set (``results.json`` holds it as is)."""
+
+    dataset: str
+    summary: dict[str, Any]
+    methods: list[dict[str, Any]] = field(default_factory=list)  # metrics with CIs, reused or not, runs
+    paired: list[dict[str, Any]] = field(default_factory=list)
+    ablations: list[dict[str, Any]] = field(default_factory=list)
+    subsets: list[dict[str, Any]] = field(default_factory=list)
+    tables: list[dict[str, Any]] = field(default_factory=list)  # a method's own analyses (IRENE's settings)
+    abtests: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[dict[str, Any]] = field(default_factory=list)
+    seeds: list[dict[str, Any]] = field(default_factory=list)  # metrics over seeds (more than one seed asked)
+    report: str = ""
+
+
+def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str, ...], retrain: bool = False,
+                    abtests: bool = True, ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES,
+                    progress: bool = False, seeds: tuple[int, ...] = ()) -> DatasetResults:
+    """Train or reuse, evaluate or reuse, report and tabulate every method on data set ``name`` (``profile``'s seed;
+    more ``seeds``: the seed table too)."""
+    from xc_core.methods import get_method
+    from xc_core.stages.evaluation import build_report
+
+    anchors = any(get_method(m).needs_anchor_sets for m in methods)
+    data = prepare_data(name, home, get_profile(profile.name), anchors, progress)  # the lineage xc run builds
+    trained, records, reused = {}, {}, {}
+    for method in methods:
+        trained[method], model_reused = train_or_reuse(data, method, profile, home, retrain, progress)
+        records[method], eval_reused = evaluate_or_reuse(data, trained[method], home, progress)
+        reused[method] = {"training": model_reused, "evaluation": eval_reused}
+    out = DatasetResults(dataset=name, summary={k: v for k, v in data.summary().items() if not isinstance(v, dict)})
+    out.report = str(build_report(data, profile.name, home)["report"])
+    peers = _peers(home, name, profile.name)
+    for row in _ci_rows({**records, **peers}):
+        model = trained.get(row["method"])
+        out.methods.append({**row, "peer": model is None, "reused": reused.get(row["method"]),
+                            "mlflow_run_id": model.mlflow_run_id if model else ""})
+    out.paired = _references(records, peers)
+    out.ablations = _ablations(home, name, profile.name, records)
+    out.subsets = [{"method": m, "subset": s, **v} for m, r in records.items()
+                   for s, v in r.summary.get("subsets", {}).items()]
+    out.tables = [{"method": m, "title": t, "rows": rows} for m, r in records.items()
+                  for t, rows in r.summary.get("tables", {}).items()]
+    out.abtests = _abtests(name, home, profile.name, trained, ab_queries) if abtests else []
+    out.costs = _costs(data, home, trained, records, timed_queries)
+    if len(seeds) > 1:
+        out.seeds = seed_rows(data, home, profile, methods, seeds, records, retrain, progress)
+    return out
+
+
+# ---- the page -----------------------------------------------------------------------------------------------
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
+
+
+def _with_ci(cell: list[float | None] | None, signed: bool = False) -> str:
+    if not cell or cell[0] is None:
+        return "–"
+    if cell[1] is None:
+        return _pct(cell[0], signed)
+    return f"{_pct(cell[0], signed)} [{_pct(cell[1], signed)}, {_pct(cell[2], signed)}]"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(r) + " |" for r in rows), ""]
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _costs_table(costs: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for c in costs:
+        split, ratios = c["split_ms"], c["ratios"]
+        total = _num(c["train_seconds"], 1) + (f" (with {c['base']})" if c["base"] else "")
+        rows.append([c["method"], total, _num(c["epochs"]), _num(c["seconds_per_epoch"], 1), _num(ratios["train"]),
+                     _num(c["ms_per_query"], 3), *(_num(split.get(p), 3) if p in split else "–"
+                                                   for p in ("encoder", "graph", "search")),
+                     _num(ratios["predict"]), _num(c["parameters"]), c["parameters_from"] or "–",
+                     _num(ratios["size"])])
+    n = costs[0]["timed_queries"] if costs else 0
+    return _table(["method", "train s", "epochs", "train s/epoch", f"train × {REFERENCE}",
+                   f"ms/query (total, {n} queries)", "encoder ms", "graph ms", "search ms", f"predict × {REFERENCE}",
+                   "parameters", "counted", f"size × {REFERENCE}"], rows)
+
+
+def _generic_table(rows: list[dict[str, Any]]) -> list[str]:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return _table(keys, [[_num(r.get(k)) for k in keys] for r in rows])
+
+
+def _dataset_section(r: DatasetResults) -> list[str]:
+    s = r.summary
+    lines = [f"## {r.dataset}", "",
+             f"{_num(s.get('train_documents'))} training and {_num(s.get('test_documents'))} test documents "
+             f"({_num(s.get('novel_test_documents'))} novel), {_num(s.get('labels'))} labels "
+             f"({_num(s.get('novel_labels'))} novel). HTML report: `{r.report}`.", "",
+             "### Test-split metrics (RAMEN Table 4, TextGNN Table 4)", "",
+             "%, with the 95% bootstrap interval over test queries.", ""]
+    lines += _table(["method", *METRICS], [[m["method"] + (" (peer)" if m["peer"] else ""),
+                                            *(_with_ci(m.get(k)) for k in METRICS)] for m in r.methods])
+    lines += ["### Paired differences", "",
+              "method − reference in points, 95% paired bootstrap interval on the same test queries.", ""]
+    lines += _table(["method", "vs", *(f"Δ{k}" for k in METRICS)],
+                    [[p["method"], p["vs"], *(_with_ci(p.get(k), True) for k in METRICS)] for p in r.paired])
+    if r.ablations:
+        lines += ["### Ablations and anchor-set restrictions (RAMEN Table 6)", "",
+                  "full − ablation in points, paired 95% interval.", ""]
+        lines += _table(["ablation", "of", *(f"{k}" for k in METRICS), *(f"Δ{k}" for k in METRICS)],
+                        [[a["method"], a["of"], *(_pct(a["metrics"].get(k)) for k in METRICS),
+                          *(_with_ci(a.get(k), True) for k in METRICS)] for a in r.ablations])
+    if r.subsets:
+        keys = [k for k in ("P@1", "P@5", "PSP@1", "PSP@5", "R@10") if any(k in x for x in r.subsets)]
+        lines += ["### Subsets: seen / novel queries, novel labels, deciles (RAMEN Table 8)", "",
+                  "%; rows: test queries in the subset.", ""]
+        lines += _table(["method", "subset", "rows", *keys],
+                        [[x["method"], x["subset"], _num(int(x["rows"]) if "rows" in x else None),
+                          *(_pct(x.get(k)) for k in keys)] for x in r.subsets])
+    if r.tables:
+        lines += ["### Method analyses (IRENE Table 7)", ""]
+    for t in r.tables:
+        lines += [f"#### {t['method']}: {t['title']}", ""] + _generic_table(t["rows"])
+    if r.abtests:
+        metrics = list(dict.fromkeys(k for a in r.abtests for k in a["headline"]))
+        designs = "; ".join(dict.fromkeys(f"{a['mode']}, {a['design']}" for a in r.abtests))
+        lines += ["### Simulated A/B tests", "", f"{designs}: %Δ treatment vs control [95% CI] (p).", ""]
+        lines += _table(["treatment", "control", *metrics],
+                        [[a["treatment"], a["control"], *(a["headline"].get(k, "–") for k in metrics)]
+                         for a in r.abtests])
+    if r.seeds:
+        lines += [f"### Over seeds {', '.join(map(str, r.seeds[0]['seeds']))}", "",
+                  "%, mean ± standard deviation over the training seeds (the tables above: the first seed).", ""]
+        lines += _table(["method", *METRICS], [[x["method"], *(f"{_pct(x[k]['mean'])} ± {_pct(x[k]['sd'])}"
+                                                               for k in METRICS)] for x in r.seeds])
+    lines += ["### Costs (RAMEN Table 5)", "",
+              "Training seconds from the training records (with the run whose encoder a method reuses or builds "
+              "on), per epoch (n/a: no epoch trained); ms/query timed with each method's serving scorer over the "
+              "same test queries, model loaded and warmed up (encoder / graph / search: what the method's "
+              "predictions recorded); parameters recorded by the method or counted from the weights it serves; "
+              f"× {REFERENCE}: the ratio to {REFERENCE}'s.", ""]
+    return lines + _costs_table(r.costs)
+
+
+def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> str:
+    lines = ["# Results", "",
+             "Written by the `results` job (`xc results` / Dagster job `results`); every number below comes from "
+             "the run this header describes.", ""]
+    lines += _table(["", ""], [["command", f"`{header['command']}`"], ["git commit", header["git_commit"]],
+                               ["profile", header["profile"]], ["seeds", ", ".join(map(str, header["seeds"]))],
+                               ["machine", header["machine"]["text"]],
+                               ["date", header["date"]], ["data sets", ", ".join(header["datasets"])],
+                               ["methods", ", ".join(header["methods"])], ["seconds", _num(header["seconds"], 0)],
+                               ["MLflow", f"run {header.get('mlflow_run_id', '')} of experiment {EXPERIMENT}"]])
+    for r in results:
+        lines += _dataset_section(r)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ---- provenance ---------------------------------------------------------------------------------------------
+
+def git_commit(folder: Path | None = None) -> str:
+    """``git rev-parse HEAD`` of the checkout xc runs from (marked when it has uncommitted changes), else unknown."""
+    cwd = folder or Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head} (with uncommitted changes)" if dirty else head
+
+
+def machine() -> dict[str, Any]:
+    """CPU model and cores, GPU (or none), torch threads: what the timings ran on."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    found = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "torch_threads": torch.get_num_threads(),
+             "platform": platform.platform()}
+    found["text"] = (f"{cpu}, {found['cores']} cores ({found['torch_threads']} torch threads); GPU: {gpu}; "
+                     f"{found['platform']}")
+    return found
+
+
+def default_command(profile: str, datasets: tuple[str, ...], methods: tuple[str, ...], out: Path, home: Path,
+                    seeds: tuple[int, ...] = (0,)) -> str:
+    """The ``xc results`` command line that runs the same thing (every option spelled out)."""
+    return (f"xc results --profile {profile} --datasets {','.join(datasets)} --methods {','.join(methods)} "
+            f"--seeds {','.join(map(str, seeds))} --out {out} --home {home}")
+
+
+def _run_metrics(results: list[DatasetResults]) -> dict[str, float]:
+    """``<data set>/<method>/<metric>``: the headline metrics and the costs, as MLflow metrics."""
+    metrics: dict[str, float] = {}
+    for r in results:
+        for m in r.methods:
+            metrics.update({f"{r.dataset}/{m['method']}/{k.replace('@', '_at_')}": float(m[k][0])
+                            for k in METRICS if m.get(k) and m[k][0] is not None})
+        for c in r.costs:
+            metrics.update({f"{r.dataset}/{c['method']}/{key}": float(c[key])
+                            for key in ("seconds_per_epoch", "ms_per_query", "parameters") if c[key] is not None})
+    return {k.replace("+", "_"): v for k, v in metrics.items()}  # '+' of ramen@a+b is no metric-name character
+
+
+def _write_and_log(home: Path, header: dict[str, Any], results: list[DatasetResults], out: Path) -> dict[str, Any]:
+    """Open the ``xc-results`` run, write ``RESULTS.md`` and ``results.json`` (its id in their header) into
+    ``out``, log the metrics and both files as its artifacts; the JSON written."""
+    import mlflow
+
+    from xc_core.tracking.store import ensure_experiment
+
+    experiment = ensure_experiment(EXPERIMENT, home)
+    tags = {"profile": header["profile"], "git_commit": header["git_commit"], "datasets": ",".join(header["datasets"]),
+            "methods": ",".join(header["methods"]), "command": header["command"][:5000]}
+    with mlflow.start_run(experiment_id=experiment, run_name=f"results/{header['profile']}", tags=tags) as run:
+        header["mlflow_run_id"] = run.info.run_id
+        body = {"header": header, "datasets": [asdict(r) for r in results]}
+        out.mkdir(parents=True, exist_ok=True)
+        page, data = out / "RESULTS.md", out / "results.json"
+        data.write_text(json.dumps(body, indent=2, default=str) + "\n")
+        page.write_text(render_markdown(header, results))
+        mlflow.log_metrics(_run_metrics(results))
+        for path in (page, data):
+            mlflow.log_artifact(str(path), artifact_path="results")
+    return {**body, "results": str(page), "json": str(data)}
+
+
+def run_results(home: Path, profile: str, datasets: tuple[str, ...] | list[str] = DEFAULT_DATASETS,
+                methods: tuple[str, ...] | list[str] = RESULT_METHODS, seeds: tuple[int, ...] = (0,),
+                out: Path | None = None, command: str | None = None, retrain: bool = False, abtests: bool = True,
+                ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES,
+                progress: bool = False) -> dict[str, Any]:
+    """Every method on every data set at ``profile``; writes ``<out>/RESULTS.md`` and ``<out>/results.json`` and
+    logs both to one MLflow run of ``xc-results``; returns the JSON (with the files' paths and the run id).
+
+    ``seeds``: training seeds; every table is the first seed's (trained in ``home``, as ``xc run`` trains), more
+    seeds add a table of each metric's mean and standard deviation over them (each trained in
+    ``<home>/seeds/s<seed>``). ``retrain``: train even where a model of
+    that seed is in ``home``. Unknown methods or data sets raise before anything is built or written."""
+    from xc_core.datasets.registry import DATASETS, get_dataset_spec
+
+    started = time.perf_counter()
+    methods, datasets = validate_methods(tuple(methods)), tuple(datasets)
+    for name in datasets:
+        if name not in DATASETS or home.exists():  # a home's definitions are read from it (which creates it)
+            get_dataset_spec(name, home)  # an unknown name raises UnknownDatasetError naming the choices
+    if not seeds:
+        raise ValueError("seeds: give at least one training seed")
+    chosen = get_profile(profile).model_copy(update={"seed": seeds[0]})
+    out = Path(out) if out is not None else Path.cwd() / "docs"
+    results = [dataset_results(name, home, chosen, methods, retrain, abtests, ab_queries, timed_queries, progress,
+                               tuple(seeds)) for name in datasets]
+    header = {"command": command or default_command(profile, datasets, methods, out, home, tuple(seeds)),
+              "git_commit": git_commit(), "profile": profile, "seeds": list(seeds), "machine": machine(),
+              "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "datasets": list(datasets),
+              "methods": list(methods), "home": str(home), "seconds": round(time.perf_counter() - started, 1)}
+    return _write_and_log(home, header, results, out)
