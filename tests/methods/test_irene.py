@@ -247,6 +247,17 @@ def test_a_streamed_keyword_is_retrievable_by_its_own_text_at_once(irene_home: P
     assert (again["added"], again["skipped"]) == (1, 4) and again["first_id"] == new_ids[-1] + 1
 
 
+def test_irene_records_the_parameters_it_serves_with(irene_home: Path) -> None:
+    """The costs table's size: the encoder plus the seen classifiers (n_seen × D) plus the combiner."""
+    from xc_core.training.record import TrainedModel
+
+    encoder, model, _ = _served(irene_home)
+    summary = TrainedModel.of(irene_home, "synthetic", "irene", "tiny").summary
+    combiner = sum(int(p.numel()) for p in model.combiner.parameters())
+    assert model.weights.shape[0] == len(model.seen_rows) and combiner > 0
+    assert summary["parameters"] == encoder.parameter_count() + model.weights.size + combiner
+
+
 def test_rebuilding_the_index_adds_the_streamed_keywords_back(irene_home: Path) -> None:
     from xc_core.methods.irene.serve import streamed_labels
     from xc_core.paths import anchors_dir, index_dir

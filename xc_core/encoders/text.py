@@ -86,6 +86,10 @@ class TextEncoder:
     def dim(self) -> int:
         return int(self.model.config.hidden_size)
 
+    def parameter_count(self) -> int:
+        """Every weight of the transformer (trainable or not): the costs table's model size."""
+        return sum(int(p.numel()) for p in self.model.parameters())
+
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         """Padded tensors for ``texts``; each distinct text is tokenised once per encoder (cached)."""
         import torch

@@ -75,7 +75,8 @@ class IreneMethod:
             enc_cfg = encoder_config(job.profile, job.home)
             # an empty model_path means the shipped encoder (Path("") would be the working directory)
             encoder_dir, max_length = Path(enc_cfg.model_path or default_model_path()), enc_cfg.max_length
-        vecs = embed(job.dataset, encoder_for(encoder_dir, max_length), job.out, job.progress)
+        encoder = encoder_for(encoder_dir, max_length)
+        vecs = embed(job.dataset, encoder, job.out, job.progress)
         model, summary = fit_irene(job.dataset, vecs, cfg, val_rows=stage_one_validation(job, base),
                                    progress=job.progress)
         model.save(job.out / MODEL)
@@ -92,6 +93,8 @@ class IreneMethod:
                                        "stage_one": base.method if base else "shipped",
                                        # the registry tags the version with the encoder's run (register_evaluated)
                                        "depends_on_run_id": base.mlflow_run_id if base else None,
+                                       # what serving runs: the encoder, the seen classifiers and the combiner
+                                       "parameters": encoder.parameter_count() + model.parameters,
                                        **headline, **summary})
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,

@@ -52,6 +52,11 @@ class IreneModel:
     assoc: np.ndarray  # (n_labels, k) seen rows each label borrows from (−1 pads)
 
     @property
+    def parameters(self) -> int:
+        """IRENE's own parameters: the seen labels' classifiers and the combiner (the encoder's are not here)."""
+        return int(self.weights.size) + sum(int(p.numel()) for p in self.combiner.parameters())
+
+    @property
     def tau0(self) -> float | None:
         return self.choice.tau0
 
