@@ -149,10 +149,13 @@ class TextGNNMethod:
 
 def ground_truth(dataset: str, home: Path) -> Any | None:
     """The simulated world behind the data set (None: it has no ground truth)."""
-    from xc_core.datasets.registry import DATASETS
+    from xc_core.datasets.registry import get_dataset_spec
 
-    spec = DATASETS.get(dataset)
-    return spec.world(home) if spec is not None and spec.world is not None else None
+    try:
+        spec = get_dataset_spec(dataset, home)  # built-in or defined in the home
+    except (LookupError, ValueError):  # an XC folder evaluated by path: no definition, no world
+        return None
+    return spec.world(home) if spec.world is not None else None
 
 
 def relevance(dataset: XCDataset, trained: TrainedModel, predictions: Predictions, world: Any) -> dict[str, Any]:
