@@ -82,6 +82,24 @@ class Served:
     profile: str
 
 
+def pyfunc_index_scorer(method: str, served: Served) -> Scorer:
+    """The common serving path: the registered pyfunc model turns query texts into vectors, and the label index the
+    evaluation built for ``method`` (manifest-checked against the data set) is searched."""
+    import mlflow
+
+    from xc_core.index import LabelIndex
+    from xc_core.paths import index_dir
+
+    model = mlflow.pyfunc.load_model(served.model_uri)
+    index = LabelIndex.load(index_dir(served.home, served.dataset, method, served.profile),
+                            expect_dataset=served.dataset)
+
+    def score(texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        return index.search(np.asarray(model.predict(texts), dtype=np.float32), k)
+
+    return score
+
+
 class Method(Protocol):
     """A training method: the unit the CLI, Dagster's method partitions, the report and the registry handle."""
 

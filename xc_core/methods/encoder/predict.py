@@ -15,7 +15,7 @@ from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import TextEncoder, encoder_for
 from xc_core.evaluation.metrics import to_csr
 from xc_core.evaluation.record import fingerprint_test_split
-from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
+from xc_core.index import RECALL_SAMPLE, IndexConfig, LabelIndex, measure_against_exact
 from xc_core.methods.base import Predictions
 
 CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
@@ -60,21 +60,14 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
         if fused.uses_lexical:
             variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
         np.savez(index_dir / VARIANTS_FILE, **variants)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
-    # exact search latency and HNSW recall on the same sample of real test queries (all 55k on aol-1000
-    # would cost minutes of brute force for two numbers a 2,000-query sample estimates well)
-    sample = queries[: min(len(queries), 2000)]
-    exact = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
-    started = time.perf_counter()
-    exact.search(sample, k)
-    exact_ms = 1000 * (time.perf_counter() - started) / max(len(sample), 1)
-    recall = recall_against_exact(index, labels, np.arange(len(labels)), sample, k=10)
+    recall, exact_ms = measure_against_exact(index, labels, queries, k)
     np.save(index_dir / "test_top_ids.npy", ids)
     np.save(index_dir / "test_top_scores.npy", scores)
     split = fingerprint_test_split(dataset)
     steps = {"encoder": encode_ms, "search": ann_ms}  # batched encoding of every test query, then the search
     (index_dir / "index_report.json").write_text(json.dumps(
         {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
-         "recall_sample": len(sample), "k": k, "model_uri": model_uri, "test_split": split,
+         "recall_sample": min(len(queries), RECALL_SAMPLE), "k": k, "model_uri": model_uri, "test_split": split,
          "steps_ms_per_query": steps}))
     return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri, recall, ann_ms, exact_ms,
                        steps)

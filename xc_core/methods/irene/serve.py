@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Predictions, Scorer, Served
+from xc_core.methods.base import Predictions, Scorer, Served, pyfunc_index_scorer
 from xc_core.training.record import TrainedModel
 
 STREAMED = "streamed_labels.parquet"  # in the index folder: keywords added after training (id, keyword_id, text)
@@ -24,7 +24,7 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse
     (``index_report.json``, ``test_top_ids.npy``), so the evaluation reuses it when the model is the same."""
     from xc_core.evaluation.metrics import to_csr
     from xc_core.evaluation.record import fingerprint_test_split
-    from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
+    from xc_core.index import IndexConfig, LabelIndex, measure_against_exact
     from xc_core.methods.irene import _encoder
     from xc_core.methods.irene.fit import MODEL, IreneModel, embed
 
@@ -46,12 +46,7 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse
     started = time.perf_counter()
     scores, ids = index.search(queries, k)
     ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
-    sample = queries[: min(len(queries), 2000)]
-    exact = LabelIndex.build(model.label_reps, None, IndexConfig(kind="flat"))
-    started = time.perf_counter()
-    exact.search(sample, k)
-    exact_ms = 1000 * (time.perf_counter() - started) / max(len(sample), 1)
-    recall = recall_against_exact(index, model.label_reps, np.arange(dataset.n_labels), sample, k=10)
+    recall, exact_ms = measure_against_exact(index, model.label_reps, queries, k)
     np.save(index_dir / "test_top_ids.npy", ids)
     np.save(index_dir / "test_top_scores.npy", scores)
     report_path.write_text(json.dumps({"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms,
@@ -89,17 +84,6 @@ def streamed_labels(index_dir: Path) -> pl.DataFrame:
 
 def irene_scorer(served: Served) -> Scorer:
     """The registered model's encoder embeds the query; the IRENE index (with streamed keywords) is searched."""
-    import mlflow
-
-    from xc_core.index import LabelIndex
     from xc_core.methods.irene import NAME
-    from xc_core.paths import index_dir
 
-    model = mlflow.pyfunc.load_model(served.model_uri)
-    index = LabelIndex.load(index_dir(served.home, served.dataset, NAME, served.profile),
-                            expect_dataset=served.dataset)
-
-    def score(texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        return index.search(np.asarray(model.predict(texts), dtype=np.float32), k)
-
-    return score
+    return pyfunc_index_scorer(NAME, served)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Predictions, Scorer, Served
+from xc_core.methods.base import Predictions, Scorer, Served, pyfunc_index_scorer
 from xc_core.methods.oak.graph import first_neighbours, oracle_neighbours
 from xc_core.methods.oak.inference import ARTEFACT, OakModel
 from xc_core.training.record import TrainedModel
@@ -44,7 +44,7 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, oracl
     from xc_core.encoders.text import encoder_for
     from xc_core.evaluation.metrics import to_csr
     from xc_core.evaluation.record import fingerprint_test_split
-    from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
+    from xc_core.index import IndexConfig, LabelIndex, measure_against_exact
 
     split = fingerprint_test_split(dataset)
     report_path = index_dir / REPORT
@@ -71,12 +71,7 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, oracl
     convolved = time.perf_counter()
     scores, ids = index.search(reps, k)
     searched = time.perf_counter()
-    sample = reps[: min(len(reps), 2000)]
-    exact = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
-    exact_started = time.perf_counter()
-    exact.search(sample, k)
-    exact_ms = 1000 * (time.perf_counter() - exact_started) / max(len(sample), 1)
-    recall = recall_against_exact(index, labels, np.arange(len(labels)), sample, k=10)
+    recall, exact_ms = measure_against_exact(index, labels, reps, k)
     np.save(index_dir / "test_top_ids.npy", ids)
     np.save(index_dir / "test_top_scores.npy", scores)
     timings = [1000 * (b - a) / n for a, b in ((started, encoded), (encoded, convolved), (convolved, searched),
@@ -109,16 +104,4 @@ def measurements(index_dir: Path) -> dict[str, float | bool]:
 def oak_scorer(method: str, served: Served) -> Scorer:
     """The registered model embeds the query through encoder → predicted linker → GCN; the method's label index
     (built at evaluation, manifest-checked) is searched."""
-    import mlflow
-
-    from xc_core.index import LabelIndex
-    from xc_core.paths import index_dir
-
-    model = mlflow.pyfunc.load_model(served.model_uri)
-    index = LabelIndex.load(index_dir(served.home, served.dataset, method, served.profile),
-                            expect_dataset=served.dataset)
-
-    def score(texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        return index.search(np.asarray(model.predict(texts), dtype=np.float32), k)
-
-    return score
+    return pyfunc_index_scorer(method, served)

@@ -20,7 +20,7 @@ import torch
 
 from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import TextEncoder, encoder_for
-from xc_core.methods.base import Predictions, Scorer, Served
+from xc_core.methods.base import Predictions, Scorer, Served, pyfunc_index_scorer
 from xc_core.methods.textgnn.config import TextGNNConfig
 from xc_core.methods.textgnn.model import TextGNNHeads, Tower
 from xc_core.methods.textgnn.neighbours import Neighbours, ann_proxies, heldout_doc_neighbours, padded
@@ -149,7 +149,7 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse
     and how many test queries had graph vs proxy neighbours."""
     from xc_core.evaluation.metrics import to_csr
     from xc_core.evaluation.record import fingerprint_test_split
-    from xc_core.index import IndexConfig, LabelIndex, recall_against_exact
+    from xc_core.index import IndexConfig, LabelIndex, measure_against_exact
 
     split = fingerprint_test_split(dataset)
     report_path = index_dir / REPORT
@@ -169,12 +169,7 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse
     started = time.perf_counter()
     scores, ids = index.search(queries, k)
     ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
-    sample = queries[: min(len(queries), 2000)]
-    exact = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
-    started = time.perf_counter()
-    exact.search(sample, k)
-    exact_ms = 1000 * (time.perf_counter() - started) / max(len(sample), 1)
-    recall = recall_against_exact(index, labels, np.arange(dataset.n_labels), sample, k=10)
+    recall, exact_ms = measure_against_exact(index, labels, queries, k)
     np.save(index_dir / "test_top_ids.npy", ids)
     np.save(index_dir / "test_top_scores.npy", scores)
     steps = {**served["ms_per_query_steps"], "search": ann_ms}
@@ -199,17 +194,6 @@ def index_report(index_dir: Path) -> dict[str, Any]:
 def textgnn_scorer(served: Served) -> Scorer:
     """The registered model's query tower embeds the query (its stored or proxy neighbours); the label index
     built at evaluation (manifest-checked) is searched."""
-    import mlflow
-
-    from xc_core.index import LabelIndex
     from xc_core.methods.textgnn import NAME
-    from xc_core.paths import index_dir
 
-    model = mlflow.pyfunc.load_model(served.model_uri)
-    index = LabelIndex.load(index_dir(served.home, served.dataset, NAME, served.profile),
-                            expect_dataset=served.dataset)
-
-    def score(texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        return index.search(np.asarray(model.predict(texts), dtype=np.float32), k)
-
-    return score
+    return pyfunc_index_scorer(NAME, served)
