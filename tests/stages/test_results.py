@@ -59,6 +59,13 @@ def test_run_results_writes_the_page_with_its_header_a_ci_row_per_method_and_the
         value, low, high = row["P@1"]
         assert low <= value <= high
     assert saved["header"]["profile"] == "tiny" and saved["header"]["machine"]["cores"] >= 1
+    # the headline (the README's table): P@1 with its interval and PSP@1, the same numbers as the JSON
+    top = page[page.index("## Headline"):page.index("## synthetic")]
+    assert "| method | synthetic P@1 | synthetic PSP@1 |" in top
+    for row in synthetic["methods"]:
+        p1, psp1 = row["P@1"], row["PSP@1"]
+        cells = f"| {100 * p1[0]:.2f} [{100 * p1[1]:.2f}, {100 * p1[2]:.2f}] | {100 * psp1[0]:.2f} |"
+        assert f"| {row['method']} {cells}" in top, row["method"]
 
 
 def test_costs_are_measured_for_every_method_and_ramen_is_its_own_unit(tiny_results: dict[str, Any]) -> None:

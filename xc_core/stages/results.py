@@ -56,6 +56,7 @@ RESULT_METHODS: tuple[str, ...] = ("pretrained", "dual_encoder", "ramen", "pretr
                                    "ramen_no_pruning")
 DEFAULT_DATASETS: tuple[str, ...] = ("synthetic", "wikispeedia", "aol-1000")
 METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
+HEADLINE = ("P@1", "PSP@1")  # the headline table's columns per data set (the first with its interval)
 REFERENCES = (REFERENCE, "dual_encoder", "pretrained")  # every method is paired against these (and the peers)
 EXPERIMENT = "xc-results"
 AB_CONTROL = "pretrained"  # as `xc abtest` and xc run's ab_vs_control: every method against the untrained encoder
@@ -463,6 +464,24 @@ def _dataset_section(r: DatasetResults) -> list[str]:
     return lines + _costs_table(r.costs)
 
 
+def _headline_cell(method: dict[str, Any] | None, metric: str, with_ci: bool) -> str:
+    if method is None or not method.get(metric):
+        return "–"
+    return _with_ci(method[metric]) if with_ci else _pct(method[metric][0])
+
+
+def headline(results: list[DatasetResults]) -> list[str]:
+    """Method × data set: P@1 with its 95% interval and PSP@1 — the table the README shows."""
+    def name(m: dict[str, Any]) -> str:
+        return m["method"] + (" (peer)" if m["peer"] else "")
+
+    cells = {(r.dataset, name(m)): m for r in results for m in r.methods}
+    order = list(dict.fromkeys(name(m) for r in results for m in r.methods))
+    rows = [[method, *(_headline_cell(cells.get((r.dataset, method)), k, k == HEADLINE[0])
+                       for r in results for k in HEADLINE)] for method in order]
+    return _table(["method", *(f"{r.dataset} {k}" for r in results for k in HEADLINE)], rows)
+
+
 def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> str:
     lines = ["# Results", "",
              "Written by the `results` job (`xc results` / Dagster job `results`); every number below comes from "
@@ -473,6 +492,9 @@ def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> st
                                ["date", header["date"]], ["data sets", ", ".join(header["datasets"])],
                                ["methods", ", ".join(header["methods"])], ["seconds", _num(header["seconds"], 0)],
                                ["MLflow", f"run {header.get('mlflow_run_id', '')} of experiment {EXPERIMENT}"]])
+    lines += ["## Headline", "", f"Test {HEADLINE[0]} (%, 95% bootstrap interval) and {HEADLINE[1]} (%) of every "
+              "method on every data set; the sections below hold the other metrics, the paired differences and the "
+              "costs.", ""] + headline(results)
     for r in results:
         lines += _dataset_section(r)
     return "\n".join(lines).rstrip() + "\n"
