@@ -130,6 +130,25 @@ def test_the_predicted_linker_retrieves_the_nodes_nearest_the_query() -> None:
     assert model.link(query)[0, 0] == 2 and len(model.link(query)[0]) == 2
 
 
+def test_a_saved_model_serves_the_linker_it_was_saved_with(tmp_path: Path) -> None:
+    """The HNSW linker is saved with the model: loading links like the saved model without building a graph."""
+    rng = np.random.default_rng(3)
+    model = _model([f"node {i}" for i in range(300)], neighbours=3)
+    model.cfg = model.cfg.model_copy(update={"linker_index_min": 100})  # 300 nodes: HNSW, not exact
+    query = rng.normal(size=(20, 8)).astype(np.float32)
+    before = model.link(query)
+    model.save(tmp_path / "oak")
+    assert (tmp_path / "oak" / "linker" / "index.faiss").exists()
+    loaded = OakModel.load(tmp_path / "oak")
+    assert loaded._linker is not None and loaded._linker.cfg.kind == "hnsw"
+    assert (loaded.link(query) == before).all()
+    (tmp_path / "oak" / "linker" / "index.faiss").unlink()
+    (tmp_path / "oak" / "linker" / "manifest.json").unlink()
+    (tmp_path / "oak" / "linker").rmdir()
+    old = OakModel.load(tmp_path / "oak")  # saved before linkers were: built on first use
+    assert old._linker is None and old.link(query).shape == before.shape
+
+
 def test_a_data_set_without_test_edges_falls_back_everywhere() -> None:
     data = _graph_world()
     for aset in data.anchor_sets.values():

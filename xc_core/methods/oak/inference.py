@@ -3,7 +3,9 @@ encoder, computed once after training), the linker (an index over that table) an
 
 Stage one links a query to graph nodes (``link``: the top-k nodes by text, or the oracle's true neighbours);
 ``represent`` convolves the query's embedding with theirs; stage two searches the label index with the result.
-Saved as ``<model>/oak/`` (``gcn.pt``, ``nodes.json``, ``node_vectors.npy``, ``oak.json``) beside ``encoder/``.
+Saved as ``<model>/oak/`` (``gcn.pt``, ``nodes.json``, ``node_vectors.npy``, ``oak.json`` and the linker's index in
+``linker/``) beside ``encoder/``: a serving process loads the linker instead of rebuilding an HNSW graph over every
+node (minutes on aol-1000's node table) — and serves the same graph that was evaluated.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from xc_core.methods.oak.config import OakConfig
 from xc_core.methods.oak.model import GraphConvolution
 
 ARTEFACT = "oak"  # the folder (and pyfunc artifact) with everything but the encoder
+LINKER = "linker"  # the linker's saved index inside it
 
 
 def convolve(gcn: GraphConvolution, query: np.ndarray, nodes: np.ndarray, neighbours: np.ndarray,
@@ -56,13 +59,17 @@ class OakModel:
         """The predicted linker: each query's top ``cfg.neighbours`` nodes by cosine (−1 pads a short table)."""
         if len(self.node_texts) == 0 or len(query) == 0:
             return np.full((len(query), 0 if len(self.node_texts) == 0 else self.cfg.neighbours), -1, dtype=np.int64)
+        _, ids = self.linker().search(query, self.cfg.neighbours)
+        return np.asarray(ids, dtype=np.int64)
+
+    def linker(self) -> Any:
+        """The index over the node table (exact below ``cfg.linker_index_min`` nodes, HNSW above), built once."""
         if self._linker is None:
             from xc_core.index import IndexConfig, LabelIndex
 
             exact = len(self.node_texts) < self.cfg.linker_index_min
             self._linker = LabelIndex.build(self.node_vectors, None, IndexConfig(kind="flat" if exact else "hnsw"))
-        _, ids = self._linker.search(query, self.cfg.neighbours)
-        return np.asarray(ids, dtype=np.int64)
+        return self._linker
 
     def represent(self, query: np.ndarray, neighbours: np.ndarray) -> np.ndarray:
         return convolve(self.gcn, query, self.node_vectors, neighbours)
@@ -79,6 +86,8 @@ class OakModel:
         np.save(folder / "node_vectors.npy", self.node_vectors)
         meta = {"cfg": self.cfg.model_dump(), "dim": self.gcn.self_map.in_features}
         (folder / "oak.json").write_text(json.dumps(meta))
+        if self.node_texts:
+            self.linker().save(folder / LINKER)
         return folder
 
     @classmethod
@@ -87,5 +96,10 @@ class OakModel:
         cfg = OakConfig(**meta["cfg"])
         gcn = GraphConvolution(int(meta["dim"]), cfg.aggregation)
         gcn.load_state_dict(torch.load(folder / "gcn.pt", weights_only=True))
-        return cls(gcn.eval(), json.loads((folder / "nodes.json").read_text()), np.load(folder / "node_vectors.npy"),
-                   cfg)
+        model = cls(gcn.eval(), json.loads((folder / "nodes.json").read_text()),
+                    np.load(folder / "node_vectors.npy"), cfg)
+        if (folder / LINKER).exists():  # models saved before the linker was: built on first use
+            from xc_core.index import LabelIndex
+
+            model._linker = LabelIndex.load(folder / LINKER)
+        return model
