@@ -146,7 +146,16 @@ def test_more_seeds_add_a_table_over_seeds_each_trained_in_its_own_home(tiny_res
     for row in synthetic["seeds"]:
         assert row["seeds"] == [0, 1] and len(row["P@1"]["values"]) == 2
         assert row["P@1"]["values"][0] == pytest.approx(first[row["method"]]["P@1"][0])  # seed 0: the home's model
-    assert (home / "seeds" / "s1" / "models" / "synthetic" / "dual_encoder-tiny" / "train_summary.json").exists()
+    seed_home = home / "seeds" / "s1"
+    assert (seed_home / "models" / "synthetic" / "dual_encoder-tiny" / "train_summary.json").exists()
+    # the seed home reads the same data lineage (TextGNN's relevance head finds the world there) but keeps its own
+    # models and MLflow store
+    from xc_core.methods.textgnn import ground_truth
+
+    world = ground_truth("synthetic", seed_home)
+    assert world is not None and world.config == ground_truth("synthetic", home).config
+    assert (seed_home / "anchor_sets").resolve() == (home / "anchor_sets").resolve()
+    assert not (seed_home / "models").is_symlink() and not (seed_home / "mlflow").is_symlink()
     page = Path(summary["results"]).read_text()
     assert "| seeds | 0, 1 |" in page and "--seeds 0,1" in page
     assert re.search(r"^\| dual_encoder \| \d+\.\d\d ± \d+\.\d\d \|", _section(page, "Over seeds 0, 1"),

@@ -290,15 +290,31 @@ def _costs(dataset: XCDataset, home: Path, trained: dict[str, TrainedModel], rec
     return [c.to_dict() for c in with_ratios(rows)]
 
 
+#: what a seed home shares with the home it is a seed of: the data lineage and the home's settings, so a method that
+#: reads its data set's provenance (TextGNN's relevance head: the simulated world) finds the same data in either
+SHARED_WITH_SEEDS = ("simulate", "events", "graphs", "datasets", "anchor_sets", "xc.yaml")
+
+
+def share_data(home: Path, seed_home: Path) -> None:
+    """Link ``home``'s data lineage into ``seed_home`` (models, indexes, evaluations and the MLflow store stay its
+    own); an entry the seed home already has is left as it is."""
+    seed_home.mkdir(parents=True, exist_ok=True)
+    for name in SHARED_WITH_SEEDS:
+        source, target = home / name, seed_home / name
+        if source.exists() and not target.exists() and not target.is_symlink():
+            target.symlink_to(source.resolve(), target_is_directory=source.is_dir())
+
+
 def seed_rows(dataset: XCDataset, home: Path, profile: Profile, methods: tuple[str, ...], seeds: tuple[int, ...],
               first: dict[str, EvaluationRecord], retrain: bool = False,
               progress: bool = False) -> list[dict[str, Any]]:
     """Each method's metrics over ``seeds``: the first seed's evaluation (``first``), each other seed trained (or
-    reused) and evaluated in its own home ``<home>/seeds/s<seed>`` on the same data set; per metric the values,
-    their mean and standard deviation (fractions)."""
+    reused) and evaluated in its own home ``<home>/seeds/s<seed>`` on the same data set (its data lineage linked
+    from ``home``: :func:`share_data`); per metric the values, their mean and standard deviation (fractions)."""
     per_seed = [first]
     for seed in seeds[1:]:
         seeded, seed_home = profile.model_copy(update={"seed": seed}), home / "seeds" / f"s{seed}"
+        share_data(home, seed_home)
         records = {}
         for method in methods:
             model, _ = train_or_reuse(dataset, method, seeded, seed_home, retrain, progress)
