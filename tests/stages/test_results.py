@@ -152,8 +152,8 @@ def test_more_seeds_add_a_table_over_seeds_each_trained_in_its_own_home(tiny_res
     # models and MLflow store
     from xc_core.methods.textgnn import ground_truth
 
-    world = ground_truth("synthetic", seed_home)
-    assert world is not None and world.config == ground_truth("synthetic", home).config
+    world, own = ground_truth("synthetic", seed_home), ground_truth("synthetic", home)
+    assert world is not None and own is not None and world.config == own.config
     assert (seed_home / "anchor_sets").resolve() == (home / "anchor_sets").resolve()
     assert not (seed_home / "models").is_symlink() and not (seed_home / "mlflow").is_symlink()
     page = Path(summary["results"]).read_text()
