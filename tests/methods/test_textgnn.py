@@ -257,6 +257,8 @@ def test_train_index_evaluate_and_serve_on_the_tiny_synthetic_home(textgnn_home:
     method = get_method("textgnn")
     elsewhere = method.analyse(replace(data, name="not-simulated"), trained, preds, textgnn_home / "tmp-analyse")
     assert elsewhere["textgnn"]["relevance"]["applicable"] is False
+    again = method.analyse(data, trained, preds, textgnn_home / "tmp-again")  # a second seed's evaluation, same process
+    assert again["textgnn"]["relevance"]["textgnn"]["auc"] == relevance["textgnn"]["auc"]
     score = method.scorer(Served(trained.model_uri, textgnn_home, "synthetic", "tiny"))
     scores, ids = score([data.train_texts[0], "a query nobody typed"], 5)
     assert ids.shape == (2, 5) and (ids >= 0).all()

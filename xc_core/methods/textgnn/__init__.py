@@ -131,7 +131,7 @@ class TextGNNMethod:
             found["relevance"] = {"applicable": False, "reason": f"data set '{dataset.name}' has no ground-truth "
                                   "relevance (only the simulator's world has): the relevance head is not evaluated"}
         else:
-            found["relevance"] = relevance(dataset, trained, predictions, world)
+            found["relevance"] = relevance_head(dataset, trained, predictions, world)
         out.mkdir(parents=True, exist_ok=True)
         (out / "textgnn_analysis.json").write_text(json.dumps(found, indent=2, default=str))
         result: dict[str, Any] = {"textgnn": found}
@@ -158,7 +158,9 @@ def ground_truth(dataset: str, home: Path) -> Any | None:
     return spec.world(home) if spec.world is not None else None
 
 
-def relevance(dataset: XCDataset, trained: TrainedModel, predictions: Predictions, world: Any) -> dict[str, Any]:
+def relevance_head(dataset: XCDataset, trained: TrainedModel, predictions: Predictions, world: Any) -> dict[str, Any]:
+    """The relevance head's ROC-AUC table (``relevance.py``). Not named ``relevance``: importing the submodule of
+    that name rebinds the package attribute, and a second evaluation in one process called the module."""
     from xc_core.methods.textgnn.relevance import relevance_table
     from xc_core.methods.textgnn.serve import load_model
 
