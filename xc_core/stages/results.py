@@ -423,6 +423,11 @@ def _costs_table(costs: list[dict[str, Any]]) -> list[str]:
                    "parameters", "counted", f"size × {REFERENCE}"], rows)
 
 
+def _row_label(method: dict[str, Any]) -> str:
+    """A method's name in the tables, the linear peer marked as such."""
+    return method["method"] + (" (peer)" if method["peer"] else "")
+
+
 def _generic_table(rows: list[dict[str, Any]]) -> list[str]:
     keys = list(dict.fromkeys(k for r in rows for k in r))
     return _table(keys, [[_num(r.get(k)) for k in keys] for r in rows])
@@ -436,7 +441,7 @@ def _dataset_section(r: DatasetResults) -> list[str]:
              f"({_num(s.get('novel_labels'))} novel). HTML report: `{r.report}`.", "",
              "### Test-split metrics (RAMEN Table 4, TextGNN Table 4)", "",
              "%, with the 95% bootstrap interval over test queries.", ""]
-    lines += _table(["method", *METRICS], [[m["method"] + (" (peer)" if m["peer"] else ""),
+    lines += _table(["method", *METRICS], [[_row_label(m),
                                             *(_with_ci(m.get(k)) for k in METRICS)] for m in r.methods])
     lines += ["### Paired differences", "",
               "method − reference in points, 95% paired bootstrap interval on the same test queries.", ""]
@@ -488,11 +493,8 @@ def _headline_cell(method: dict[str, Any] | None, metric: str, with_ci: bool) ->
 
 def headline(results: list[DatasetResults]) -> list[str]:
     """Method × data set: P@1 with its 95% interval and PSP@1 — the table the README shows."""
-    def name(m: dict[str, Any]) -> str:
-        return m["method"] + (" (peer)" if m["peer"] else "")
-
-    cells = {(r.dataset, name(m)): m for r in results for m in r.methods}
-    order = list(dict.fromkeys(name(m) for r in results for m in r.methods))
+    cells = {(r.dataset, _row_label(m)): m for r in results for m in r.methods}
+    order = list(dict.fromkeys(_row_label(m) for r in results for m in r.methods))
     rows = [[method, *(_headline_cell(cells.get((r.dataset, method)), k, k == HEADLINE[0])
                        for r in results for k in HEADLINE)] for method in order]
     return _table(["method", *(f"{r.dataset} {k}" for r in results for k in HEADLINE)], rows)

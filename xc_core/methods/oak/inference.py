@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -21,6 +21,9 @@ import torch
 from xc_core.encoders.text import TextEncoder
 from xc_core.methods.oak.config import OakConfig
 from xc_core.methods.oak.model import GraphConvolution
+
+if TYPE_CHECKING:
+    from xc_core.index import LabelIndex
 
 ARTEFACT = "oak"  # the folder (and pyfunc artifact) with everything but the encoder
 LINKER = "linker"  # the linker's saved index inside it
@@ -48,7 +51,7 @@ class OakModel:
     node_texts: list[str]
     node_vectors: np.ndarray  # (nodes, D) unit rows
     cfg: OakConfig
-    _linker: Any = field(default=None, repr=False)
+    _linker: LabelIndex | None = field(default=None, repr=False)
 
     @property
     def parameters(self) -> dict[str, int]:
@@ -62,7 +65,7 @@ class OakModel:
         _, ids = self.linker().search(query, self.cfg.neighbours)
         return np.asarray(ids, dtype=np.int64)
 
-    def linker(self) -> Any:
+    def linker(self) -> LabelIndex:
         """The index over the node table (exact below ``cfg.linker_index_min`` nodes, HNSW above), built once."""
         if self._linker is None:
             from xc_core.index import IndexConfig, LabelIndex
