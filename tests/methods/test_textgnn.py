@@ -16,6 +16,7 @@ import torch
 from xc_core.datasets.container import AnchorSet, XCDataset
 from xc_core.methods.textgnn.model import CrossingLayer, GATAggregator, Skip, Tower
 from xc_core.methods.textgnn.neighbours import (
+    MemoEmbed,
     heldout_doc_neighbours,
     label_neighbours,
     padded,
@@ -152,6 +153,23 @@ def test_test_queries_use_their_test_edges_and_otherwise_ann_proxies() -> None:
     empty = heldout_doc_neighbours(_graph_dataset(np.empty((0, 2), np.int64)), _embed(data.test_texts), pool,
                                 pool_vecs, 3, 16)
     assert empty.proxy.all()
+
+
+def test_the_neighbour_step_encodes_each_distinct_text_once_and_finds_the_same_neighbours() -> None:
+    data, asked = _graph_dataset(None), []
+
+    def counting(texts: list[str]) -> np.ndarray:
+        asked.extend(texts)
+        return _embed(texts)
+
+    memo = MemoEmbed(counting)
+    docs, pool, pool_vecs = train_doc_neighbours(data, memo, 3, 8, 1, 16)
+    labels = label_neighbours(data, memo, 3, 8, 1, 16)
+    assert len(asked) == len(set(asked)) and set(pool) <= set(asked)  # anchors: tie-break and proxy pool, once
+    plain_docs, plain_pool, plain_vecs = train_doc_neighbours(data, _embed, 3, 8, 1, 16)
+    assert docs.texts == plain_docs.texts and pool == plain_pool and np.allclose(pool_vecs, plain_vecs)
+    assert labels.texts == label_neighbours(data, _embed, 3, 8, 1, 16).texts
+    assert memo([]).shape == (0, pool_vecs.shape[1]) and np.allclose(memo(["hat shop"] * 2), _embed(["hat shop"] * 2))
 
 
 # -- training and the method end to end -----------------------------------------------------------------------

@@ -58,7 +58,7 @@ class TextGNNMethod:
 
         from xc_core.encoders.text import TextEncoder
         from xc_core.methods.textgnn.model import TextGNNHeads
-        from xc_core.methods.textgnn.neighbours import label_neighbours, train_doc_neighbours
+        from xc_core.methods.textgnn.neighbours import MemoEmbed, label_neighbours, train_doc_neighbours
         from xc_core.methods.textgnn.pyfunc import log_textgnn
         from xc_core.methods.textgnn.serve import FOLDER, TextGNNModel
         from xc_core.methods.textgnn.train import train_textgnn
@@ -68,10 +68,10 @@ class TextGNNMethod:
         enc_cfg = encoder_config(job.profile, job.home)
         torch.manual_seed(cfg.seed)
         encoder = TextEncoder(enc_cfg)
-        started = time.perf_counter()
-        docs, pool, _ = train_doc_neighbours(job.dataset, encoder.encode, tg.neighbours, tg.candidates,
+        started, embed = time.perf_counter(), MemoEmbed(encoder.encode)
+        docs, pool, _ = train_doc_neighbours(job.dataset, embed, tg.neighbours, tg.candidates,
                                              tg.min_impressions, tg.proxy_candidates)
-        labels = label_neighbours(job.dataset, encoder.encode, tg.neighbours, tg.candidates, tg.min_impressions,
+        labels = label_neighbours(job.dataset, embed, tg.neighbours, tg.candidates, tg.min_impressions,
                                   tg.proxy_candidates)
         neighbour_seconds = round(time.perf_counter() - started, 3)
         torch.manual_seed(cfg.seed)
