@@ -1,0 +1,125 @@
+"""RAMEN's initial regularizer weight λ0 over seeds: does a larger pull toward the anchors let the graph pay?
+
+    .venv/bin/python benchmarks/lambda_grid.py --dataset aol-1000 --profile demo --seeds 0 1 2 \
+        --lambdas 0.3 1.0 --root /tmp/xc-grid --json benchmarks/results/issue11_lambda_aol-1000.json
+
+The seed homes are ``<root>/<dataset>-s<seed>`` as ``benchmarks/seed_grid.py`` leaves them (``dual_encoder`` and
+``ramen`` trained and evaluated there at the profile's λ0). Each λ0 gets a home per seed,
+``<root>/<dataset>-s<seed>-lambda<λ0>``, that links the seed home's data lineage (the results job's
+:func:`~xc_core.stages.results.share_data`), so every λ0 trains on the same anchor sets and is scored on the same
+test queries; its own models, evaluations and MLflow store stay apart. A step whose output exists is skipped, so a
+killed grid restarts where it stopped; a finished training's resume checkpoint is removed (disk).
+
+The table: per λ0, validation recall@10 of the selected epoch (the figure a choice of λ0 is made on, mean over
+seeds), the test metrics seed-averaged per query with bootstrap 95% CIs, and paired differences against the seed
+homes' ``ramen`` and ``dual_encoder`` on the same queries (``benchmarks/seed_table.py``'s statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seed_table import METRICS, _ci, _paired, _value, seed_average  # benchmarks run as scripts from this folder
+
+
+def lambda_home(root: Path, dataset: str, seed: int, lam: float) -> Path:
+    return root / f"{dataset}-s{seed}-lambda{lam:g}"
+
+
+def run_one(root: Path, dataset: str, profile_name: str, seed: int, lam: float) -> Path:
+    """Train and evaluate ``ramen`` at λ0 = ``lam`` with training seed ``seed``; the λ0 home."""
+    from xc_core.paths import eval_dir, model_dir
+    from xc_core.profiles import get_profile
+    from xc_core.stages.evaluation import evaluate_method
+    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.results import share_data
+    from xc_core.stages.training import train_method
+
+    base, home = root / f"{dataset}-s{seed}", lambda_home(root, dataset, seed, lam)
+    if not (base / "anchor_sets" / dataset / "meta.json").exists():
+        raise SystemExit(f"{base} has no anchor sets for {dataset}: run benchmarks/seed_grid.py first")
+    share_data(base, home)
+    profile = get_profile(profile_name).model_copy(update={"seed": seed})
+    data = load_with_anchors(home, dataset)
+    folder = model_dir(home, dataset, "ramen", profile.name)
+    if not (folder / "train_summary.json").exists():
+        print(f"train ramen λ0={lam:g} seed {seed} in {home}", flush=True)
+        train_method(data, "ramen", profile, home, resume=(folder / "checkpoint").exists(),
+                     overrides={"lambda_reg": lam})
+    for spent in ("checkpoint", "best_encoder"):  # resume state and the selection copy: the encoder is saved
+        shutil.rmtree(folder / spent, ignore_errors=True)
+    if not (eval_dir(home, dataset, "ramen", profile.name) / "metrics.json").exists():
+        print(f"evaluate ramen λ0={lam:g} seed {seed}", flush=True)
+        evaluate_method(data, "ramen", profile.name, home)
+    return home
+
+
+def _validation(homes: list[Path], dataset: str, profile: str) -> dict[str, Any]:
+    from xc_core.paths import model_dir
+
+    found = [json.loads((model_dir(h, dataset, "ramen", profile) / "train_summary.json").read_text()) for h in homes]
+    return {"val_recall@10": [s["val_recall@10"] for s in found], "selected_epoch": [s.get("selected_epoch")
+                                                                                      for s in found]}
+
+
+def build(root: Path, dataset: str, profile: str, seeds: list[int], lambdas: list[float]) -> dict[str, Any]:
+    bases = [root / f"{dataset}-s{s}" for s in seeds]
+    references = {name: seed_average(bases, dataset, name, profile)[0] for name in ("ramen", "dual_encoder")}
+    rows = [{"lambda0": "profile", **_validation(bases, dataset, profile),
+             **{m: [_value(references["ramen"], m), *_ci(references["ramen"], m)] for m in METRICS}}]
+    pairs = []
+    for lam in lambdas:
+        homes = [lambda_home(root, dataset, s, lam) for s in seeds]
+        rows_lam, n = seed_average(homes, dataset, "ramen", profile)
+        rows.append({"lambda0": lam, "seeds": n, **_validation(homes, dataset, profile),
+                     **{m: [_value(rows_lam, m), *_ci(rows_lam, m)] for m in METRICS}})
+        for name, ref in references.items():
+            pairs.append({"pair": f"ramen(λ0={lam:g}) − {name}",
+                          **{m: list(_paired(rows_lam, ref, m))[:3] for m in METRICS}})
+    return {"dataset": dataset, "profile": profile, "seeds": seeds, "rows": rows, "pairs": pairs}
+
+
+def _pct(cell: list[float]) -> str:
+    value, low, high = (100 * c for c in cell[:3])
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"**{result['dataset']}** (profile `{result['profile']}`, seeds {result['seeds']})", "",
+             "| λ0 | val R@10 (mean) | selected epochs | " + " | ".join(METRICS) + " |",
+             "|---" * (3 + len(METRICS)) + "|"]
+    for row in result["rows"]:
+        cells = [f"{100 * row[m][0]:.2f} [{100 * row[m][1]:.2f}, {100 * row[m][2]:.2f}]" for m in METRICS]
+        lines.append(f"| {row['lambda0']} | {100 * float(np.mean(row['val_recall@10'])):.2f} | "
+                     f"{row['selected_epoch']} | " + " | ".join(cells) + " |")
+    lines += ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---" * (1 + len(METRICS)) + "|"]
+    lines += [f"| {p['pair']} | " + " | ".join(_pct(p[m]) for m in METRICS) + " |" for p in result["pairs"]]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--lambdas", nargs="+", type=float, default=[0.3, 1.0])
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    for lam in args.lambdas:
+        for seed in args.seeds:
+            run_one(args.root, args.dataset, args.profile, seed, lam)
+    result = build(args.root, args.dataset, args.profile, args.seeds, args.lambdas)
+    print(markdown(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
