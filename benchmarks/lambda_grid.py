@@ -19,65 +19,35 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from seed_table import METRICS, _ci, _paired, _value, seed_average  # benchmarks run as scripts from this folder
+from variant_grid import _training, variant_home
+from variant_grid import run_one as run_variant
 
 
 def lambda_home(root: Path, dataset: str, seed: int, lam: float) -> Path:
-    return root / f"{dataset}-s{seed}-lambda{lam:g}"
+    return variant_home(root, dataset, seed, f"lambda{lam:g}")
 
 
 def run_one(root: Path, dataset: str, profile_name: str, seed: int, lam: float) -> Path:
     """Train and evaluate ``ramen`` at λ0 = ``lam`` with training seed ``seed``; the λ0 home."""
-    from xc_core.paths import eval_dir, model_dir
-    from xc_core.profiles import get_profile
-    from xc_core.stages.evaluation import evaluate_method
-    from xc_core.stages.graphs import load_with_anchors
-    from xc_core.stages.results import share_data
-    from xc_core.stages.training import train_method
-
-    base, home = root / f"{dataset}-s{seed}", lambda_home(root, dataset, seed, lam)
-    if not (base / "anchor_sets" / dataset / "meta.json").exists():
-        raise SystemExit(f"{base} has no anchor sets for {dataset}: run benchmarks/seed_grid.py first")
-    share_data(base, home)
-    profile = get_profile(profile_name).model_copy(update={"seed": seed})
-    data = load_with_anchors(home, dataset)
-    folder = model_dir(home, dataset, "ramen", profile.name)
-    if not (folder / "train_summary.json").exists():
-        print(f"train ramen λ0={lam:g} seed {seed} in {home}", flush=True)
-        train_method(data, "ramen", profile, home, resume=(folder / "checkpoint").exists(),
-                     overrides={"lambda_reg": lam})
-    for spent in ("checkpoint", "best_encoder"):  # resume state and the selection copy: the encoder is saved
-        shutil.rmtree(folder / spent, ignore_errors=True)
-    if not (eval_dir(home, dataset, "ramen", profile.name) / "metrics.json").exists():
-        print(f"evaluate ramen λ0={lam:g} seed {seed}", flush=True)
-        evaluate_method(data, "ramen", profile.name, home)
-    return home
-
-
-def _validation(homes: list[Path], dataset: str, profile: str) -> dict[str, Any]:
-    from xc_core.paths import model_dir
-
-    found = [json.loads((model_dir(h, dataset, "ramen", profile) / "train_summary.json").read_text()) for h in homes]
-    return {"val_recall@10": [s["val_recall@10"] for s in found], "selected_epoch": [s.get("selected_epoch")
-                                                                                      for s in found]}
+    return run_variant(root, dataset, profile_name, seed, "ramen", {"lambda_reg": lam}, f"lambda{lam:g}")
 
 
 def build(root: Path, dataset: str, profile: str, seeds: list[int], lambdas: list[float]) -> dict[str, Any]:
     bases = [root / f"{dataset}-s{s}" for s in seeds]
     references = {name: seed_average(bases, dataset, name, profile)[0] for name in ("ramen", "dual_encoder")}
-    rows = [{"lambda0": "profile", **_validation(bases, dataset, profile),
+    rows = [{"lambda0": "profile", **_training(bases, dataset, "ramen", profile),
              **{m: [_value(references["ramen"], m), *_ci(references["ramen"], m)] for m in METRICS}}]
     pairs = []
     for lam in lambdas:
         homes = [lambda_home(root, dataset, s, lam) for s in seeds]
         rows_lam, n = seed_average(homes, dataset, "ramen", profile)
-        rows.append({"lambda0": lam, "seeds": n, **_validation(homes, dataset, profile),
+        rows.append({"lambda0": lam, "seeds": n, **_training(homes, dataset, "ramen", profile),
                      **{m: [_value(rows_lam, m), *_ci(rows_lam, m)] for m in METRICS}})
         for name, ref in references.items():
             pairs.append({"pair": f"ramen(λ0={lam:g}) − {name}",

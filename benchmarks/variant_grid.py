@@ -1,0 +1,177 @@
+"""Methods trained with other training settings than their profile's, over seeds, paired with the seed homes' models.
+
+    .venv/bin/python benchmarks/variant_grid.py --dataset aol-1000 --profile demo --seeds 0 \
+        --methods dual_encoder,ramen --set max_train_docs=20000 --tag docs20000 --root /tmp/xc-grid \
+        --json benchmarks/results/issue11_budget_aol-1000.json
+
+The seed homes are ``<root>/<dataset>-s<seed>`` as ``benchmarks/seed_grid.py`` leaves them (``pretrained``,
+``dual_encoder`` and ``ramen`` trained and evaluated there at the profile's settings). A variant (``--set`` holds
+TrainConfig fields, ``--tag`` names it) gets a home per seed, ``<root>/<dataset>-s<seed>-<tag>``, that links the seed
+home's data lineage (the results job's :func:`~xc_core.stages.results.share_data`): every variant trains on the same
+anchor sets and is scored on the same test queries; its models, evaluations and MLflow store stay apart. A step whose
+output exists is skipped, so a killed grid restarts where it stopped; a finished training's resume checkpoint and
+selection copy are removed (disk).
+
+The table: per method, at the profile's settings and at the variant's, the selected epoch's validation recall@10
+(mean over seeds), the steps trained and the test metrics seed-averaged per query with bootstrap 95% CIs; then
+paired differences on the same queries: each variant against the same method at the profile's settings and
+against ``pretrained``, and ``ramen`` against ``dual_encoder`` within the variant (``benchmarks/seed_table.py``'s
+statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seed_table import METRICS, _ci, _paired, _value, seed_average  # benchmarks run as scripts from this folder
+
+REFERENCE = "pretrained"  # the floor every variant is paired against (trained once, in the seed home)
+
+
+def variant_home(root: Path, dataset: str, seed: int, tag: str) -> Path:
+    return root / f"{dataset}-s{seed}-{tag}"
+
+
+def parse_settings(pairs: list[str]) -> dict[str, Any]:
+    """``field=value`` pairs as TrainConfig overrides (values read as JSON where they parse: 20000, 1.0, true)."""
+    from xc_core.training.config import TrainConfig
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or key not in TrainConfig.model_fields:
+            raise SystemExit(f"--set {pair!r}: expected FIELD=VALUE with FIELD one of TrainConfig's fields "
+                             f"({', '.join(sorted(TrainConfig.model_fields))})")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str, settings: dict[str, Any],
+            tag: str) -> Path:
+    """Train and evaluate ``method`` with ``settings`` and training seed ``seed`` in the variant's home."""
+    from xc_core.paths import eval_dir, model_dir
+    from xc_core.profiles import get_profile
+    from xc_core.stages.evaluation import evaluate_method
+    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.results import share_data
+    from xc_core.stages.training import train_method
+
+    base, home = root / f"{dataset}-s{seed}", variant_home(root, dataset, seed, tag)
+    if not (base / "anchor_sets" / dataset / "meta.json").exists():
+        raise SystemExit(f"{base} has no anchor sets for {dataset}: run benchmarks/seed_grid.py first")
+    share_data(base, home)
+    profile = get_profile(profile_name).model_copy(update={"seed": seed})
+    data = load_with_anchors(home, dataset)
+    folder = model_dir(home, dataset, method, profile.name)
+    if not (folder / "train_summary.json").exists():
+        print(f"train {method} {tag} seed {seed} in {home}", flush=True)
+        train_method(data, method, profile, home, resume=(folder / "checkpoint").exists(), overrides=settings)
+    for spent in ("checkpoint", "best_encoder"):  # resume state and the selection copy: the encoder is saved
+        shutil.rmtree(folder / spent, ignore_errors=True)
+    if not (eval_dir(home, dataset, method, profile.name) / "metrics.json").exists():
+        print(f"evaluate {method} {tag} seed {seed}", flush=True)
+        evaluate_method(data, method, profile.name, home)
+    return home
+
+
+def _training(homes: list[Path], dataset: str, method: str, profile: str) -> dict[str, Any]:
+    """What model selection saw: the selected epoch's validation recall@10 and the steps trained, per seed."""
+    from xc_core.paths import model_dir
+
+    found = [json.loads((model_dir(h, dataset, method, profile) / "train_summary.json").read_text()) for h in homes]
+    return {"val_recall@10": [s.get("val_recall@10") for s in found],
+            "selected_epoch": [s.get("selected_epoch") for s in found],
+            "steps": [s.get("steps") for s in found]}
+
+
+def _row(label: str, homes: list[Path], dataset: str, method: str, profile: str,
+         rows: dict[str, np.ndarray], n: int) -> dict[str, Any]:
+    return {"method": label, "seeds": n, **_training(homes, dataset, method, profile),
+            **{m: [_value(rows, m), *_ci(rows, m)] for m in METRICS}}
+
+
+def build(root: Path, dataset: str, profile: str, seeds: list[int], methods: list[str], tag: str,
+          settings: dict[str, Any]) -> dict[str, Any]:
+    bases = [root / f"{dataset}-s{s}" for s in seeds]
+    homes = [variant_home(root, dataset, s, tag) for s in seeds]
+    reference, _ = seed_average(bases, dataset, REFERENCE, profile)
+    rows = [{"method": REFERENCE, "seeds": len(bases), **{m: [_value(reference, m), *_ci(reference, m)]
+                                                         for m in METRICS}}]
+    variants: dict[str, dict[str, np.ndarray]] = {}
+    pairs = []
+    for method in methods:
+        base_rows, n_base = seed_average(bases, dataset, method, profile)
+        variants[method], n = seed_average(homes, dataset, method, profile)
+        rows += [_row(method, bases, dataset, method, profile, base_rows, n_base),
+                 _row(f"{method}({tag})", homes, dataset, method, profile, variants[method], n)]
+        pairs += [{"pair": f"{method}({tag}) − {method}", **{m: list(_paired(variants[method], base_rows, m))[:3]
+                                                             for m in METRICS}},
+                  {"pair": f"{method}({tag}) − {REFERENCE}",
+                   **{m: list(_paired(variants[method], reference, m))[:3] for m in METRICS}}]
+    if {"ramen", "dual_encoder"} <= variants.keys():
+        pairs.append({"pair": f"ramen({tag}) − dual_encoder({tag})",
+                      **{m: list(_paired(variants["ramen"], variants["dual_encoder"], m))[:3] for m in METRICS}})
+    return {"dataset": dataset, "profile": profile, "seeds": seeds, "tag": tag, "settings": settings, "rows": rows,
+            "pairs": pairs}
+
+
+def _pct(cell: list[float]) -> str:
+    value, low, high = (100 * c for c in cell[:3])
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def _mean(values: list[Any]) -> str:
+    found = [float(v) for v in values if v is not None]
+    return f"{100 * float(np.mean(found)):.2f}" if found else "–"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    settings = ", ".join(f"{k}={v}" for k, v in result["settings"].items())
+    lines = [f"**{result['dataset']}** (profile `{result['profile']}`; `{result['tag']}`: {settings}; seeds "
+             f"{result['seeds']})", "",
+             "| method | val R@10 (mean) | selected epochs | steps | " + " | ".join(METRICS) + " |",
+             "|---" * (4 + len(METRICS)) + "|"]
+    for row in result["rows"]:
+        cells = [f"{100 * row[m][0]:.2f} [{100 * row[m][1]:.2f}, {100 * row[m][2]:.2f}]" for m in METRICS]
+        lines.append(f"| {row['method']} | {_mean(row.get('val_recall@10', []))} | {row.get('selected_epoch', '–')} | "
+                     f"{row.get('steps', '–')} | " + " | ".join(cells) + " |")
+    lines += ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---" * (1 + len(METRICS)) + "|"]
+    lines += [f"| {p['pair']} | " + " | ".join(_pct(p[m]) for m in METRICS) + " |" for p in result["pairs"]]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--methods", default="dual_encoder,ramen")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="FIELD=VALUE",
+                        help="a TrainConfig field the variant changes (repeatable)")
+    parser.add_argument("--tag", required=True, help="the variant's name (its homes' suffix and table label)")
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    settings, methods = parse_settings(args.settings), args.methods.split(",")
+    if not settings:
+        raise SystemExit("--set: name at least one setting the variant changes")
+    for seed in args.seeds:
+        for method in methods:
+            run_one(args.root, args.dataset, args.profile, seed, method, settings, args.tag)
+    result = build(args.root, args.dataset, args.profile, args.seeds, methods, args.tag, settings)
+    print(markdown(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
