@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from seed_table import METRICS, _ci, _paired, _value, seed_average  # benchmarks run as scripts from this folder
+from seed_table import METRICS, _ci, _paired, _per_row, _value, seed_average  # run as scripts from this folder
 
 REFERENCE = "pretrained"  # the floor every variant is paired against (trained once, in the seed home)
 
@@ -99,29 +99,43 @@ def _row(label: str, homes: list[Path], dataset: str, method: str, profile: str,
             **{m: [_value(rows, m), *_ci(rows, m)] for m in METRICS}}
 
 
+def _pair(label: str, a: list[Path | None], method_a: str, b: list[Path | None], method_b: str, dataset: str,
+          profile: str) -> dict[str, Any] | None:
+    """``method_a`` in homes ``a`` − ``method_b`` in homes ``b`` (one home per seed, in the same order), seed-averaged
+    over the seeds whose two homes evaluated both, so a pair never mixes seed sets; None when no seed did."""
+    both = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None
+            and _per_row(x, dataset, method_a, profile) and _per_row(y, dataset, method_b, profile)]
+    if not both:
+        return None
+    ra = seed_average([x for x, _ in both], dataset, method_a, profile)[0]
+    rb = seed_average([y for _, y in both], dataset, method_b, profile)[0]
+    return {"pair": label, "seeds": len(both), **{m: list(_paired(ra, rb, m))[:3] for m in METRICS}}
+
+
 def build(root: Path, dataset: str, profile: str, seeds: list[int], methods: list[str], tag: str,
           settings: dict[str, Any]) -> dict[str, Any]:
-    bases = [root / f"{dataset}-s{s}" for s in seeds]
-    homes = [variant_home(root, dataset, s, tag) for s in seeds]
-    reference, _ = seed_average(bases, dataset, REFERENCE, profile)
-    rows = [{"method": REFERENCE, "seeds": len(bases), **{m: [_value(reference, m), *_ci(reference, m)]
-                                                         for m in METRICS}}]
-    variants: dict[str, dict[str, np.ndarray]] = {}
+    bases: list[Path | None] = [root / f"{dataset}-s{s}" for s in seeds]
+    homes: list[Path | None] = [variant_home(root, dataset, s, tag) for s in seeds]
+    # the untrained encoder is the same model in every seed home: one evaluation serves every seed
+    floor = next((h for h in bases if h is not None and _per_row(h, dataset, REFERENCE, profile)), None)
+    reference, _ = seed_average([floor] if floor else [], dataset, REFERENCE, profile)
+    rows = [{"method": REFERENCE, "seeds": 1 if floor else 0, **{m: [_value(reference, m), *_ci(reference, m)]
+                                                                 for m in METRICS}}] if floor else []
     pairs = []
     for method in methods:
-        base_rows, n_base = seed_average(bases, dataset, method, profile)
-        variants[method], n = seed_average(homes, dataset, method, profile)
-        rows += [_row(method, bases, dataset, method, profile, base_rows, n_base),
-                 _row(f"{method}({tag})", homes, dataset, method, profile, variants[method], n)]
-        pairs += [{"pair": f"{method}({tag}) − {method}", **{m: list(_paired(variants[method], base_rows, m))[:3]
-                                                             for m in METRICS}},
-                  {"pair": f"{method}({tag}) − {REFERENCE}",
-                   **{m: list(_paired(variants[method], reference, m))[:3] for m in METRICS}}]
-    if {"ramen", "dual_encoder"} <= variants.keys():
-        pairs.append({"pair": f"ramen({tag}) − dual_encoder({tag})",
-                      **{m: list(_paired(variants["ramen"], variants["dual_encoder"], m))[:3] for m in METRICS}})
+        for label, found in ((method, bases), (f"{method}({tag})", homes)):
+            present = [h for h in found if h is not None and _per_row(h, dataset, method, profile)]
+            averaged, n = seed_average(present, dataset, method, profile)
+            if n:
+                rows.append(_row(label, present, dataset, method, profile, averaged, n))
+        pairs += [_pair(f"{method}({tag}) − {method}", homes, method, bases, method, dataset, profile),
+                  _pair(f"{method}({tag}) − {REFERENCE}", homes, method, [floor] * len(seeds), REFERENCE, dataset,
+                        profile)]
+    if {"ramen", "dual_encoder"} <= set(methods):
+        pairs.append(_pair(f"ramen({tag}) − dual_encoder({tag})", homes, "ramen", homes, "dual_encoder", dataset,
+                           profile))
     return {"dataset": dataset, "profile": profile, "seeds": seeds, "tag": tag, "settings": settings, "rows": rows,
-            "pairs": pairs}
+            "pairs": [p for p in pairs if p is not None]}
 
 
 def _pct(cell: list[float]) -> str:
@@ -145,7 +159,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {row['method']} | {_mean(row.get('val_recall@10', []))} | {row.get('selected_epoch', '–')} | "
                      f"{row.get('steps', '–')} | " + " | ".join(cells) + " |")
     lines += ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---" * (1 + len(METRICS)) + "|"]
-    lines += [f"| {p['pair']} | " + " | ".join(_pct(p[m]) for m in METRICS) + " |" for p in result["pairs"]]
+    lines += [f"| {p['pair']} ({p['seeds']} seeds) | " + " | ".join(_pct(p[m]) for m in METRICS) + " |"
+              for p in result["pairs"]]
     return "\n".join(lines)
 
 

@@ -55,3 +55,9 @@ def test_a_variant_trains_apart_on_the_seed_homes_data_and_is_paired_with_it(tin
         value, low, high = pair["P@1"]
         assert low <= value <= high
     assert "dual_encoder(docs100)" in variant_grid.markdown(result)
+    # a seed with nothing trained yet is left out of every row and pair, never mixed in
+    partial = variant_grid.build(tmp_path, "synthetic", "tiny", [0, 1], ["dual_encoder"], "docs100",
+                                 {"max_train_docs": 100})
+    assert [row["seeds"] for row in partial["rows"]] == [1, 1, 1]
+    assert {pair["seeds"] for pair in partial["pairs"]} == {1}
+    assert partial["pairs"][0]["P@1"] == result["pairs"][0]["P@1"]
