@@ -18,14 +18,13 @@ homes' ``ramen`` and ``dual_encoder`` on the same queries (``benchmarks/seed_tab
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from seed_table import METRICS, _ci, _paired, _value, seed_average  # benchmarks run as scripts from this folder
-from variant_grid import _training, variant_home
+from variant_grid import _training, ci_cells, grid_arguments, pairs_table, publish, variant_home
 from variant_grid import run_one as run_variant
 
 
@@ -55,40 +54,26 @@ def build(root: Path, dataset: str, profile: str, seeds: list[int], lambdas: lis
     return {"dataset": dataset, "profile": profile, "seeds": seeds, "rows": rows, "pairs": pairs}
 
 
-def _pct(cell: list[float]) -> str:
-    value, low, high = (100 * c for c in cell[:3])
-    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
-
-
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"**{result['dataset']}** (profile `{result['profile']}`, seeds {result['seeds']})", "",
              "| λ0 | val R@10 (mean) | selected epochs | " + " | ".join(METRICS) + " |",
              "|---" * (3 + len(METRICS)) + "|"]
     for row in result["rows"]:
-        cells = [f"{100 * row[m][0]:.2f} [{100 * row[m][1]:.2f}, {100 * row[m][2]:.2f}]" for m in METRICS]
         lines.append(f"| {row['lambda0']} | {100 * float(np.mean(row['val_recall@10'])):.2f} | "
-                     f"{row['selected_epoch']} | " + " | ".join(cells) + " |")
-    lines += ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---" * (1 + len(METRICS)) + "|"]
-    lines += [f"| {p['pair']} | " + " | ".join(_pct(p[m]) for m in METRICS) + " |" for p in result["pairs"]]
-    return "\n".join(lines)
+                     f"{row['selected_epoch']} | {ci_cells(row)} |")
+    return "\n".join(lines + pairs_table(result["pairs"]))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True)
-    parser.add_argument("--profile", default="demo")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    grid_arguments(parser)
     parser.add_argument("--lambdas", nargs="+", type=float, default=[0.3, 1.0])
-    parser.add_argument("--root", type=Path, required=True)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     for lam in args.lambdas:
         for seed in args.seeds:
             run_one(args.root, args.dataset, args.profile, seed, lam)
     result = build(args.root, args.dataset, args.profile, args.seeds, args.lambdas)
-    print(markdown(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    publish(markdown(result), result, args.json)
 
 
 if __name__ == "__main__":

@@ -148,6 +148,20 @@ def _mean(values: list[Any]) -> str:
     return f"{100 * float(np.mean(found)):.2f}" if found else "–"
 
 
+def ci_cells(row: dict[str, Any]) -> str:
+    """A row's metrics as table cells: value [low, high] in %."""
+    return " | ".join(f"{100 * row[m][0]:.2f} [{100 * row[m][1]:.2f}, {100 * row[m][2]:.2f}]" for m in METRICS)
+
+
+def pairs_table(pairs: list[dict[str, Any]]) -> list[str]:
+    """The paired differences as markdown lines (with the seeds each used, where recorded)."""
+    lines = ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---" * (1 + len(METRICS)) + "|"]
+    for pair in pairs:
+        seeds = f" ({pair['seeds']} seeds)" if "seeds" in pair else ""
+        lines.append(f"| {pair['pair']}{seeds} | " + " | ".join(_pct(pair[m]) for m in METRICS) + " |")
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     settings = ", ".join(f"{k}={v}" for k, v in result["settings"].items())
     lines = [f"**{result['dataset']}** (profile `{result['profile']}`; `{result['tag']}`: {settings}; seeds "
@@ -155,26 +169,34 @@ def markdown(result: dict[str, Any]) -> str:
              "| method | val R@10 (mean) | selected epochs | steps | " + " | ".join(METRICS) + " |",
              "|---" * (4 + len(METRICS)) + "|"]
     for row in result["rows"]:
-        cells = [f"{100 * row[m][0]:.2f} [{100 * row[m][1]:.2f}, {100 * row[m][2]:.2f}]" for m in METRICS]
         lines.append(f"| {row['method']} | {_mean(row.get('val_recall@10', []))} | {row.get('selected_epoch', '–')} | "
-                     f"{row.get('steps', '–')} | " + " | ".join(cells) + " |")
-    lines += ["", "| paired difference | " + " | ".join(METRICS) + " |", "|---" * (1 + len(METRICS)) + "|"]
-    lines += [f"| {p['pair']} ({p['seeds']} seeds) | " + " | ".join(_pct(p[m]) for m in METRICS) + " |"
-              for p in result["pairs"]]
-    return "\n".join(lines)
+                     f"{row.get('steps', '–')} | {ci_cells(row)} |")
+    return "\n".join(lines + pairs_table(result["pairs"]))
+
+
+def publish(table: str, result: dict[str, Any], path: Path | None) -> None:
+    """Print the table; with ``--json``, also save the figures."""
+    print(table)
+    if path:
+        path.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def grid_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every variant grid shares."""
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True)
-    parser.add_argument("--profile", default="demo")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    grid_arguments(parser)
     parser.add_argument("--methods", default="dual_encoder,ramen")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="FIELD=VALUE",
                         help="a TrainConfig field the variant changes (repeatable)")
     parser.add_argument("--tag", required=True, help="the variant's name (its homes' suffix and table label)")
-    parser.add_argument("--root", type=Path, required=True)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     settings, methods = parse_settings(args.settings), args.methods.split(",")
     if not settings:
@@ -183,9 +205,7 @@ def main() -> None:
         for method in methods:
             run_one(args.root, args.dataset, args.profile, seed, method, settings, args.tag)
     result = build(args.root, args.dataset, args.profile, args.seeds, methods, args.tag, settings)
-    print(markdown(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    publish(markdown(result), result, args.json)
 
 
 if __name__ == "__main__":
