@@ -34,6 +34,14 @@ def _per_row(home: Path, dataset: str, method: str, profile: str) -> tuple[dict[
     return {k.replace("__", "/"): v for k, v in saved.items()}, record.test_split or ""
 
 
+def evaluated(home: Path, dataset: str, method: str, profile: str) -> bool:
+    """Whether ``home`` holds ``method``'s per-query rows (a file check: the arrays load only when used)."""
+    from xc_core.evaluation.record import PER_ROW
+    from xc_core.paths import eval_dir
+
+    return (eval_dir(home, dataset, method, profile) / PER_ROW).exists()
+
+
 def seed_average(homes: list[Path], dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], int]:
     """Per-row arrays averaged over the homes that evaluated ``method`` (and how many did)."""
     found = [r for r in (_per_row(h, dataset, method, profile) for h in homes) if r is not None]
@@ -87,7 +95,7 @@ def build(homes: list[Path], dataset: str, profile: str, methods: list[str],
     diffs = {}
     for a, b in pairs:
         # only the seeds that evaluated both methods, so a pair never mixes seed sets
-        both = [h for h in homes if _per_row(h, dataset, a, profile) and _per_row(h, dataset, b, profile)]
+        both = [h for h in homes if evaluated(h, dataset, a, profile) and evaluated(h, dataset, b, profile)]
         if not both:
             continue
         ra, rb = seed_average(both, dataset, a, profile)[0], seed_average(both, dataset, b, profile)[0]

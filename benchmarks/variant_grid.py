@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from seed_table import METRICS, _ci, _paired, _per_row, _value, seed_average  # run as scripts from this folder
+from seed_table import METRICS, _ci, _paired, _value, evaluated, seed_average  # run as scripts from this folder
 
 REFERENCE = "pretrained"  # the floor every variant is paired against (trained once, in the seed home)
 
@@ -99,12 +99,12 @@ def _row(label: str, homes: list[Path], dataset: str, method: str, profile: str,
             **{m: [_value(rows, m), *_ci(rows, m)] for m in METRICS}}
 
 
-def _pair(label: str, a: list[Path | None], method_a: str, b: list[Path | None], method_b: str, dataset: str,
+def _pair(label: str, a: list[Path], method_a: str, b: list[Path], method_b: str, dataset: str,
           profile: str) -> dict[str, Any] | None:
     """``method_a`` in homes ``a`` − ``method_b`` in homes ``b`` (one home per seed, in the same order), seed-averaged
     over the seeds whose two homes evaluated both, so a pair never mixes seed sets; None when no seed did."""
-    both = [(x, y) for x, y in zip(a, b, strict=True) if x is not None and y is not None
-            and _per_row(x, dataset, method_a, profile) and _per_row(y, dataset, method_b, profile)]
+    both = [(x, y) for x, y in zip(a, b, strict=True)
+            if evaluated(x, dataset, method_a, profile) and evaluated(y, dataset, method_b, profile)]
     if not both:
         return None
     ra = seed_average([x for x, _ in both], dataset, method_a, profile)[0]
@@ -114,23 +114,25 @@ def _pair(label: str, a: list[Path | None], method_a: str, b: list[Path | None],
 
 def build(root: Path, dataset: str, profile: str, seeds: list[int], methods: list[str], tag: str,
           settings: dict[str, Any]) -> dict[str, Any]:
-    bases: list[Path | None] = [root / f"{dataset}-s{s}" for s in seeds]
-    homes: list[Path | None] = [variant_home(root, dataset, s, tag) for s in seeds]
+    bases = [root / f"{dataset}-s{s}" for s in seeds]
+    homes = [variant_home(root, dataset, s, tag) for s in seeds]
     # the untrained encoder is the same model in every seed home: one evaluation serves every seed
-    floor = next((h for h in bases if h is not None and _per_row(h, dataset, REFERENCE, profile)), None)
-    reference, _ = seed_average([floor] if floor else [], dataset, REFERENCE, profile)
-    rows = [{"method": REFERENCE, "seeds": 1 if floor else 0, **{m: [_value(reference, m), *_ci(reference, m)]
-                                                                 for m in METRICS}}] if floor else []
-    pairs = []
+    floor = next((h for h in bases if evaluated(h, dataset, REFERENCE, profile)), None)
+    rows, pairs = [], []
+    if floor is not None:
+        reference = seed_average([floor], dataset, REFERENCE, profile)[0]
+        rows.append({"method": REFERENCE, "seeds": 1, **{m: [_value(reference, m), *_ci(reference, m)]
+                                                          for m in METRICS}})
     for method in methods:
         for label, found in ((method, bases), (f"{method}({tag})", homes)):
-            present = [h for h in found if h is not None and _per_row(h, dataset, method, profile)]
-            averaged, n = seed_average(present, dataset, method, profile)
-            if n:
+            present = [h for h in found if evaluated(h, dataset, method, profile)]
+            if present:
+                averaged, n = seed_average(present, dataset, method, profile)
                 rows.append(_row(label, present, dataset, method, profile, averaged, n))
-        pairs += [_pair(f"{method}({tag}) − {method}", homes, method, bases, method, dataset, profile),
-                  _pair(f"{method}({tag}) − {REFERENCE}", homes, method, [floor] * len(seeds), REFERENCE, dataset,
-                        profile)]
+        pairs.append(_pair(f"{method}({tag}) − {method}", homes, method, bases, method, dataset, profile))
+        if floor is not None:
+            pairs.append(_pair(f"{method}({tag}) − {REFERENCE}", homes, method, [floor] * len(seeds), REFERENCE,
+                               dataset, profile))
     if {"ramen", "dual_encoder"} <= set(methods):
         pairs.append(_pair(f"ramen({tag}) − dual_encoder({tag})", homes, "ramen", homes, "dual_encoder", dataset,
                            profile))
