@@ -36,6 +36,7 @@ def assert_same_dataset(a: XCDataset, b: XCDataset, *, meta: bool = True) -> Non
     assert_same_matrix(a.y_train, b.y_train)
     assert_same_matrix(a.y_test, b.y_test)
     np.testing.assert_array_equal(a.filter_pairs, b.filter_pairs)
+    np.testing.assert_array_equal(a.train_filter_pairs, b.train_filter_pairs)
     np.testing.assert_array_equal(a.test_novel, b.test_novel)
     np.testing.assert_array_equal(a.label_novel, b.label_novel)
     assert list(a.anchor_sets) == list(b.anchor_sets)
@@ -58,7 +59,7 @@ def small_dataset() -> XCDataset:
         label_texts=["a", "b", "c", "d"], y_train=y_train, y_test=y_test,
         train_ids=["t0", "t1", "t2"], test_ids=["q0", "q1"], label_ids=["L0", "L1", "L2", "L3"],
         anchor_sets={"links": links, "empty": empty}, filter_pairs=np.array([[0, 2], [1, 0]]),
-        test_novel=np.array([True, True]), label_novel=np.array([False, False, True, True]),
+        train_filter_pairs=np.array([[1, 3]]), test_novel=np.array([True, True]), label_novel=np.array([False, False, True, True]),
         test_decile=np.array([0, 9]), meta={"protocol": "unit", "psp_A": 0.5, "psp_B": 0.4, "seed": 3},
     )
 

@@ -94,7 +94,9 @@ def test_plain_text_lines_parse_with_default_ids(tmp_path: Path) -> None:
     assert data.train_texts == ["red shoes", "blue -> hat"]  # an arrow on one line only is text
     assert data.train_ids == ["trn0", "trn1"] and data.label_ids == ["lbl0", "lbl1", "lbl2"]
     assert data.y_train.toarray().tolist() == [[1, 0, 1], [0, 0, 0]]
+    own = data.meta.pop("own_label_pairs")
     assert data.meta == {"protocol": "xc-repo", "psp_A": 0.55, "psp_B": 1.5, "source": str(tmp_path / "p")}
+    assert own["train"]["pairs"] == own["test"]["pairs"] == 0 and "no filter file" in own["train"]["source"]
     assert data.name == "p" and data.anchor_sets == {} and data.filter_pairs.shape == (0, 2)
 
 
@@ -113,10 +115,34 @@ def test_label_texts_are_read_from_lbl_x_when_y_txt_is_absent(tmp_path: Path) ->
     assert data.label_ids == ["L1", "L2", "L3"] and data.label_texts == ["a", "b", "c"]
 
 
-def test_test_filter_is_read_and_train_filter_ignored(tmp_path: Path) -> None:
+def test_both_filters_are_read_and_the_train_filter_is_what_validation_drops(tmp_path: Path) -> None:
     folder = plain_folder(tmp_path / "f", **{"filter_labels_test.txt": "0 2\n\n0 1\n",
-                                             "filter_labels_train.txt": "99 99\n"})
-    assert read_xc_repo(folder).filter_pairs.tolist() == [[0, 2], [0, 1]]
+                                             "filter_labels_train.txt": "1 1\n"})
+    data = read_xc_repo(folder)
+    assert data.filter_pairs.tolist() == [[0, 2], [0, 1]] and data.train_filter_pairs.tolist() == [[1, 1]]
+    assert data.own_label_pairs(np.array([1])).tolist() == [[0, 1]]  # validation row 0 is train document 1
+    assert data.own_label_pairs(np.array([0])).tolist() == []
+    assert data.meta["own_label_pairs"]["train"] == {"pairs": 1, "documents": 1, "source": "filter_labels_train.txt"}
+
+
+def test_out_of_range_train_filter_pair_names_file_and_line(tmp_path: Path) -> None:
+    folder = plain_folder(tmp_path / "f", **{"filter_labels_train.txt": "0 1\n99 99\n"})
+    with pytest.raises(XCRepoFormatError, match=r"filter_labels_train.txt:2: doc in '99 99'"):
+        read_xc_repo(folder)
+
+
+def test_without_filter_files_own_labels_are_found_by_normalised_text(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    # train 0 is label 1's title up to case and spaces (an own label); train 1 is label 0's title but label 0 is
+    # its positive, so it stays scored; test 0 is label 2's title
+    folder = plain_folder(tmp_path / "t", **{"trn_X.txt": "Blue  Hat\nred shoes\nnothing\n",
+                                             "Y.txt": "red shoes\nblue hat\ngreen\n", "tst_X.txt": "GREEN\n",
+                                             "trn_X_Y.txt": "3 3\n0:1\n0:1\n2:1\n"})
+    with caplog.at_level("WARNING"):
+        data = read_xc_repo(folder)
+    assert data.train_filter_pairs.tolist() == [[0, 1]] and data.filter_pairs.tolist() == [[0, 2]]
+    assert "33% of training documents have a label with the same text" in caplog.text
+    assert data.summary()["filter_pairs"] == {"test": 1, "validation": 1}
 
 
 def test_crlf_line_endings_are_tolerated(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ no trainer reads it.
 On disk (``save``/``load``): Parquet tables plus ``.npz`` matrices and a ``meta.json``::
 
     <dir>/meta.json  documents.parquet  labels.parquet  y_train.npz  y_test.npz  filter_pairs.parquet
+    <dir>/train_filter_pairs.parquet  (optional)
     <dir>/anchors/<name>/anchors.parquet  doc_edges.parquet  label_edges.parquet  [test_edges.parquet]
 
 ``test_edges.parquet`` is written only when the set has test edges, and a folder without it loads with
@@ -34,6 +35,8 @@ import scipy.sparse as sp
 FORMAT_VERSION = 1
 #: An anchor set's test-document edges, beside its doc_edges / label_edges; optional (format version unchanged).
 TEST_EDGES = "test_edges.parquet"
+#: (train document, label) pairs never scored in validation; optional (absent in older folders: none).
+TRAIN_FILTER = "train_filter_pairs.parquet"
 
 
 #: Inverse-propensity constants (A, B) of a data set whose meta names none: the XC repository's general
@@ -123,6 +126,9 @@ class XCDataset:
     anchor_sets: dict[str, AnchorSet] = field(default_factory=dict)
     #: (test document, label) pairs removed from predictions before scoring (XC repo ``filter_labels``).
     filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
+    #: (train document, label) pairs the same rule removes from every *validation* ranking (XC repo
+    #: ``filter_labels_train.txt``, or own labels found by text): validation mirrors the test filter.
+    train_filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
     #: per test document: its text was never a train document (cold-start queries); None in the
     #: constructor: derived by __post_init__, as label_novel (from y_train)
     test_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
@@ -139,6 +145,7 @@ class XCDataset:
         self.test_ids = self.test_ids or [f"tst{i}" for i in range(len(self.test_texts))]
         self.label_ids = self.label_ids or [f"lbl{i}" for i in range(len(self.label_texts))]
         self.filter_pairs = _edges(self.filter_pairs)
+        self.train_filter_pairs = _edges(self.train_filter_pairs)
         if self.label_novel is None:
             self.label_novel = np.asarray(self.y_train.sum(axis=0)).ravel() == 0
         if self.test_novel is None:
@@ -154,9 +161,10 @@ class XCDataset:
             raise ValueError(f"{self.name}: y_train shape {self.y_train.shape} != ({n_train}, {n_labels})")
         if self.y_test.shape != (n_test, n_labels):
             raise ValueError(f"{self.name}: y_test shape {self.y_test.shape} != ({n_test}, {n_labels})")
-        if len(self.filter_pairs) and (self.filter_pairs.min() < 0 or self.filter_pairs[:, 0].max() >= n_test
-                                       or self.filter_pairs[:, 1].max() >= n_labels):
-            raise ValueError(f"{self.name}: filter_pairs point outside (test documents, labels)")
+        for pairs, n_docs, what in ((self.filter_pairs, n_test, "filter_pairs"),
+                                    (self.train_filter_pairs, n_train, "train_filter_pairs")):
+            if len(pairs) and (pairs.min() < 0 or pairs[:, 0].max() >= n_docs or pairs[:, 1].max() >= n_labels):
+                raise ValueError(f"{self.name}: {what} point outside (documents, labels)")
         for flags, n, what in ((self.test_novel, n_test, "test_novel"), (self.label_novel, n_labels, "label_novel"),
                                (self.test_decile, n_test, "test_decile")):
             if flags is not None and len(flags) != n:
@@ -185,14 +193,22 @@ class XCDataset:
         return float(self.meta.get("psp_A", DEFAULT_PSP[0])), float(self.meta.get("psp_B", DEFAULT_PSP[1]))
 
     def own_label_pairs(self, rows: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
-        """(position in ``rows``, position in ``columns``) where the label is the train document itself (same
-        id; wikispeedia, XC folders with shared ids): never scored in validation, as the test filter removes a
-        test document's own label. ``columns``: the label ids ranked (default all)."""
-        columns = np.arange(len(self.label_texts)) if columns is None else columns
+        """(position in ``rows``, position in ``columns``) of the train documents' own labels, never scored in
+        validation as the test filter removes a test document's own label: the label with the document's id
+        (wikispeedia, XC folders with shared ids) and every pair of :attr:`train_filter_pairs` (an XC folder's
+        ``filter_labels_train.txt``, or own labels found by text). ``columns``: the label ids ranked (default all)."""
+        rows = np.asarray(rows, np.int64)
+        columns = np.arange(len(self.label_texts)) if columns is None else np.asarray(columns, np.int64)
         column = {self.label_ids[j]: c for c, j in enumerate(columns)}
-        pairs = [(r, column[self.train_ids[i]]) for r, i in enumerate(rows)
-                 if self.train_ids[i] in column]
-        return np.array(pairs, np.int64).reshape(-1, 2)
+        by_id = [(r, column[self.train_ids[i]]) for r, i in enumerate(rows) if self.train_ids[i] in column]
+        row_at = np.full(len(self.train_texts), -1, np.int64)
+        row_at[rows] = np.arange(len(rows))
+        col_at = np.full(len(self.label_texts), -1, np.int64)
+        col_at[columns] = np.arange(len(columns))
+        listed = np.stack([row_at[self.train_filter_pairs[:, 0]], col_at[self.train_filter_pairs[:, 1]]], axis=1)
+        listed = listed[(listed >= 0).all(axis=1)]
+        pairs = np.concatenate([np.array(by_id, np.int64).reshape(-1, 2), listed.reshape(-1, 2)])
+        return np.unique(pairs, axis=0) if len(pairs) else pairs
 
     @property
     def n_labels(self) -> int:
@@ -209,6 +225,9 @@ class XCDataset:
             "test_pairs": int(self.y_test.nnz),
             "novel_test_documents": int(np.sum(self.test_novel)),
             "novel_labels": int(np.sum(self.label_novel)),
+            # own-label pairs removed from test rankings / from validation rankings (train documents)
+            "filter_pairs": {"test": len(self.filter_pairs), "validation": len(self.own_label_pairs(np.arange(len(self.train_texts))))},
+            **({"own_label_pairs": self.meta["own_label_pairs"]} if "own_label_pairs" in self.meta else {}),
             "anchor_sets": {
                 name: {"anchors": len(a.texts), "doc_edges": len(a.doc_edges), "label_edges": len(a.label_edges),
                        **a.coverage(len(self.train_texts), self.n_labels), "test_edges": len(a.test_edges),
@@ -250,6 +269,7 @@ class XCDataset:
         sp.save_npz(out / "y_train.npz", self.y_train)
         sp.save_npz(out / "y_test.npz", self.y_test)
         _edge_frame(self.filter_pairs, "doc", "label").write_parquet(out / "filter_pairs.parquet")
+        _edge_frame(self.train_filter_pairs, "doc", "label").write_parquet(out / TRAIN_FILTER)
         for name, a in self.anchor_sets.items():
             folder = out / "anchors" / name
             folder.mkdir(parents=True)
@@ -296,6 +316,9 @@ class XCDataset:
             y_test=sp.load_npz(directory / "y_test.npz"), train_ids=train.get_column("doc_id").to_list(),
             test_ids=test.get_column("doc_id").to_list(), label_ids=labels.get_column("label_id").to_list(),
             anchor_sets=anchors, filter_pairs=pl.read_parquet(directory / "filter_pairs.parquet").to_numpy(),
+            # a folder saved before validation had a filter: none (wikispeedia's own labels are found by id)
+            train_filter_pairs=(pl.read_parquet(directory / TRAIN_FILTER).to_numpy()
+                                if (directory / TRAIN_FILTER).exists() else _edges(None)),
             test_novel=test.get_column("novel").to_numpy(), label_novel=labels.get_column("novel").to_numpy(),
             test_decile=decile if (decile >= 0).any() else None,
             meta={k: v for k, v in meta.items() if k not in ("name", "format_version", "anchor_sets")},

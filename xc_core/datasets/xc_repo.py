@@ -7,7 +7,13 @@ One folder per data set::
     trn_X_Y.txt  tst_X_Y.txt  header ``N L``, then one line per document: ``label:value`` pairs
                               separated by spaces (an empty line = no labels)
     filter_labels_test.txt    optional: lines ``doc label`` removed from predictions before scoring
-    filter_labels_train.txt   optional: ignored (train pairs are never scored)
+    filter_labels_train.txt   optional: the same for training documents, removed from every validation ranking
+                              (validation rows are training documents, so validation mirrors the test filter)
+
+A split without its filter file gets its *own-label pairs* by text instead: a document whose normalised text
+(NFKC, case-folded, whitespace collapsed) equals a label's is that label's own document, as in LF data sets
+where most documents are themselves labels; a pair that is a positive of the document is kept (scored). The
+data set's meta says where each split's pairs came from and how many there are (``own_label_pairs``).
 
 A text file is read as ``id->text`` only when *every* line contains ``->`` (split at the first
 one), otherwise as plain text, so a plain title that happens to contain an arrow stays intact.
@@ -42,6 +48,7 @@ log = logging.getLogger(__name__)
 ID_SEPARATOR = "->"
 LABEL_TEXT_FILES = ("Y.txt", "lbl_X.txt")
 FILTER_FILE = "filter_labels_test.txt"
+TRAIN_FILTER_FILE = "filter_labels_train.txt"
 ANCHOR_NAMES_FILE = "names.txt"
 
 
@@ -222,6 +229,39 @@ def _write_anchor_set(anchor_set: AnchorSet, folder: Path) -> None:
         _write_int_rows(folder / f"{side}_edges.txt", np.hstack([edges, flags]))
 
 
+# -- own-label pairs -----------------------------------------------------------------------------
+def normalised(texts: list[str]) -> pl.Series:
+    """NFKC, case-folded, whitespace-collapsed and stripped texts: what "the same title" means here."""
+    series = pl.Series("text", texts, dtype=pl.String)
+    return (series.str.normalize("NFKC").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars())
+
+
+def own_label_pairs_by_text(doc_texts: list[str], label_texts: list[str], y: sp.csr_matrix) -> np.ndarray:
+    """(document, label) pairs whose normalised texts are equal and that are not a positive of the document:
+    the split's own-label pairs when its folder ships no filter file (empty texts never match)."""
+    docs = pl.DataFrame({"doc": np.arange(len(doc_texts), dtype=np.int64), "key": normalised(doc_texts)})
+    labels = pl.DataFrame({"label": np.arange(len(label_texts), dtype=np.int64), "key": normalised(label_texts)})
+    pairs = docs.filter(pl.col("key") != "").join(labels, on="key").select("doc", "label").sort("doc", "label")
+    found = pairs.to_numpy().astype(np.int64).reshape(-1, 2)
+    if not len(found):
+        return found
+    positive = np.asarray(sp.csr_matrix(y)[found[:, 0], found[:, 1]]).ravel() != 0
+    return found[~positive]
+
+
+def _split_filter(folder: Path, file: str, texts: list[str], label_texts: list[str],
+                  y: sp.csr_matrix) -> tuple[np.ndarray, str]:
+    """A split's filter pairs and where they came from: its filter file, else own labels found by text."""
+    path = folder / file
+    if path.exists():
+        return read_int_rows(path, (len(texts), len(label_texts)), ("doc", "label")), file
+    return own_label_pairs_by_text(texts, label_texts, y), "normalised text (no filter file)"
+
+
+#: share of training documents that are their own label's text above which ``read_xc_repo`` warns
+OWN_LABEL_WARN_SHARE = 0.05
+
+
 # -- the data set ------------------------------------------------------------------------------
 def _label_text_file(folder: Path) -> Path:
     for name in LABEL_TEXT_FILES:
@@ -245,17 +285,37 @@ def read_xc_repo(folder: Path, name: str | None = None, *, psp_A: float = DEFAUL
     n_labels = len(label_texts)
     y_train = read_label_matrix(folder / "trn_X_Y.txt", len(train_texts), n_labels)
     y_test = read_label_matrix(folder / "tst_X_Y.txt", len(test_texts), n_labels)
-    filter_path = folder / FILTER_FILE
-    filter_pairs = (read_int_rows(filter_path, (len(test_texts), n_labels), ("doc", "label"))
-                    if filter_path.exists() else None)
+    test_pairs, test_source = _split_filter(folder, FILTER_FILE, test_texts, label_texts, y_test)
+    train_pairs, train_source = _split_filter(folder, TRAIN_FILTER_FILE, train_texts, label_texts, y_train)
+    own = {"train": {"pairs": len(train_pairs), "documents": int(np.unique(train_pairs[:, 0]).size),
+                     "source": train_source},
+           "test": {"pairs": len(test_pairs), "documents": int(np.unique(test_pairs[:, 0]).size),
+                    "source": test_source}}
+    _report_own_labels(folder, own, len(train_texts))
     return XCDataset(
         name=name or folder.name, train_texts=train_texts, test_texts=test_texts, label_texts=label_texts,
         # a file without ids gives None: XCDataset numbers those documents or labels itself
         y_train=y_train, y_test=y_test, train_ids=train_ids, test_ids=test_ids, label_ids=label_ids,  # type: ignore[arg-type]
         anchor_sets=read_anchor_sets(folder, len(train_texts), n_labels),
-        filter_pairs=filter_pairs if filter_pairs is not None else np.empty((0, 2), dtype=np.int64),
-        meta={"protocol": "xc-repo", "psp_A": psp_A, "psp_B": psp_B, "source": str(folder)},
+        filter_pairs=test_pairs, train_filter_pairs=train_pairs,
+        meta={"protocol": "xc-repo", "psp_A": psp_A, "psp_B": psp_B, "source": str(folder),
+              "own_label_pairs": own},
     )
+
+
+def _report_own_labels(folder: Path, own: dict[str, dict[str, object]], n_train: int) -> None:
+    """Say where each split's own-label pairs come from; warn when many training documents are labels found only
+    by text (their own label would otherwise win their validation ranking)."""
+    for split, found in own.items():
+        log.info("%s: %s own-label pairs on %s %s documents, from %s", folder, found["pairs"], found["documents"],
+                 split, found["source"])
+    train = own["train"]
+    share = int(train["documents"]) / max(n_train, 1)  # type: ignore[call-overload]
+    if train["source"] != TRAIN_FILTER_FILE and share > OWN_LABEL_WARN_SHARE:
+        log.warning("%s: %.0f%% of training documents have a label with the same text and the folder has no %s; "
+                    "those pairs are removed from validation rankings as the test filter removes a test document's "
+                    "own label — ship %s if your data set defines them otherwise",
+                    folder, 100 * share, TRAIN_FILTER_FILE, TRAIN_FILTER_FILE)
 
 
 def write_xc_repo(dataset: XCDataset, folder: Path) -> None:
@@ -287,6 +347,7 @@ def _write_folder(dataset: XCDataset, out: Path) -> None:
     write_label_matrix(dataset.y_train, out / "trn_X_Y.txt")
     write_label_matrix(dataset.y_test, out / "tst_X_Y.txt")
     _write_int_rows(out / FILTER_FILE, dataset.filter_pairs)
+    _write_int_rows(out / TRAIN_FILTER_FILE, dataset.train_filter_pairs)
     if dataset.anchor_sets:
         (out / "anchors").mkdir()
         _write_lines(out / "anchors" / ANCHOR_NAMES_FILE, list(dataset.anchor_sets))
