@@ -18,7 +18,9 @@ class Stream:
     BANDIT_REWARD_BATCH = 99  # the fixed validation mini-batch the bandit's reward is measured on
     PRUNE_PASS_RATES = 41  # random (document, label) pairs of the pruning pass-rate log, per epoch
     EPOCH_BATCHES = 7  # the order of documents into batches, per epoch
-    FUSION_HALVES = 53  # the classifier stage's split of validation rows: pick the lexical fusion, then test it
+    FUSION_HALVES = 53  # the classifier stage's split of validation rows: pick the fusion, then test it
+    FALLBACK_HALVES = 61  # the other stages' split of validation rows: pick a candidate, then test it against
+    #                       its do-nothing fallback (evaluation/fallback.py)
     CLASSIFIER_NEGATIVES = 41  # the classifier stage's uniform negatives ([seed, 41]: no epoch scope, so
     #                            never the same stream as PRUNE_PASS_RATES' [seed, epoch, 41])
 

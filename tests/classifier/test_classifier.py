@@ -121,13 +121,14 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     curve, cfg = fused["alpha_curve"], ClassifierConfig()
     assert [row["alpha"] for row in curve if row["lexical_weight"] == 0.0] == list(cfg.alphas)
     assert sorted({row["lexical_weight"] for row in curve}) == sorted(cfg.lexical.weights)
-    dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=lambda row: (row["nDCG@5"], row["alpha"]))
-    test = FusedClassifier.load(Path(fused["classifier_dir"])).info["lexical_test"]
-    chosen = (max((r for r in curve if r["lexical_weight"] > 0),
-                  key=lambda row: (row["nDCG@5"], -row["lexical_weight"], row["alpha"])) if test["kept"] else dense)
-    assert (chosen["alpha"], chosen["lexical_weight"]) == (fused["alpha"], fused["lexical_weight"]), \
-        "the best dense fusion on validation, or the best lexical one when its gain is significant"
-    assert test["kept"] == (test["low"] > 0)
+    info = FusedClassifier.load(Path(fused["classifier_dir"])).info
+    tests = info["fallback_tests"]
+    assert set(tests) == {"alpha", "lexical"} and tests["alpha"]["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}
+    for test in tests.values():
+        assert test["kept"] == (test["low"] > 0 and all(g[2] >= 0 for g in test["guards"].values())), test["reason"]
+        assert test["picked_on_rows"] + test["tested_on_rows"] == info["validation_rows"]
+    assert tests["lexical"]["fallback"] == tests["alpha"]["served"], "the lexical channel is tested against what won"
+    assert {"alpha": fused["alpha"], "lexical_weight": fused["lexical_weight"]} == tests["lexical"]["served"]
     activate(tracking_uri(tmp_path))
     model = mlflow.pyfunc.load_model(fused["model_uri"])
     served = model.unwrap_python_model().classifier
@@ -159,8 +160,13 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     from xc_core.tracking.registry import promote_if_better, register_evaluated
 
     tiny_data.save(dataset_dir(tmp_path, tiny_data.name))
-    profile = get_profile("tiny")  # alpha 0.5 only: the served search must be the fused one, not alpha 1's
-    profile = profile.model_copy(update={"classifier": profile.classifier.model_copy(update={"alphas": (0.5,)})})
+    from xc_core.evaluation.fallback import FallbackPolicy
+
+    # alpha 0.5 served untested: the served search must be the fused one, not alpha 1's (tiny data cannot show a
+    # significant gain; the fallback rule has its own tests)
+    profile = get_profile("tiny")
+    untested = {"alphas": (0.5,), "fallback": FallbackPolicy(enabled=False)}
+    profile = profile.model_copy(update={"classifier": profile.classifier.model_copy(update=untested)})
     trained = train_method(tiny_data, "dual_encoder-clf", profile, tmp_path)
     evaluate_method(tiny_data, "dual_encoder-clf", "tiny", tmp_path)
     registered = register_evaluated(tmp_path, tiny_data.name, "dual_encoder-clf", "tiny")

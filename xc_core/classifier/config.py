@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, field_validator
 
 from xc_core.classifier.lexical import LexicalConfig
+from xc_core.evaluation.fallback import FallbackPolicy
 
 #: metrics the validation curve computes (``evaluate(..., k=5)``): what ``select_metric`` may name
 SELECTABLE = tuple(f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6))
@@ -31,11 +32,13 @@ class ClassifierConfig(BaseModel):
     shortlist_k: int = Field(default=32, ge=1, description="encoder shortlist the hard negatives come from")
     alphas: tuple[float, ...] = Field(default=tuple(round(0.1 * i, 1) for i in range(11)),
                                       description="fusion weights tried on the validation rows")
-    select_metric: str = Field(default="nDCG@5", description="validation metric that picks alpha (nDCG@5 "
-                               "rewards the first hit and the next four, so neither P@1 nor P@5 alone decides)")
+    select_metric: str = Field(default="P@1", description="validation metric that picks alpha and the lexical "
+                               "weight: the registry gate's primary metric, so the stage cannot buy P@5 with P@1")
     search_k: int = Field(default=100, ge=1, description="candidates taken from each index before re-scoring")
     lexical: LexicalConfig = Field(default_factory=LexicalConfig, description="the TF-IDF nearest-document "
                                    "channel fused with the dense ones (weight 0 on validation = not used)")
+    fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how a fusion (alpha < 1, "
+                                     "lexical weight > 0) must beat the encoder alone on held-out validation rows")
     seed: int = 0
 
     @field_validator("select_metric")

@@ -40,8 +40,6 @@ class LexicalConfig(BaseModel):
     power: float = Field(default=2.0, gt=0, description="a neighbour's vote is its cosine to this power")
     max_ngram: int = Field(default=2, ge=1, le=3, description="word n-grams 1..max_ngram")
     min_df: int = Field(default=2, ge=1, description="n-grams seen in fewer training documents are dropped")
-    require_significant: bool = Field(default=True, description="keep the channel only when its validation gain "
-                                      "over the dense fusion has a paired 95% interval above 0")
 
     @field_validator("weights")
     @classmethod

@@ -2,8 +2,9 @@
 
 Validation rows are the encoder trainer's own (``split_validation`` with the same seed): held out of the
 encoder's training, of W's and of the lexical channel's voters, so alpha and the lexical weight are chosen on
-documents no part has seen. A validation document's own label (same id) is never scored, as the test filter
-removes a test document's own label.
+documents no part has seen. A validation document's own labels (``XCDataset.own_label_pairs``: same id, or the
+folder's train filter) are never scored, as the test filter removes a test document's own label. Every learned
+fusion must beat the encoder alone on held-out validation rows (``evaluation/fallback.py``), or is not served.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from xc_core import seeds
 from xc_core.classifier.config import ClassifierConfig
 from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier, drop_pairs, rescore, union_ids
 from xc_core.classifier.lexical import LexicalChannel
@@ -59,6 +59,10 @@ class FusionGrid:
                                  self.exclude)
         return scores[:, : self.search_k], ids[:, : self.search_k]
 
+    def top(self, fusion: dict[str, float]) -> np.ndarray:
+        """Each validation row's top-5 label ids under ``fusion`` (its alpha and lexical weight), −1 padded."""
+        return self.ranked(fusion["alpha"], fusion["lexical_weight"])[1][:, :5]
+
     def metrics(self, alpha: float, weight: float, rows: np.ndarray | None = None) -> dict[str, float]:
         """Validation metrics of one fusion, over ``rows`` of the validation rows (default: all)."""
         from xc_core.evaluation.metrics import evaluate, to_csr
@@ -75,61 +79,49 @@ class FusionGrid:
         weights = weights if self.has_lexical else (0.0,)
         return [{"alpha": float(a), "lexical_weight": float(w), **self.metrics(a, w)} for w in weights for a in alphas]
 
-    def paired_gain(self, a: dict[str, float], b: dict[str, float], metric: str,
-                    rows: np.ndarray | None = None) -> tuple[float, float, float]:
-        """(gain, low, high): ``metric`` of fusion ``a`` minus fusion ``b`` on the same validation rows (``rows``,
-        default all), with the paired bootstrap 95% interval (per-row means for P/nDCG/R, ratios of totals for
-        PSP/PSnDCG)."""
-        from xc_core.evaluation.analyses import paired_bootstrap_diff, paired_bootstrap_ratio_diff
-        from xc_core.evaluation.metrics import metric_terms
 
-        family, k = metric.split("@")
-        column = int(k) - 1
-        keep = np.arange(self.truth.shape[0]) if rows is None else rows
-        terms = [metric_terms(self.truth[keep], self.ranked(row["alpha"], row["lexical_weight"])[1][keep, : int(k)],
-                              self.inv_propensity)[family] for row in (a, b)]
-        if terms[0].denominator.shape[1] == 1:  # a mean over rows
-            gain, low, high, _ = paired_bootstrap_diff(terms[0].numerator[:, column], terms[1].numerator[:, column])
-        else:
-            gain, low, high, _ = paired_bootstrap_ratio_diff(
-                terms[0].numerator[:, column], terms[0].denominator[:, column],
-                terms[1].numerator[:, column], terms[1].denominator[:, column])
-        return gain, low, high
+ENCODER_ONLY = {"alpha": 1.0, "lexical_weight": 0.0}  # the do-nothing fallback of every fusion
 
 
 def choose_fusion(grid: FusionGrid, curve: list[dict[str, float]], cfg: ClassifierConfig,
                   seed: int = 0) -> tuple[dict[str, float], dict[str, Any]]:
-    """The (alpha, lexical weight) to serve: the best dense fusion (lexical weight 0) by ``select_metric`` on all
-    validation rows, or — with ``lexical.require_significant`` — the best pair with the lexical channel on all
-    validation rows when the channel wins out of sample: a pair picked on one half of the validation rows must
-    beat the dense choice on the other half with a paired 95% interval above 0. Picking among 44 pairs and
-    testing on the same rows would be the winner's curse: on wikispeedia (160 validation rows) the in-sample test
-    kept the channel in 5 of 9 models and it cost PSP on test. The channel changes every query's ranking; noise is
-    no reason to ship it."""
+    """The (alpha, lexical weight) to serve and the record of how it was chosen.
+
+    Two learned choices, each against its do-nothing fallback by the one rule of
+    :mod:`xc_core.evaluation.fallback`: candidates are ranked by ``select_metric`` on one seeded half of the
+    validation rows, and the best is served only when it beats the fallback on the other half (paired interval
+    above 0, no guard lost significantly). First the dense fusion α < 1 against the encoder alone (α = 1), then
+    the lexical channel γ > 0 against whichever of the two was served. The row served is the candidate that was
+    tested, so the guarantee holds for what ships; ties prefer less lexical weight, then more encoder."""
+    from xc_core.evaluation.fallback import against_fallback, halves
+
     metric = cfg.select_metric
+    pick, check = halves(grid.truth.shape[0], seed, Stream.FUSION_HALVES)
 
-    def rank(row: dict[str, float], score: str = metric) -> tuple[float, float, float]:
-        return row[score], -row["lexical_weight"], row["alpha"]  # ties → less lexical, then more encoder
+    def rank(row: dict[str, float]) -> tuple[float, float, float]:
+        return row["pick"], -row["lexical_weight"], row["alpha"]
 
-    dense = max((r for r in curve if r["lexical_weight"] == 0.0), key=rank)
-    lexical = [r for r in curve if r["lexical_weight"] > 0]
-    if not lexical:
-        return dense, {}
-    if not cfg.lexical.require_significant:
-        best = max(lexical, key=rank)
-        keep = bool(best[metric] > dense[metric])
-        return (best if keep else dense), {"metric": metric, "candidate": _pair(best), "kept": keep}
-    order = seeds.rng(seed, Stream.FUSION_HALVES).permutation(grid.truth.shape[0])
-    pick, check = np.sort(order[: len(order) // 2]), np.sort(order[len(order) // 2:])
-    scored = [{**r, "pick": grid.metrics(r["alpha"], r["lexical_weight"], pick)[metric]} for r in lexical]
-    best = max(scored, key=lambda r: rank(r, "pick"))
-    gain, low, high = grid.paired_gain(best, dense, metric, rows=check)
-    keep = bool(low > 0)
-    test = {"metric": metric, "candidate": _pair(best), "picked_on_rows": len(pick), "tested_on_rows": len(check),
-            "gain": float(gain), "low": float(low), "high": float(high), "kept": keep}
-    # the halves decide *whether* the channel pays; *which* pair is then chosen on all validation rows
-    chosen = max(lexical, key=rank) if keep else dense
-    return chosen, test
+    def test(choice: str, candidates: list[dict[str, float]], fallback: dict[str, float]) -> dict[str, Any]:
+        best = max(candidates, key=rank)
+        decision = against_fallback(choice, grid.top(best)[check], grid.top(fallback)[check], grid.truth[check],
+                                    grid.inv_propensity, metric, cfg.fallback, len(pick), _pair(best))
+        log.info("classifier: %s %s vs %s: %s", choice, _pair(best), _pair(fallback), decision.reason)
+        return {**decision.as_dict(), "fallback": _pair(fallback), "served": _pair(best if decision.kept else fallback)}
+
+    scored = [{**r, "pick": grid.metrics(r["alpha"], r["lexical_weight"], pick)[metric]} for r in curve]
+    served, decisions = dict(ENCODER_ONLY), {}
+    dense = [r for r in scored if r["lexical_weight"] == 0.0 and r["alpha"] < 1.0]
+    if dense:
+        decisions["alpha"] = test("fusion alpha", dense, served)
+        served = decisions["alpha"]["served"]
+    lexical = [r for r in scored if r["lexical_weight"] > 0]
+    if lexical:
+        decisions["lexical"] = test("lexical weight", lexical, served)
+        served = decisions["lexical"]["served"]
+    chosen = next((r for r in curve if _pair(r) == served), None)
+    if chosen is None:  # the encoder alone, when the grid has no alpha = 1
+        chosen = {**served, **grid.metrics(served["alpha"], served["lexical_weight"])}
+    return chosen, decisions
 
 
 def _pair(row: dict[str, float]) -> dict[str, float]:
@@ -164,14 +156,12 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
                       dataset.own_label_pairs(val_rows), propensity(dataset), lexical,
                       [dataset.train_texts[i] for i in val_rows])
     curve = grid.curve(cfg.alphas, cfg.lexical.weights)
-    best, lexical_test = choose_fusion(grid, curve, cfg, seed=cfg.seed)
-    encoder_only = [r[cfg.select_metric] for r in curve if r["alpha"] == 1.0 and r["lexical_weight"] == 0.0]
-    log.info("classifier: alpha %.2f, lexical weight %.2f chosen on %d validation rows (%s %.4f; encoder only %s; "
-             "lexical test %s)", best["alpha"], best["lexical_weight"], len(val_rows), cfg.select_metric,
-             best[cfg.select_metric], f"{encoder_only[0]:.4f}" if encoder_only else "not tried", lexical_test)
+    best, decisions = choose_fusion(grid, curve, cfg, seed=cfg.seed)
+    log.info("classifier: alpha %.2f, lexical weight %.2f served after %d validation rows (%s %.4f on all of them)",
+             best["alpha"], best["lexical_weight"], len(val_rows), cfg.select_metric, best[cfg.select_metric])
     fused = FusedClassifier(fit.weights, best["alpha"], cfg.search_k, {
         "select_metric": cfg.select_metric, "validation_rows": len(val_rows), "alpha_curve": curve,
-        "lexical_test": lexical_test,
+        "fallback_tests": decisions, "lexical_test": decisions.get("lexical", {}),
         "history": fit.history, "train_seconds": fit.seconds, "train_pairs": fit.pairs,
         "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts), "config": cfg.model_dump()},
         lexical, best["lexical_weight"])

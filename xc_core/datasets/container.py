@@ -226,7 +226,8 @@ class XCDataset:
             "novel_test_documents": int(np.sum(self.test_novel)),
             "novel_labels": int(np.sum(self.label_novel)),
             # own-label pairs removed from test rankings / from validation rankings (train documents)
-            "filter_pairs": {"test": len(self.filter_pairs), "validation": len(self.own_label_pairs(np.arange(len(self.train_texts))))},
+            "filter_pairs": {"test": len(self.filter_pairs),
+                             "validation": len(self.own_label_pairs(np.arange(len(self.train_texts))))},
             **({"own_label_pairs": self.meta["own_label_pairs"]} if "own_label_pairs" in self.meta else {}),
             "anchor_sets": {
                 name: {"anchors": len(a.texts), "doc_edges": len(a.doc_edges), "label_edges": len(a.label_edges),

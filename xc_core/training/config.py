@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from xc_core.evaluation.fallback import FallbackPolicy
+
 
 class TrainConfig(BaseModel):
     epochs: int = Field(default=5, ge=1)
@@ -37,8 +39,11 @@ class TrainConfig(BaseModel):
     anchor_pairs: bool = Field(default=False, description="control for label-side anchor sets of documents (e.g. "
                                "the click graph): add each (anchor document, label) edge as a training pair instead "
                                "of a regularizer, so 'more labelled pairs' and 'graph signal' can be told apart")
-    select_best: bool = Field(default=True, description="keep the epoch (0 = the starting encoder) with the best "
-                              "validation metric, so a fine-tune is never worse than its start on validation")
+    select_best: bool = Field(default=True, description="serve the epoch with the best validation recall on half "
+                              "the validation rows when it beats epoch 0 (the starting encoder) on the other half "
+                              "(``fallback``), else epoch 0: a fine-tune is never worse than its start out of sample")
+    fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how a trained epoch must beat "
+                                     "epoch 0 on held-out validation rows to be served")
     anchor_grad: bool = Field(default=True, description="backpropagate through anchor encodings (RAMEN eq. 2); "
                               "False: anchors are fixed targets, deduplicated and encoded without gradient")
     bandit: bool = Field(default=True, description="tune the λs online (RAMEN §3); False: fixed λ")

@@ -1,11 +1,15 @@
-"""Checkpoint selection on validation for the methods that train outside the encoder trainer (TextGNN, OAK), by the
-trainer's rules ("never worse than doing nothing"): the trainer's seeded validation split and subsample
-(:func:`~xc_core.training.trainer.split_validation`), its label space (``Trainer.val_label_space``), its metric
-(recall@``val_k`` by exact search, a document's own label excluded), epoch 0 — the untrained start — a candidate
-like every epoch, the best epoch's weights kept (in memory) and restored at the end when ``select_best`` is on.
+"""Checkpoint selection on validation, one rule for the encoder trainer and the methods that train outside it
+(TextGNN, OAK): "never worse than doing nothing".
 
-Only the representation differs: each method passes its own validation document and label vectors. Used by
-``textgnn`` and ``oak``.
+:class:`EpochChoice` is the rule: every epoch's validation ranking is kept; the best epoch by recall@``val_k`` on one
+seeded half of the validation rows is the candidate, and it is served only when it beats epoch 0 — the untrained
+start — on the other half by :func:`~xc_core.evaluation.fallback.against_fallback` (recall interval above 0, P@1
+and PSP@1 not lost significantly); otherwise epoch 0 is served and the decision says why.
+
+:class:`Selection` applies it for TextGNN and OAK with the trainer's seeded validation split and subsample
+(:func:`~xc_core.training.trainer.split_validation`), its label space (``Trainer.val_label_space``) and its exact
+search (a document's own labels excluded), keeping the candidate's and epoch 0's weights in memory. Only the
+representation differs: each method passes its own validation document and label vectors.
 """
 
 from __future__ import annotations
@@ -20,8 +24,62 @@ import torch
 
 from xc_core import seeds
 from xc_core.datasets.container import XCDataset
+from xc_core.evaluation.fallback import Decision, FallbackPolicy, against_fallback, halves
 from xc_core.seeds import Stream
 from xc_core.training.config import TrainConfig
+
+
+@dataclass
+class EpochChoice:
+    """The epoch to serve: picked on half the validation rows, served only when it beats epoch 0 on the others.
+
+    ``truth``: validation rows × ranked labels; ``inv_propensity``: those labels' weights (PSP guard)."""
+
+    truth: sp.csr_matrix
+    inv_propensity: np.ndarray | None
+    k: int
+    policy: FallbackPolicy
+    seed: int = 0
+    tops: dict[int, np.ndarray] = field(default_factory=dict)  # epoch → each validation row's ranked labels
+    best: dict[str, float] = field(default_factory=lambda: {"epoch": -1, "metric": float("-inf")})
+
+    def __post_init__(self) -> None:
+        self.truth = sp.csr_matrix(self.truth)
+        self.pick, self.check = halves(self.truth.shape[0], self.seed)
+
+    @property
+    def metric(self) -> str:
+        return f"R@{self.k}"
+
+    def add(self, epoch: int, top: np.ndarray) -> bool:
+        """Keep the epoch's ranking; True when it is the best on the pick half so far (keep its weights)."""
+        from xc_core.training.trainer import recall_at_k
+
+        self.tops[epoch] = np.asarray(top)
+        value = recall_at_k(self.tops[epoch][self.pick, : self.k], self.truth[self.pick])
+        if value > self.best["metric"]:
+            self.best = {"epoch": epoch, "metric": value}
+            return True
+        return False
+
+    def decide(self) -> Decision:
+        """Serve the best epoch or epoch 0 (the fallback): :func:`against_fallback` on the check half."""
+        best = int(self.best["epoch"])
+        if best <= 0 or 0 not in self.tops:
+            return Decision("trained epoch", kept=False, reason="epoch 0 (the start) is best on the pick half",
+                            metric=self.metric, picked_on_rows=len(self.pick), tested_on_rows=len(self.check),
+                            candidate={"epoch": max(best, 0)})
+        return against_fallback("trained epoch", self.tops[best][self.check], self.tops[0][self.check],
+                                self.truth[self.check], self.inv_propensity, self.metric, self.policy,
+                                len(self.pick), {"epoch": best})
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The rankings as checkpoint arrays (``val_top/<epoch>``), so a resumed run decides on every epoch."""
+        return {f"val_top/{epoch}": top for epoch, top in self.tops.items()}
+
+    def restore(self, arrays: dict[str, np.ndarray], best: dict[str, float]) -> None:
+        self.tops = {int(key.split("/")[1]): top for key, top in arrays.items() if key.startswith("val_top/")}
+        self.best = dict(best)
 
 
 def split(dataset: XCDataset, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -45,65 +103,89 @@ def heldout_texts(dataset: XCDataset, val: np.ndarray, cfg: TrainConfig) -> set[
 
 @dataclass
 class Selection:
-    """The validation documents with their truth over the label space, the per-epoch history and the best epoch."""
+    """The validation documents with their truth over the label space, the per-epoch history and the served epoch."""
 
     rows: np.ndarray
     space: np.ndarray  # the label ids ranked
     truth: sp.csr_matrix
-    exclude: np.ndarray  # (row position, space position) pairs never scored: a document's own label
+    exclude: np.ndarray  # (row position, space position) pairs never scored: a document's own labels
     k: int
     select_best: bool
+    choice: EpochChoice
     history: list[dict[str, float]] = field(default_factory=list)
-    best: dict[str, float] = field(default_factory=lambda: {"epoch": -1, "metric": float("-inf")})
-    _state: list[dict[str, torch.Tensor]] | None = None
+    decision: Decision | None = None
+    _state: list[dict[str, torch.Tensor]] | None = None  # the best epoch's weights (on the pick half)
+    _start: list[dict[str, torch.Tensor]] | None = None  # epoch 0's: the fallback
+    _top: np.ndarray | None = None  # the ranking of the last :meth:`metrics` call
 
     @classmethod
     def of(cls, dataset: XCDataset, cfg: TrainConfig, rows: np.ndarray) -> Selection:
+        from xc_core.evaluation.metrics import propensity
         from xc_core.training.trainer import validation_label_space
 
         space = validation_label_space(len(dataset.label_texts), dataset.y_train, rows, cfg)  # the trainer's space
         truth = sp.csr_matrix(sp.csr_matrix(dataset.y_train)[rows][:, space])
-        return cls(rows, space, truth, dataset.own_label_pairs(rows, space), cfg.val_k, cfg.select_best)
+        choice = EpochChoice(truth, propensity(dataset)[space], cfg.val_k, cfg.fallback, cfg.seed)
+        return cls(rows, space, truth, dataset.own_label_pairs(rows, space), cfg.val_k, cfg.select_best, choice)
+
+    @property
+    def best(self) -> dict[str, float]:
+        return self.choice.best
 
     def metrics(self, docs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """recall@k, P@1 and P@5 of validation vectors ``docs`` against ``labels`` (the rows of ``space``)."""
         from xc_core.evaluation.metrics import precision_per_row
         from xc_core.training.trainer import recall_at_k, top_k_exact
 
-        top = top_k_exact(docs, labels, max(self.k, 5), exclude=self.exclude)
+        top = self._top = top_k_exact(docs, labels, max(self.k, 5), exclude=self.exclude)
         return {f"recall@{self.k}": recall_at_k(top[:, :self.k], self.truth),
                 "P@1": float(precision_per_row(self.truth, top, 1).mean()),
                 "P@5": float(precision_per_row(self.truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan")}
 
     def record(self, epoch: int, metrics: dict[str, float], modules: Sequence[torch.nn.Module],
                **extra: float) -> dict[str, float]:
-        """Append the epoch's record; keep the weights of ``modules`` when it is the best so far."""
+        """Append the epoch's record (the ranking of the last :meth:`metrics` call); keep the weights of ``modules``
+        at epoch 0 and when the epoch is the best on the pick half so far."""
         row = {"epoch": epoch, **extra, **{f"val_{k}": v for k, v in metrics.items()}}
         self.history.append(row)
-        value = metrics[f"recall@{self.k}"]
-        if self.select_best and value > self.best["metric"]:
-            self.best = {"epoch": epoch, "metric": value}
-            self._state = [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()} for m in modules]
+        if self.select_best and self._top is not None:
+            state = None
+            if self.choice.add(epoch, self._top):
+                state = self._state = _copy(modules)
+            if epoch == 0:
+                self._start = state or _copy(modules)
         return row
 
     def restore(self, modules: Sequence[torch.nn.Module]) -> None:
-        """Load the selected epoch's weights (nothing to do when the last epoch won or selection is off)."""
-        if self._state is not None and self.history and self.best["epoch"] != self.history[-1]["epoch"]:
-            for module, state in zip(modules, self._state, strict=True):
-                module.load_state_dict(state)
+        """Load the served epoch's weights: the best one when it beats epoch 0 out of sample, else epoch 0's."""
+        if not self.select_best or not self.history:
+            return
+        self.decision = self.choice.decide()
+        if not self.decision.kept:
+            self.choice.best = {"epoch": 0, "metric": self.choice.best["metric"]}
+        state = self._state if self.decision.kept else self._start
+        if state is not None and self.best["epoch"] != self.history[-1]["epoch"]:
+            for module, weights in zip(modules, state, strict=True):
+                module.load_state_dict(weights)
 
     @property
     def selected(self) -> dict[str, float]:
-        """The kept epoch's record: the best one, or the last when selection is off."""
+        """The kept epoch's record: the served one, or the last when selection is off."""
         return next((h for h in self.history if h["epoch"] == self.best["epoch"]),
                     self.history[-1] if self.history else {})
 
     def summary(self) -> dict[str, Any]:
-        """What a train summary records beside the history: the selected epoch and its validation recall."""
+        """What a train summary records beside the history: the served epoch, its validation recall and the
+        fallback test that decided it."""
         chosen = self.selected
         return {"selected_epoch": int(chosen.get("epoch", 0)),
                 f"val_recall@{self.k}": float(chosen.get(f"val_recall@{self.k}", float("nan"))),
-                "val_documents": len(self.rows)}
+                "val_documents": len(self.rows),
+                **({"fallback_test": self.decision.as_dict()} if self.decision is not None else {})}
+
+
+def _copy(modules: Sequence[torch.nn.Module]) -> list[dict[str, torch.Tensor]]:
+    return [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()} for m in modules]
 
 
 def mlflow_metrics(metrics: dict[str, float]) -> dict[str, float]:

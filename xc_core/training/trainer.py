@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,6 +33,10 @@ from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from xc_core.evaluation.fallback import Decision
+    from xc_core.training.selection import EpochChoice
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,7 @@ class TrainResult:
     lambda_trajectory: list[dict[str, Any]] = field(default_factory=list)
     selected_epoch: int = 0  # the epoch whose weights were kept (0: the starting encoder)
     heldout_anchor_edges: dict[str, int] = field(default_factory=dict)
+    fallback_test: dict[str, Any] = field(default_factory=dict)  # the served epoch against epoch 0 (selection.py)
 
 
 def dist_info() -> tuple[int, int]:
@@ -147,8 +152,7 @@ class Trainer:
         if cfg.regularize:
             self._check_anchor_sets(dataset)
         self.anchors: dict[str, AnchorSet] = dict(self.full_anchors)
-        #: the selected epoch (0: the starting encoder) and its validation metric; see ``select_best``
-        self.best: dict[str, float] = {"epoch": -1, "metric": float("-inf")}
+        self._last_top: np.ndarray | None = None  # the validation ranking of the last validation_metrics call
         self.terms = ["task", *(f"doc/{s}" for s in self.doc_sets), *(f"label/{s}" for s in self.label_sets)]
         self._build_losses()
         self.builder = self._builder()
@@ -327,7 +331,8 @@ class Trainer:
         truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
         labels = self.encode([self.data.label_texts[i] for i in space])
         k = self.cfg.val_k
-        top = top_k_exact(docs, labels, max(k, 5), exclude=self.data.own_label_pairs(self.val_idx, space))
+        top = self._last_top = top_k_exact(docs, labels, max(k, 5),
+                                           exclude=self.data.own_label_pairs(self.val_idx, space))
         return {f"recall@{k}": recall_at_k(top[:, :k], truth),
                 "P@1": float(precision_per_row(truth, top, 1).mean()),
                 "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan")}
@@ -338,6 +343,22 @@ class Trainer:
     @cached_property
     def val_label_space(self) -> np.ndarray:
         return validation_label_space(len(self.data.label_texts), self.val_truth, self.val_idx, self.cfg)
+
+    @cached_property
+    def choice(self) -> EpochChoice:
+        """Which epoch is served (``select_best``): the best on half the validation rows if it beats epoch 0 on
+        the other half (training/selection.py)."""
+        from xc_core.evaluation.metrics import propensity
+        from xc_core.training.selection import EpochChoice
+
+        space = self.val_label_space
+        truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
+        return EpochChoice(truth, propensity(self.data)[space], self.cfg.val_k, self.cfg.fallback, self.cfg.seed)
+
+    @property
+    def best(self) -> dict[str, float]:
+        """The served epoch so far (0: the starting encoder) and its pick-half validation recall."""
+        return self.choice.best
 
     def validation_task_loss(self) -> float:
         """The bandit's reward: the task loss L on a fixed held-out validation mini-batch (see bandit.py)."""
@@ -421,6 +442,7 @@ class Trainer:
         arrays = {"assign": assign if assign is not None else np.zeros(0, np.int64)}
         for name, a in self.anchors.items():
             arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"] = a.doc_edges, a.label_edges
+        arrays.update(self.choice.arrays())
         state = {"epoch": epoch, "step": step, "global_step": global_step, "history": history, "prune_log": prune_log,
                  "best": self.best}
         torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
@@ -440,7 +462,7 @@ class Trainer:
             self.anchors[name] = AnchorSet(name, full.texts, arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"])
         self.builder = self._builder()
         assign = arrays["assign"] if arrays["assign"].size else None
-        self.best = state.get("best", self.best)
+        self.choice.restore(arrays, state.get("best", self.best))
         return state, assign
 
     # -- model selection ---------------------------------------------------------------------
@@ -448,17 +470,21 @@ class Trainer:
     def best_dir(self) -> Path:
         return self.out / "best_encoder"
 
+    @property
+    def start_dir(self) -> Path:
+        return self.out / "start_encoder"
+
     def _validate(self, epoch: int, global_step: int, task_value: float) -> dict[str, float]:
         """Validation metrics of the current encoder as a history record; keeps the best epoch's weights."""
         metrics = self.validation_metrics()
         record = {"epoch": epoch, "task_loss": task_value, **{f"val_{k}": v for k, v in metrics.items()}}
         if self.rank == 0:
             self.sink.log_metrics({f"val/{k}": v for k, v in metrics.items()}, global_step)
-        value = metrics[f"recall@{self.cfg.val_k}"]
-        if self.cfg.select_best and value > self.best["metric"]:
-            self.best = {"epoch": epoch, "metric": value}
+        if self.cfg.select_best and self._last_top is not None and self.choice.add(epoch, self._last_top):
             if self.rank == 0:
                 self._save_encoder(self.best_dir)
+        if self.cfg.select_best and epoch == 0 and self.rank == 0:
+            self._save_encoder(self.start_dir)  # the fallback, served when no trained epoch beats it
         log.info("epoch %d: %s", epoch, record)
         return record
 
@@ -473,12 +499,25 @@ class Trainer:
             shutil.rmtree(folder)
         tmp.rename(folder)
 
-    def _restore_best(self) -> None:
-        """Load the selected epoch's weights into the model (they already are when the last epoch won)."""
+    def _load_weights(self, folder: Path) -> None:
         from safetensors.torch import load_file
 
-        weights = load_file(str(self.best_dir / "model.safetensors"))
-        self.encoder.model.load_state_dict(weights, strict=False)
+        self.encoder.model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=False)
+
+    def _serve_chosen_epoch(self) -> Decision | None:
+        """Load the served epoch's weights: the best on the pick half when it beats epoch 0 on the check half
+        (:meth:`EpochChoice.decide`), else epoch 0's. None when selection is off (the last epoch is served)."""
+        if not self.cfg.select_best or not self.choice.tops:
+            return None
+        decision = self.choice.decide()
+        log.info("epoch selection: %s", decision.reason)
+        if not decision.kept:
+            self.choice.best = {"epoch": 0, "metric": self.best["metric"]}
+            if self.start_dir.exists():
+                self._load_weights(self.start_dir)
+        elif self.best["epoch"] != self.cfg.epochs and self.best_dir.exists():
+            self._load_weights(self.best_dir)
+        return decision
 
     # -- the loop ----------------------------------------------------------------------------
     def fit(self, resume: bool = False) -> TrainResult:
@@ -552,8 +591,7 @@ class Trainer:
                                            if s != "epoch" for k, v in c.items()}, global_step)
             self._save(epoch + 1, 0, global_step, assign, optimizer, scheduler, history, prune_log)
         seconds = time.perf_counter() - started
-        if cfg.select_best and self.best["epoch"] != cfg.epochs and self.best_dir.exists():
-            self._restore_best()
+        decision = self._serve_chosen_epoch()
         selected = next((h for h in history if h["epoch"] == self.best["epoch"]), history[-1] if history else {})
         encoder_dir = self.out / "encoder"
         if self.rank == 0:
@@ -565,6 +603,7 @@ class Trainer:
             examples_per_s=examples / max(seconds, 1e-9), seconds=seconds, encoder_dir=encoder_dir,
             history=history, prune_log=prune_log, lambda_trajectory=list(self.bandit.trajectory),
             selected_epoch=int(selected.get("epoch", cfg.epochs)), heldout_anchor_edges=dict(self.heldout_anchor_edges),
+            fallback_test=decision.as_dict() if decision is not None else {},
         )
 
     def _log_bandit(self, step: int) -> None:

@@ -153,7 +153,8 @@ def train_textgnn(dataset: XCDataset, encoder: TextEncoder, heads: TextGNNHeads,
     fit.seconds = round(time.perf_counter() - started, 3)
     steps.selection.restore(steps.modules)
     fit.history, fit.selection = steps.selection.history, steps.selection.summary()
-    log(mlflow_metrics({k: v for k, v in fit.selection.items() if k != "val_documents"}), cfg.epochs)
+    log(mlflow_metrics({k: v for k, v in fit.selection.items() if k not in ("val_documents", "fallback_test")}),
+        cfg.epochs)
     fit.loss_after = steps.probe()
     return fit
 

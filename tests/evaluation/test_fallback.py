@@ -1,0 +1,85 @@
+"""The one fallback rule: a learned choice is served only when it beats doing nothing on held-out rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xc_core.evaluation.fallback import FallbackPolicy, against_fallback, halves
+
+
+def _one_label_each(n: int, labels: int = 20) -> sp.csr_matrix:
+    """Row i's only positive is label 0 (its rankings below decide hits by where 0 sits)."""
+    return sp.csr_matrix((np.ones(n), (np.arange(n), np.zeros(n, int))), shape=(n, labels))
+
+
+def _ranking(n: int, hit_rows: np.ndarray, k: int = 10) -> np.ndarray:
+    top = np.tile(np.arange(1, k + 1), (n, 1))
+    top[hit_rows, 0] = 0
+    return top
+
+
+def test_halves_split_every_row_once_and_are_seeded() -> None:
+    pick, check = halves(11, seed=3)
+    assert sorted(np.r_[pick, check].tolist()) == list(range(11)) and len(pick) == 5
+    np.testing.assert_array_equal(pick, halves(11, seed=3)[0])
+    assert not np.array_equal(pick, halves(11, seed=4)[0])
+
+
+def test_a_clear_gain_is_served_and_noise_is_not() -> None:
+    n = 300
+    truth, fallback = _one_label_each(n), _ranking(n, np.arange(100))
+    clear = against_fallback("x", _ranking(n, np.arange(160)), fallback, truth, np.ones(20), "P@1", FallbackPolicy())
+    assert clear.kept and clear.low > 0 and clear.gain == pytest.approx(0.2) and "served" in clear.reason
+    noise = against_fallback("x", _ranking(n, np.r_[np.arange(3, 100), np.arange(100, 105)]), fallback, truth,
+                             np.ones(20), "P@1", FallbackPolicy())
+    assert not noise.kept and noise.low <= 0 < noise.high and "fallback is served" in noise.reason
+
+
+def test_a_gain_on_the_selection_metric_that_loses_p_at_1_is_not_served() -> None:
+    """R@10 rises a lot while P@1 falls a lot: a stage cannot buy recall with the gate's primary metric."""
+    n = 300
+    truth = _one_label_each(n)
+    fallback = _ranking(n, np.arange(150))  # half the rows hit at rank 1, the rest never
+    candidate = np.tile(np.arange(1, 11), (n, 1))
+    candidate[:, 4] = 0  # every row finds its label, but at rank 5
+    decision = against_fallback("x", candidate, fallback, truth, np.ones(20), "R@10", FallbackPolicy())
+    assert decision.low > 0 and decision.guards["P@1"][2] < 0
+    assert not decision.kept and "loses P@1" in decision.reason
+
+
+def test_identical_rankings_and_a_disabled_policy() -> None:
+    n = 50
+    truth, top = _one_label_each(n), _ranking(n, np.arange(30))
+    same = against_fallback("x", top, top, truth, None, "P@1", FallbackPolicy())
+    assert not same.kept and same.gain == 0.0
+    untested = against_fallback("x", top, _ranking(n, np.arange(29)), truth, None, "P@1",
+                                FallbackPolicy(enabled=False))
+    assert untested.kept and "disabled" in untested.reason
+
+
+def test_a_noise_fusion_that_wins_in_sample_is_not_served() -> None:
+    """A classifier W of pure noise beside a useful encoder: some alpha < 1 beats alpha = 1 on all validation rows by
+    chance (the in-sample rule the stage used before served it), but not out of sample: alpha = 1 is served."""
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.lexical import LexicalConfig
+    from xc_core.classifier.stage import FusionGrid, choose_fusion
+
+    rng = np.random.default_rng(0)
+    n_labels, n_rows, dim = 200, 400, 32
+    labels = rng.normal(size=(n_labels, dim)).astype(np.float32)
+    labels /= np.linalg.norm(labels, axis=1, keepdims=True)
+    positive = rng.integers(0, n_labels, n_rows)
+    queries = labels[positive] + 0.35 * rng.normal(size=(n_rows, dim)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    noise = rng.normal(size=(n_labels, dim)).astype(np.float32)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    truth = sp.csr_matrix((np.ones(n_rows), (np.arange(n_rows), positive)), shape=(n_rows, n_labels))
+    grid = FusionGrid(queries, truth, labels, noise, 20, np.empty((0, 2), np.int64), np.ones(n_labels))
+    cfg = ClassifierConfig(alphas=(0.8, 0.85, 0.9, 0.95, 1.0), lexical=LexicalConfig(weights=(0.0,)))
+    curve = grid.curve(cfg.alphas, cfg.lexical.weights)
+    in_sample = max(curve, key=lambda r: (r["P@1"], r["alpha"]))
+    assert in_sample["alpha"] < 1, "the scenario must fool the in-sample rule"
+    served, tests = choose_fusion(grid, curve, cfg)
+    assert served["alpha"] == 1.0 and not tests["alpha"]["kept"]
