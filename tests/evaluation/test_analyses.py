@@ -18,7 +18,11 @@ from xc_core.evaluation.analyses import (
     paired_bootstrap_ratio_diff,
     per_row_metrics,
     quantile_contributions,
+    seen_label_scores,
+    seen_label_view,
     subset_metrics,
+    trained_labels,
+    untrained_positive_share,
 )
 from xc_core.evaluation.metrics import evaluate, top_k
 
@@ -219,3 +223,58 @@ def test_decile_metrics_score_each_group_like_evaluate_alone() -> None:
         rows = np.flatnonzero(deciles == record["decile"])
         expected = evaluate(y_true[rows], y_score[rows], k=3, inv_propensity=weights)
         assert {key: record[key] for key in expected} == pytest.approx(expected)
+
+
+# The seen-label view. Labels 0-2 have a training positive; label 3 has only an explicit 0 in train (no positive).
+Y_TRAIN = sp.csr_matrix((np.array([1.0, 1.0, 1.0, 0.0]), (np.array([0, 1, 2, 2]), np.array([0, 1, 2, 3]))),
+                        shape=(3, 4))
+# Rows: {0}; {3} only (untrained); {1, 3}; no positive.
+Y_SEEN = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 0, 1], [0, 1, 0, 1], [0, 0, 0, 0]], dtype=np.float64))
+# Rankings: [3, 1, 0], [3, 2], [1, 3], [0]; without label 3: [1, 0], [2], [1], [0].
+S_SEEN = sp.csr_matrix(np.array([[0.7, 0.8, 0, 0.9], [0, 0, 0.5, 0.9], [0, 0.9, 0, 0.8], [0.1, 0, 0, 0]]))
+
+
+def test_trained_labels_are_those_with_a_training_positive() -> None:
+    assert trained_labels(Y_TRAIN).tolist() == [True, True, True, False], "an explicit 0 is no positive"
+
+
+def test_seen_label_scores_drop_the_untrained_columns_entries_and_keep_shape_and_zeros() -> None:
+    # an explicit zero on a trained label (row 3, label 2) is still a candidate
+    scores = sp.csr_matrix(sp.vstack([S_SEEN[:3], sp.csr_matrix(([0.1, 0.0], ([0, 0], [0, 2])), shape=(1, 4))]))
+    seen = seen_label_scores(scores, trained_labels(Y_TRAIN))
+    assert seen.shape == (4, 4) and not np.any(seen.indices == 3)
+    assert seen.nnz == scores.nnz - 3
+    assert top_k(seen, 3).tolist() == [[1, 0, -1], [2, -1, -1], [1, -1, -1], [0, 2, -1]]
+    np.testing.assert_array_equal(seen.toarray()[:, :3], scores.toarray()[:, :3])
+
+
+def test_untrained_positive_share_counts_pairs_and_rows_with_only_untrained_positives() -> None:
+    share = untrained_positive_share(Y_SEEN, trained_labels(Y_TRAIN))
+    # pairs (0,0) (1,3) (2,1) (2,3): 2 of 4 on label 3; rows: only row 1 of all 4 (row 3 has no positive)
+    assert share == {"pairs": 0.5, "rows": 0.25}
+    assert untrained_positive_share(sp.csr_matrix((2, 4)), np.ones(4, dtype=bool)) == {"pairs": 0.0, "rows": 0.0}
+
+
+def test_the_seen_label_view_reranks_over_trained_labels_and_keeps_every_row_and_positive() -> None:
+    weights = np.array([1.0, 2.0, 3.0, 4.0])
+    full = evaluate(Y_SEEN, S_SEEN, k=2, inv_propensity=weights)
+    view = seen_label_view(Y_SEEN, S_SEEN, Y_TRAIN, inv_propensity=weights, k=2, recall_at=(2, 10))
+    assert full["P@1"] == pytest.approx(2 / 4)  # rows 1 and 2 hit with label 3 and label 1
+    # row 0's top moves from label 3 to label 1 (a miss), row 1 has no trained label to hit and counts 0 of n = 4
+    assert view.metrics["P@1"] == pytest.approx(1 / 4)
+    np.testing.assert_array_equal(view.per_row["P@1"], [0.0, 0.0, 1.0, 0.0])
+    # R@2 divides by every positive, untrained ones included: (1 + 0 + 1/2 + 0) / 4
+    assert view.metrics["R@2"] == pytest.approx(0.375) and view.metrics["R@10"] == pytest.approx(0.375)
+    # PSP@1 keeps the untrained positives' weights in its denominator: w* = 1, 4, 4, 0
+    assert full["PSP@1"] == pytest.approx((4 + 2) / 9) and view.metrics["PSP@1"] == pytest.approx(2 / 9)
+    np.testing.assert_array_equal(view.per_row["PSP@1/denominator"], [1.0, 4.0, 4.0, 0.0])
+    assert (view.untrained_positive_share, view.untrained_only_rows) == (0.5, 0.25)
+    assert view.metrics == evaluate(Y_SEEN, view.scores, k=2, inv_propensity=weights) | {
+        "R@2": view.metrics["R@2"], "R@10": view.metrics["R@10"]}
+
+
+def test_a_method_that_never_scores_untrained_labels_is_the_same_in_both_views() -> None:
+    peer = sp.csr_matrix(np.array([[0.9, 0, 0, 0], [0, 0, 0.9, 0], [0.9, 0.5, 0, 0], [0.9, 0, 0, 0]]))
+    full = evaluate(Y_SEEN, peer, k=5)
+    view = seen_label_view(Y_SEEN, peer, Y_TRAIN)
+    assert {k: view.metrics[k] for k in full} == full and view.metrics["P@1"] == pytest.approx(1 / 4)

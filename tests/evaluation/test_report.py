@@ -23,6 +23,7 @@ def test_report_renders_every_section_with_plots_and_best_marked(tmp_path: Path)
                          paired=paired)
     text = path.read_text()
     assert "ramen − dual_encoder" in text and "None" not in text
+    assert "Metrics on seen labels" not in text, "no method was evaluated in the seen-label view"
     for section in ("Metrics", "Paired differences", "P@k and PSP@k", "Label quantiles", "DIFF@k per label",
                     "Seen vs novel", "Index recall", "Example predictions"):
         assert section in text

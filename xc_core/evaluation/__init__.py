@@ -1,6 +1,7 @@
 """Evaluation: XC metrics with pyxclib's definitions, and the papers' analyses over them."""
 
 from xc_core.evaluation.analyses import (
+    SeenLabelView,
     bootstrap_ci,
     bootstrap_ratio_ci,
     confidence_intervals,
@@ -13,7 +14,11 @@ from xc_core.evaluation.analyses import (
     paired_metric_diff,
     per_row_metrics,
     quantile_contributions,
+    seen_label_scores,
+    seen_label_view,
     subset_metrics,
+    trained_labels,
+    untrained_positive_share,
 )
 from xc_core.evaluation.metrics import (
     PROPENSITY_CONSTANTS,
@@ -37,6 +42,7 @@ from xc_core.evaluation.metrics import (
 
 __all__ = [
     "PROPENSITY_CONSTANTS",
+    "SeenLabelView",
     "aggregate",
     "bootstrap_ci",
     "bootstrap_ratio_ci",
@@ -63,7 +69,11 @@ __all__ = [
     "psp_per_row",
     "quantile_contributions",
     "recall_per_row",
+    "seen_label_scores",
+    "seen_label_view",
     "subset_metrics",
     "to_csr",
     "top_k",
+    "trained_labels",
+    "untrained_positive_share",
 ]

@@ -5,6 +5,8 @@
 * Equi-voluminous label quantiles by train frequency and each quantile's share of P@k / R@k
   (RAMEN, App. D.1), false negatives per quantile FN@k and DIFF@k (RAMEN, Table 8).
 * Metrics on subsets: seen vs novel queries, novel labels only (IRENE), query-frequency deciles.
+* The seen-label view: the metrics with predictions restricted to labels that have a training positive (all
+  a linear one-vs-all peer can score), and the share of test positives on the other labels.
 
 Pure functions over numpy / scipy sparse; tables come back as polars DataFrames, one row per bin.
 Metric definitions, empty rows and tie-breaks are those of :mod:`xc_core.evaluation.metrics`.
@@ -13,6 +15,7 @@ Metric definitions, empty rows and tie-breaks are those of :mod:`xc_core.evaluat
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -341,3 +344,91 @@ def decile_metrics(y_true: sp.spmatrix, y_score: sp.spmatrix, deciles: np.ndarra
     records = [{"decile": int(d), "rows": int(np.count_nonzero(groups == d))} | aggregate(terms, groups == d)
                for d in np.unique(groups)]
     return pl.DataFrame(records)
+
+
+# -- the seen-label view: what a linear one-vs-all peer can reach -------------------------------
+
+
+def trained_labels(y_train: sp.spmatrix) -> np.ndarray:
+    """Bool per label: it has at least one training positive (a stored non-zero entry in its column of
+    ``y_train``). A linear one-vs-all model (PECOS) learns a weight vector only for these labels."""
+    return np.bincount(positive_labels(y_train).indices, minlength=y_train.shape[1]) > 0
+
+
+def seen_label_scores(y_score: sp.spmatrix, trained: np.ndarray) -> sp.csr_matrix:
+    """``y_score`` without any stored entry in the column of a label outside ``trained`` (bool per label).
+
+    The entries are removed from the structure, not set to 0 (an explicit 0 is still a ranked candidate), and
+    the shape and label indices stay: ``top_k`` of the result is each row re-ranked over the trained labels
+    only, so an untrained label a method ranked first hands its slot to the best trained one.
+    """
+    scores = sp.csr_matrix(y_score)
+    keep = np.asarray(trained, dtype=bool)
+    if len(keep) != scores.shape[1]:
+        raise ValueError(f"trained has {len(keep)} entries, y_score {scores.shape[1]} labels")
+    kept = keep[scores.indices]
+    indptr = np.concatenate([[0], np.cumsum(kept)])[scores.indptr]  # entries kept before each row's start
+    return sp.csr_matrix((scores.data[kept], scores.indices[kept], indptr), shape=scores.shape)
+
+
+def untrained_positive_share(y_true: sp.spmatrix, trained: np.ndarray) -> dict[str, float]:
+    """How much of the test split lies on labels outside ``trained`` (bool per label).
+
+    * ``"pairs"``: #{(i, l): l ∈ y_i, l not trained} / #{(i, l): l ∈ y_i}, the share of test positive
+      (row, label) pairs on untrained labels (0.0 without any positive);
+    * ``"rows"``: #{i: y_i ≠ ∅ and every l ∈ y_i untrained} / n, the share of all n test rows (rows without
+      positives in n, not in the count) whose positives are all on untrained labels: in the seen-label view
+      these rows score 0 whatever the method, so 1 − ``"rows"`` bounds its P@1.
+    """
+    positives = positive_labels(y_true)
+    untrained = ~np.asarray(trained, dtype=bool)[positives.indices]
+    n_rows = positives.shape[0]
+    rows = np.repeat(np.arange(n_rows), np.diff(positives.indptr))
+    per_row_untrained = np.bincount(rows[untrained], minlength=n_rows)
+    only = (per_row_untrained == np.diff(positives.indptr)) & (per_row_untrained > 0)
+    return {"pairs": float(untrained.sum() / max(positives.nnz, 1)),
+            "rows": float(only.sum() / max(n_rows, 1))}
+
+
+@dataclass(frozen=True)
+class SeenLabelView:
+    """A method's scores and metrics with predictions restricted to trained labels (:func:`seen_label_view`)."""
+
+    scores: sp.csr_matrix  # y_score less the untrained labels' entries, same shape and label indices
+    metrics: dict[str, float]  # evaluate() keys at k, plus R@c for each recall cut-off
+    per_row: dict[str, np.ndarray]  # per_row_metrics() of the view's top-c (c = the largest cut-off)
+    untrained_positive_share: float  # untrained_positive_share()["pairs"]
+    untrained_only_rows: float  # untrained_positive_share()["rows"]
+
+
+def seen_label_view(y_true: sp.spmatrix, y_score: sp.spmatrix, y_train: sp.spmatrix,
+                    inv_propensity: np.ndarray | None = None, k: int = 5,
+                    recall_at: tuple[int, ...] = (10, 100)) -> SeenLabelView:
+    """The metrics a method gets when it may only predict labels with a training positive: what a linear
+    one-vs-all peer can reach, so a gap to the peer in this view is not a gap from labels the peer cannot score.
+
+    Restricted: the predictions only. Every stored entry of ``y_score`` in the column of a label without a
+    positive in ``y_train`` is removed (:func:`seen_label_scores`) and each row's top-k is re-ranked over the
+    remaining labels. Not restricted: ``y_true``. The rows and their positives are those of the full view, so
+
+    * a row whose positives are all on untrained labels stays in the n of P@k, nDCG@k and R@k and scores 0
+      (no trained label can hit it: a linear model scores 0 there too); rows are never dropped;
+    * R@k still divides by all of a row's positives (|y_i|, untrained ones included);
+    * PSP@k's denominator keeps the untrained positives' weights w*, so PSP is on the full view's scale and
+      a method loses exactly what it earned on untrained labels.
+
+    Metrics: :func:`~xc_core.evaluation.metrics.evaluate` at ``k`` (PS keys with ``inv_propensity``) and
+    R@c for each c in ``recall_at``; ``per_row`` is :func:`per_row_metrics` of the view's top-max(recall_at)
+    (for paired intervals against the peer in the same view). Ranking, ties and empty rows: as in
+    :mod:`xc_core.evaluation.metrics`.
+    """
+    trained = trained_labels(y_train)
+    scores = seen_label_scores(y_score, trained)
+    cut = max(10, *recall_at)  # per_row_metrics reads R@10
+    wide = evaluate(y_true, scores, k=cut)
+    metrics = evaluate(y_true, scores, k=k, inv_propensity=inv_propensity) | {f"R@{c}": wide[f"R@{c}"]
+                                                                              for c in recall_at}
+    shares = untrained_positive_share(y_true, trained)
+    return SeenLabelView(scores=scores, metrics=metrics,
+                         per_row=per_row_metrics(y_true, top_k(scores, cut), inv_propensity),
+                         untrained_positive_share=shares["pairs"], untrained_only_rows=shares["rows"])

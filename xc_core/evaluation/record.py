@@ -1,9 +1,12 @@
 """One evaluation as stored in its folder (``paths.eval_dir``), read and written only here: the report, the
 registry's gate and the seed tables ask this record for metrics and per-query arrays instead of opening files.
 
-Files: ``metrics.json`` (the summary: metrics, test-split fingerprint, MLflow run, subsets), ``per_row.npz``
-(per-query terms for paired intervals; ``/`` in keys stored as ``__``), ``top100.npy`` and the method's scores of
-those labels ``top100_scores.npy``, ``quantiles.parquet``, ``false_negatives.parquet``, ``ci.parquet``.
+Files: ``metrics.json`` (the summary: metrics, test-split fingerprint, MLflow run, subsets, the seen-label view's
+metrics under ``seen_labels``), ``per_row.npz`` (per-query terms for paired intervals; ``/`` in keys stored as
+``__``), ``top100.npy`` and the method's scores of those labels ``top100_scores.npy``, ``quantiles.parquet``,
+``false_negatives.parquet``, ``ci.parquet``, and the seen-label view's (``analyses.seen_label_view``: predictions
+restricted to labels with a training positive) ``per_row_seen.npz`` and ``ci_seen.parquet``. An evaluation saved
+before the view existed has none of the three: its record answers None for them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from xc_core.datasets.container import XCDataset
 SUMMARY, PER_ROW, TOP, TOP_SCORES, QUANTILES, FALSE_NEGATIVES, CI = (
     "metrics.json", "per_row.npz", "top100.npy", "top100_scores.npy", "quantiles.parquet", "false_negatives.parquet",
     "ci.parquet")
+SEEN_PER_ROW, SEEN_CI = "per_row_seen.npz", "ci_seen.parquet"
+#: summary keys of the seen-label view: its metrics, and the test split's shares on labels without a training positive
+SEEN_METRICS, UNTRAINED_SHARE, UNTRAINED_ONLY_ROWS = "seen_labels", "untrained_positive_share", "untrained_only_rows"
 
 
 @dataclass(frozen=True)
@@ -37,12 +43,23 @@ class EvaluationRecord:
     @classmethod
     def save(cls, folder: Path, summary: dict[str, Any], top: np.ndarray, per_row: dict[str, np.ndarray],
              quantiles: pl.DataFrame, false_negatives: pl.DataFrame, ci: pl.DataFrame,
-             top_scores: np.ndarray | None = None) -> EvaluationRecord:
+             top_scores: np.ndarray | None = None, seen_per_row: dict[str, np.ndarray] | None = None,
+             seen_ci: pl.DataFrame | None = None) -> EvaluationRecord:
+        """Write every file; ``seen_per_row`` / ``seen_ci``: the seen-label view's per-row terms and intervals
+        (its metrics go in ``summary[SEEN_METRICS]``). An optional file not given is removed, so a folder never
+        keeps one from an earlier evaluation."""
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / TOP, top)
+        _save_npz(folder / PER_ROW, per_row)
+        for name, value in ((TOP_SCORES, top_scores), (SEEN_PER_ROW, seen_per_row), (SEEN_CI, seen_ci)):
+            if value is None:
+                (folder / name).unlink(missing_ok=True)
         if top_scores is not None:
             np.save(folder / TOP_SCORES, top_scores)
-        np.savez(folder / PER_ROW, **{k.replace("/", "__"): v for k, v in per_row.items()})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
+        if seen_per_row is not None:
+            _save_npz(folder / SEEN_PER_ROW, seen_per_row)
+        if seen_ci is not None:
+            seen_ci.write_parquet(folder / SEEN_CI)
         quantiles.write_parquet(folder / QUANTILES)
         false_negatives.write_parquet(folder / FALSE_NEGATIVES)
         ci.write_parquet(folder / CI)
@@ -72,6 +89,29 @@ class EvaluationRecord:
         path = self.folder / PER_ROW
         return dict(np.load(path)) if path.exists() else None
 
+    def seen_metrics(self) -> dict[str, float] | None:
+        """The seen-label view's metrics (``P@1``, ``R@10`` …, fractions): predictions restricted to labels with
+        a training positive, scored against the same test split; None for an evaluation saved before the view."""
+        found = self.summary.get(SEEN_METRICS)
+        return {k: float(v) for k, v in found.items()} if found is not None else None
+
+    def untrained_share(self) -> dict[str, float] | None:
+        """``{"pairs": …, "rows": …}``: the share of test positive pairs on labels without a training positive, and
+        of test rows whose positives all are (``analyses.untrained_positive_share``); None before the view."""
+        if UNTRAINED_SHARE not in self.summary:
+            return None
+        return {"pairs": float(self.summary[UNTRAINED_SHARE]), "rows": float(self.summary[UNTRAINED_ONLY_ROWS])}
+
+    def seen_per_row(self) -> dict[str, np.ndarray] | None:
+        """The seen-label view's per-query terms (keys as :meth:`per_row`'s), or None when not saved."""
+        path = self.folder / SEEN_PER_ROW
+        return dict(np.load(path)) if path.exists() else None
+
+    def seen_ci(self) -> dict[str, tuple[float, float, float]] | None:
+        """The seen-label view's metric → (value, low, high), or None when not saved."""
+        path = self.folder / SEEN_CI
+        return _read_ci(path) if path.exists() else None
+
     def top(self) -> np.ndarray:
         return np.load(self.folder / TOP)
 
@@ -89,8 +129,15 @@ class EvaluationRecord:
 
     def ci(self) -> dict[str, tuple[float, float, float]]:
         """metric → (value, low, high) of its bootstrap 95% interval."""
-        return {r["metric"]: (r["value"], r["low"], r["high"])
-                for r in pl.read_parquet(self.folder / CI).iter_rows(named=True)}
+        return _read_ci(self.folder / CI)
+
+
+def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    np.savez(path, **{k.replace("/", "__"): v for k, v in arrays.items()})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
+
+
+def _read_ci(path: Path) -> dict[str, tuple[float, float, float]]:
+    return {r["metric"]: (r["value"], r["low"], r["high"]) for r in pl.read_parquet(path).iter_rows(named=True)}
 
 
 def fingerprint_test_split(dataset: XCDataset) -> str:

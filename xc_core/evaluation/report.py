@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,10 @@ class MethodResult:
     quantiles: list[dict[str, Any]] = field(default_factory=list)  # per label quantile: bin, P@5 share, R share
     mlflow_run_id: str = ""
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # a method's own analyses (title → rows)
+    # the seen-label view (predictions restricted to labels with a training positive): metrics and CIs as above;
+    # empty for an evaluation saved before the view
+    seen: dict[str, float] = field(default_factory=dict)
+    seen_ci: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 def _png(fig: Any) -> str:
@@ -109,7 +113,8 @@ def render_report(dataset: str, results: list[MethodResult], out: Path, diff_tab
                   examples: list[dict[str, Any]], notes: dict[str, Any],
                   paired: list[dict[str, Any]] | None = None, tradeoffs: dict[str, Path] | None = None,
                   diff_methods: tuple[str, str] | None = None, abtests: str | None = None) -> Path:
-    """Write ``out`` (HTML, from ``templates/report.html.j2``): metrics with CIs, curves, quantile bars, DIFF@k,
+    """Write ``out`` (HTML, from ``templates/report.html.j2``): metrics with CIs (and in the seen-label view, for
+    methods evaluated with it), curves, quantile bars, DIFF@k,
     subsets, examples, index stats, and for each method with a classifier stage its head/tail trade-off plot
     (``tradeoffs``: method → PNG). ``diff_methods``: (method, baseline) of the DIFF@k table. ``abtests``: the A/B
     section's HTML (``xc_core.abtest.report.render_section``), rendered as is."""
@@ -117,8 +122,10 @@ def render_report(dataset: str, results: list[MethodResult], out: Path, diff_tab
                                                                                        "rows")}}
                for r in results for s, m in r.subsets.items()]
     metric_keys, metric_rows = _metric_rows(results)
+    seen_keys, seen_rows = _metric_rows([replace(r, metrics=r.seen, ci=r.seen_ci) for r in results if r.seen])
     page = _template().render(
         dataset=dataset, notes=notes, metric_keys=metric_keys, metric_rows=metric_rows, paired=paired or [],
+        seen_keys=seen_keys, seen_rows=seen_rows,
         curves=_curves(results), quantile_chart=_quantile_chart(results), diff_table=diff_table,
         diff_methods=diff_methods or ("method", "baseline"),
         tradeoffs={m: base64.b64encode(p.read_bytes()).decode() for m, p in (tradeoffs or {}).items()},

@@ -51,13 +51,19 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
 def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[str, Any],
                     started: float | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     """Score a test document × label matrix (any method's, or a peer's) with xc's metrics and analyses and
-    save them in ``out`` as the report and the seed tables read them: (summary, headline metrics)."""
+    save them in ``out`` as the report and the seed tables read them: (summary, headline metrics).
+
+    Beside the full view it saves the seen-label view (``seen_label_view``: predictions restricted to labels with
+    a training positive, all the linear peer can score): its metrics in ``summary["seen_labels"]``, its per-query
+    terms and intervals in the record, its query-decile rows as ``decile <d>, seen labels`` subsets, and the test
+    split's ``untrained_positive_share`` and ``untrained_only_rows``."""
     from xc_core.evaluation import (
         confidence_intervals,
         false_negatives_at_k,
         label_quantiles,
         per_row_metrics,
         quantile_contributions,
+        seen_label_view,
         subset_metrics,
     )
 
@@ -78,17 +84,23 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
         "novel queries": subset_metrics(dataset.y_test, scores, rows_mask=dataset.test_novel, inv_propensity=inv),
         "novel labels": subset_metrics(dataset.y_test, scores, labels_mask=dataset.label_novel, inv_propensity=inv),
     }
+    seen = seen_label_view(dataset.y_test, scores, dataset.y_train, inv_propensity=inv)
     if dataset.test_decile is not None:
         from xc_core.evaluation import decile_metrics
 
-        deciles = decile_metrics(dataset.y_test, scores, dataset.test_decile, inv_propensity=inv)
-        for row in deciles.iter_rows(named=True):
-            subsets[f"decile {row['decile']}"] = {k: v for k, v in row.items() if k != "decile"}
+        # each view's rows apart (the seen-label view's named so): a decile's gap to the peer, less what it cannot score
+        for suffix, view_scores in (("", scores), (", seen labels", seen.scores)):
+            deciles = decile_metrics(dataset.y_test, view_scores, dataset.test_decile, inv_propensity=inv)
+            for row in deciles.iter_rows(named=True):
+                subsets[f"decile {row['decile']}{suffix}"] = {k: v for k, v in row.items() if k != "decile"}
     summary = {"dataset": info.pop("dataset", dataset.name), "method": info.pop("method"),
                "profile": info.pop("profile"), **metrics, "test_documents": len(dataset.test_texts),
                "test_split": info.pop("test_split", None) or fingerprint_test_split(dataset), **info,
+               "seen_labels": seen.metrics, "untrained_positive_share": seen.untrained_positive_share,
+               "untrained_only_rows": seen.untrained_only_rows,
                "subsets": subsets, "seconds": round(time.perf_counter() - started, 2)}
-    EvaluationRecord.save(out, summary, top, per_row, quantiles, fn, ci, top_scores=_scores_of(scores, top))
+    EvaluationRecord.save(out, summary, top, per_row, quantiles, fn, ci, top_scores=_scores_of(scores, top),
+                          seen_per_row=seen.per_row, seen_ci=confidence_intervals(seen.per_row))
     return summary, metrics
 
 
@@ -120,22 +132,34 @@ def _method_result(record: EvaluationRecord) -> MethodResult:
         index={key: summary.get(key, float("nan"))  # a peer (PECOS) has no label index
                for key in ("hnsw_recall@10", "ms_per_query", "exact_ms_per_query")},
         subsets=summary["subsets"], quantiles=record.quantiles().to_dicts(), mlflow_run_id=record.mlflow_run_id,
-        tables=summary.get("tables", {}))
+        tables=summary.get("tables", {}), seen=record.seen_metrics() or {}, seen_ci=record.seen_ci() or {})
+
+
+#: the paired table's view column: all predictions, or only those on labels with a training positive
+FULL_VIEW, SEEN_VIEW = "all labels", "seen labels"
 
 
 def _paired_rows(home: Path, dataset: str, profile: str, a: str, b: str) -> list[dict[str, Any]]:
+    """a − b per metric on the same queries; against a peer also in the seen-label view (the rows after the full
+    view's), so a lead that comes from labels the linear peer cannot score shows as the gap between the two."""
     from xc_core.evaluation import paired_metric_diff
 
     ra, rb = (EvaluationRecord.load(eval_dir(home, dataset, m, profile)) for m in (a, b))
-    rows_a, rows_b = (r.per_row() if r is not None else None for r in (ra, rb))
-    if rows_a is None or rows_b is None:
+    if ra is None or rb is None:
         return []
+    views = [(FULL_VIEW, ra.per_row(), rb.per_row())]
+    if b in PEERS:
+        views.append((SEEN_VIEW, ra.seen_per_row(), rb.seen_per_row()))
     rows = []
-    for key in ("P@1", "P@5", "R@10", "PSP@1", "PSP@5"):
-        result = paired_metric_diff(rows_a, rows_b, key)
-        if result is not None:
-            diff, low, high, p = result
-            rows.append({"comparison": f"{a} − {b}", "metric": key, "diff": diff, "low": low, "high": high, "p": p})
+    for view, rows_a, rows_b in views:
+        if rows_a is None or rows_b is None:  # not saved (the seen-label view: an evaluation from before it)
+            continue
+        for key in ("P@1", "P@5", "R@10", "PSP@1", "PSP@5"):
+            result = paired_metric_diff(rows_a, rows_b, key)
+            if result is not None:
+                diff, low, high, p = result
+                rows.append({"comparison": f"{a} − {b}", "view": view, "metric": key, "diff": diff, "low": low,
+                             "high": high, "p": p})
     return rows
 
 
@@ -176,8 +200,13 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
         diff_table = diff_at_k(by_method[graph[1]].false_negatives(), by_method[graph[0]].false_negatives()).to_dicts()
     best = max(results, key=lambda r: r.metrics.get("P@1", float("-inf"))).method
     examples = _examples(dataset, home, profile, best)
+    from xc_core.evaluation import trained_labels, untrained_positive_share
+
+    untrained = untrained_positive_share(dataset.y_test, trained_labels(dataset.y_train))
     notes = {"profile": profile, "test documents": len(dataset.test_texts), "labels": dataset.n_labels,
-             "PSP A": dataset.psp_constants[0], "PSP B": dataset.psp_constants[1]}
+             "PSP A": dataset.psp_constants[0], "PSP B": dataset.psp_constants[1],
+             "test positives on labels without a training positive": f"{100 * untrained['pairs']:.2f}%",
+             "test documents with only such positives": f"{100 * untrained['rows']:.2f}%"}
     tradeoffs = {r.method: r.folder / "tradeoff.png" for r in records if (r.folder / "tradeoff.png").exists()}
     from xc_core.stages.abtest import report_section
 

@@ -150,16 +150,19 @@ def _ci_rows(records: dict[str, EvaluationRecord]) -> list[dict[str, Any]]:
         ci = record.ci()
         cells = {k: list(ci[k]) if k in ci else [record.metrics[k], None, None]
                  for k in METRICS if k in ci or k in record.metrics}
-        rows.append({"method": name, **cells})
+        seen = record.seen_ci()  # the seen-label view's intervals; None for an evaluation saved before it
+        rows.append({"method": name, **cells,
+                     "seen_labels": {k: list(seen[k]) for k in METRICS if k in seen} if seen is not None else None})
     return rows
 
 
-def paired_rows(a: EvaluationRecord, b: EvaluationRecord) -> dict[str, list[float]]:
+def paired_rows(a: EvaluationRecord, b: EvaluationRecord, seen: bool = False) -> dict[str, list[float]]:
     """metric → [a − b, low, high, p] (fractions), paired bootstrap on the same test queries; {} when the two were
-    scored on different test splits or lack per-query terms."""
+    scored on different test splits or lack per-query terms. ``seen``: in the seen-label view (both methods'
+    predictions restricted to labels with a training positive; {} when either evaluation predates it)."""
     from xc_core.evaluation import paired_metric_diff
 
-    rows_a, rows_b = a.per_row(), b.per_row()
+    rows_a, rows_b = (a.seen_per_row(), b.seen_per_row()) if seen else (a.per_row(), b.per_row())
     if rows_a is None or rows_b is None or a.test_split != b.test_split:
         return {}
     out = {}
@@ -172,10 +175,13 @@ def paired_rows(a: EvaluationRecord, b: EvaluationRecord) -> dict[str, list[floa
 
 def _references(records: dict[str, EvaluationRecord], peers: dict[str, EvaluationRecord]) -> list[dict[str, Any]]:
     """Every method against every reference and peer it is not; two references are paired once, the one listed
-    first in :data:`REFERENCES` as the method (ramen − dual_encoder, not both signs)."""
+    first in :data:`REFERENCES` as the method (ramen − dual_encoder, not both signs). A row against a peer is
+    marked ``peer`` and holds the same differences in the seen-label view under ``seen_labels``: the linear peer
+    cannot score labels without a training positive, and that view shows how much of a lead is left without them."""
     refs = {**{r: records[r] for r in REFERENCES if r in records}, **peers}
     rank = {r: i for i, r in enumerate(REFERENCES)}
-    return [{"method": m, "vs": ref, **paired_rows(records[m], refs[ref])}
+    return [{"method": m, "vs": ref, **paired_rows(records[m], refs[ref]),
+             **({"peer": True, "seen_labels": paired_rows(records[m], refs[ref], seen=True)} if ref in peers else {})}
             for m in records for ref in refs if ref != m and rank.get(m, -1) < rank.get(ref, len(rank))]
 
 
@@ -341,6 +347,9 @@ class DatasetResults:
     costs: list[dict[str, Any]] = field(default_factory=list)
     seeds: list[dict[str, Any]] = field(default_factory=list)  # metrics over seeds (more than one seed asked)
     report: str = ""
+    # analyses.untrained_positive_share of the test split: positive pairs ("pairs") and queries whose positives all
+    # are ("rows") on labels without a training positive, which the linear peer cannot score
+    untrained: dict[str, float] = field(default_factory=dict)
 
 
 def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str, ...], retrain: bool = False,
@@ -369,6 +378,9 @@ def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str,
     out.ablations = _ablations(home, name, profile.name, records)
     out.subsets = [{"method": m, "subset": s, **v} for m, r in records.items()
                    for s, v in r.summary.get("subsets", {}).items()]
+    from xc_core.evaluation import trained_labels, untrained_positive_share
+
+    out.untrained = untrained_positive_share(data.y_test, trained_labels(data.y_train))
     out.tables = [{"method": m, "title": t, "rows": rows} for m, r in records.items()
                   for t, rows in r.summary.get("tables", {}).items()]
     out.abtests = _abtests(name, home, profile.name, trained, ab_queries) if abtests else []
@@ -446,7 +458,9 @@ def _dataset_section(r: DatasetResults) -> list[str]:
     lines += ["### Paired differences", "",
               "method − reference in points, 95% paired bootstrap interval on the same test queries.", ""]
     lines += _table(["method", "vs", *(f"Δ{k}" for k in METRICS)],
-                    [[p["method"], p["vs"], *(_with_ci(p.get(k), True) for k in METRICS)] for p in r.paired])
+                    [[p["method"], p["vs"], *(_with_ci(p.get(k), True) for k in METRICS)]
+                     for p in r.paired if not p.get("peer")])
+    lines += _peer_section(r)
     if r.ablations:
         lines += ["### Ablations and anchor-set restrictions (RAMEN Table 6)", "",
                   "full − ablation in points, paired 95% interval.", ""]
@@ -485,6 +499,30 @@ def _dataset_section(r: DatasetResults) -> list[str]:
     return lines + _costs_table(r.costs)
 
 
+def _peer_section(r: DatasetResults) -> list[str]:
+    """The methods against the linear peer in both views: all labels, and seen labels only (predictions restricted
+    to labels with a training positive, ``analyses.seen_label_view``), with the test split's share on the others."""
+    against = [p for p in r.paired if p.get("peer")]
+    if not against:
+        return []
+    share = r.untrained
+    lines = ["### Against the linear peer: all labels and seen labels", "",
+             f"{_pct(share.get('pairs'))}% of the test positives (query, label pairs) are on labels without a training "
+             f"positive, and {_pct(share.get('rows'))}% of the test queries have only such positives. A linear "
+             "one-vs-all peer cannot score those labels. The seen-label view restricts every method's predictions to "
+             "labels with a training positive (each query re-ranked over them) and keeps the same queries and "
+             "positives: a query with only untrained positives counts 0, R@k still divides by all of a query's "
+             "positives, PSP@k keeps their weights in its denominator. A lead that holds in it does not come from "
+             "labels the peer cannot score. %, 95% bootstrap interval over test queries.", ""]
+    lines += _table(["method", *(f"{k} seen labels" for k in METRICS)],
+                    [[_row_label(m), *(_with_ci((m.get("seen_labels") or {}).get(k)) for k in METRICS)]
+                     for m in r.methods])
+    lines += ["method − peer in points, 95% paired bootstrap interval on the same test queries, in each view.", ""]
+    return lines + _table(["method", "vs", "view", *(f"Δ{k}" for k in METRICS)],
+                          [[p["method"], p["vs"], view, *(_with_ci(cells.get(k), True) for k in METRICS)]
+                           for p in against for view, cells in (("all labels", p), ("seen labels", p["seen_labels"]))])
+
+
 def _headline_cell(method: dict[str, Any] | None, metric: str, with_ci: bool) -> str:
     if method is None or not method.get(metric):
         return "–"
@@ -492,12 +530,22 @@ def _headline_cell(method: dict[str, Any] | None, metric: str, with_ci: bool) ->
 
 
 def headline(results: list[DatasetResults]) -> list[str]:
-    """Method × data set: P@1 with its 95% interval and PSP@1 — the table the README shows."""
+    """Method × data set: P@1 with its 95% interval and PSP@1 — the table the README shows — and, for a data set
+    whose evaluations hold the seen-label view, P@1 in it (predictions restricted to labels with a training
+    positive: what sets a method against the linear peer without the labels the peer cannot score)."""
     cells = {(r.dataset, _row_label(m)): m for r in results for m in r.methods}
     order = list(dict.fromkeys(_row_label(m) for r in results for m in r.methods))
-    rows = [[method, *(_headline_cell(cells.get((r.dataset, method)), k, k == HEADLINE[0])
-                       for r in results for k in HEADLINE)] for method in order]
-    return _table(["method", *(f"{r.dataset} {k}" for r in results for k in HEADLINE)], rows)
+    seen = {r.dataset for r in results if any(m.get("seen_labels") for m in r.methods)}
+    header, rows = ["method"], [[method] for method in order]
+    for r in results:
+        header += [f"{r.dataset} {k}" for k in HEADLINE] + ([f"{r.dataset} {HEADLINE[0]} seen labels"]
+                                                          if r.dataset in seen else [])
+        for method, row in zip(order, rows, strict=True):
+            found = cells.get((r.dataset, method))
+            row += [_headline_cell(found, k, k == HEADLINE[0]) for k in HEADLINE]
+            if r.dataset in seen:
+                row.append(_headline_cell((found or {}).get("seen_labels"), HEADLINE[0], False))
+    return _table(header, rows)
 
 
 def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> str:
@@ -564,6 +612,9 @@ def _run_metrics(results: list[DatasetResults]) -> dict[str, float]:
         for m in r.methods:
             metrics.update({f"{r.dataset}/{m['method']}/{k.replace('@', '_at_')}": float(m[k][0])
                             for k in METRICS if m.get(k) and m[k][0] is not None})
+            seen = m.get("seen_labels") or {}
+            metrics.update({f"{r.dataset}/{m['method']}/seen_labels/{k.replace('@', '_at_')}": float(v[0])
+                            for k, v in seen.items()})
         for c in r.costs:
             metrics.update({f"{r.dataset}/{c['method']}/{key}": float(c[key])
                             for key in ("seconds_per_epoch", "ms_per_query", "parameters") if c[key] is not None})
