@@ -1,4 +1,6 @@
-"""Resumable method × seed grid on one data set: one home per seed, each step skipped when its output exists.
+"""Resumable method × seed grid on one data set: one home per seed, each step skipped when its output exists (a
+model or evaluation only when the current code version made it: ``xc_core.provenance.outdated``, the results job's
+rule).
 
     .venv/bin/python benchmarks/seed_grid.py --dataset wikispeedia --profile cpu --seeds 0 1 2 \
         --methods pretrained,dual_encoder,ramen --root /tmp/xc-grid [--anchors-profile cpu]
@@ -13,6 +15,7 @@ Progress goes to ``<root>/grid.log``.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -33,8 +36,11 @@ def _run(args: list[str], log: Path) -> None:
 
 
 def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, methods: list[str], root: Path) -> None:
+    from xc_core.evaluation.record import EvaluationRecord
     from xc_core.methods import get_method
     from xc_core.paths import anchors_dir, dataset_dir, eval_dir, model_dir
+    from xc_core.provenance import code_version, outdated
+    from xc_core.training.record import SUMMARY
 
     home = root / f"{dataset}-s{seed}"
     log = root / "grid.log"
@@ -44,13 +50,20 @@ def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, method
     if (any(get_method(m).needs_anchor_sets for m in methods)
             and not (anchors_dir(home, dataset) / "meta.json").exists()):
         _run(["anchors", "--dataset", dataset, "--profile", anchors_profile, *common], log)
+    current = code_version()
     for method in methods:
         trained = model_dir(home, dataset, method, profile)
-        if not (trained / "train_summary.json").exists():
-            resume = ["--resume"] if (trained / "checkpoint").exists() else []
+        finished = (trained / SUMMARY).exists()
+        stale = outdated(json.loads((trained / SUMMARY).read_text()), current) if finished else "nothing trained yet"
+        if stale is not None:
+            with log.open("a") as handle:
+                handle.write(f"# {method} seed {seed}: training ({stale})\n")
+            # a checkpoint without a summary is a killed run of this grid: resume it; a finished stale one starts over
+            resume = ["--resume"] if not finished and (trained / "checkpoint").exists() else []
             _run(["train", "--dataset", dataset, "--method", method, "--profile", profile, "--seed", str(seed),
                   *resume, *common], log)
-        if not (eval_dir(home, dataset, method, profile) / "metrics.json").exists():
+        evaluation = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
+        if stale is not None or evaluation is None or outdated(evaluation.summary, current) is not None:
             _run(["eval", "--dataset", dataset, "--method", method, "--profile", profile, *common], log)
 
 

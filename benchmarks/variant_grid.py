@@ -9,8 +9,9 @@ The seed homes are ``<root>/<dataset>-s<seed>`` as ``benchmarks/seed_grid.py`` l
 TrainConfig fields, ``--tag`` names it) gets a home per seed, ``<root>/<dataset>-s<seed>-<tag>``, that links the seed
 home's data lineage (the results job's :func:`~xc_core.stages.results.share_data`): every variant trains on the same
 anchor sets and is scored on the same test queries; its models, evaluations and MLflow store stay apart. A step whose
-output exists is skipped, so a killed grid restarts where it stopped; a finished training's resume checkpoint and
-selection copy are removed (disk).
+output exists and was made by the current code version (``xc_core.provenance.outdated``, the results job's rule) is
+skipped, so a killed grid restarts where it stopped; a finished training's resume checkpoint and selection copy are
+removed (disk).
 
 The table: per method, at the profile's settings and at the variant's, the selected epoch's validation recall@10
 (mean over seeds), the steps trained and the test metrics seed-averaged per query with bootstrap 95% CIs; then
@@ -58,12 +59,15 @@ def parse_settings(pairs: list[str]) -> dict[str, Any]:
 def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str, settings: dict[str, Any],
             tag: str) -> Path:
     """Train and evaluate ``method`` with ``settings`` and training seed ``seed`` in the variant's home."""
+    from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir, model_dir
     from xc_core.profiles import get_profile
+    from xc_core.provenance import code_version, outdated
     from xc_core.stages.evaluation import evaluate_method
     from xc_core.stages.graphs import load_with_anchors
     from xc_core.stages.results import share_data
     from xc_core.stages.training import train_method
+    from xc_core.training.record import SUMMARY
 
     base, home = root / f"{dataset}-s{seed}", variant_home(root, dataset, seed, tag)
     if not (base / "anchor_sets" / dataset / "meta.json").exists():
@@ -71,13 +75,18 @@ def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str,
     share_data(base, home)
     profile = get_profile(profile_name).model_copy(update={"seed": seed})
     data = load_with_anchors(home, dataset)
-    folder = model_dir(home, dataset, method, profile.name)
-    if not (folder / "train_summary.json").exists():
-        print(f"train {method} {tag} seed {seed} in {home}", flush=True)
-        train_method(data, method, profile, home, resume=(folder / "checkpoint").exists(), overrides=settings)
+    folder, current = model_dir(home, dataset, method, profile.name), code_version()
+    finished = (folder / SUMMARY).exists()
+    stale = outdated(json.loads((folder / SUMMARY).read_text()), current) if finished else "nothing trained yet"
+    if stale is not None:
+        print(f"train {method} {tag} seed {seed} in {home} ({stale})", flush=True)
+        # a checkpoint without a summary is a killed run of this grid: resume it; a finished stale one starts over
+        train_method(data, method, profile, home, resume=not finished and (folder / "checkpoint").exists(),
+                     overrides=settings)
     for spent in ("checkpoint", "best_encoder"):  # resume state and the selection copy: the encoder is saved
         shutil.rmtree(folder / spent, ignore_errors=True)
-    if not (eval_dir(home, dataset, method, profile.name) / "metrics.json").exists():
+    record = EvaluationRecord.load(eval_dir(home, dataset, method, profile.name))
+    if stale is not None or record is None or outdated(record.summary, current) is not None:
         print(f"evaluate {method} {tag} seed {seed}", flush=True)
         evaluate_method(data, method, profile.name, home)
     return home

@@ -1,6 +1,7 @@
 """The results stage on ``tiny``: RESULTS.md + results.json with the provenance header, one row per method with its
-95% CI, measured costs with ratios to ramen, one MLflow run holding both files; the Dagster ``results`` job and
-``xc results`` write the same tables from the same records; an unknown method is refused before anything is
+95% CI and the commits its model was trained and evaluated at, measured costs with ratios to ramen, one MLflow run
+holding both files; the Dagster ``results`` job and ``xc results`` write the same tables from the same records; a
+model or evaluation made by another code version is made anew; an unknown method is refused before anything is
 written. The costs' own rules (train seconds per epoch, recorded splits, parameter counts) on hand-made records."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 METHODS = ["pretrained", "dual_encoder", "ramen"]
 HEADER_FIELDS = ("command", "git commit", "profile", "machine", "date")
+COMMIT = r"([0-9a-f]{40}( \(with uncommitted changes\))?|unknown)"  # a recorded git_commit
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,9 @@ def _section(page: str, title: str) -> str:
 
 def test_run_results_writes_the_page_with_its_header_a_ci_row_per_method_and_the_json(
         tiny_results: dict[str, Any]) -> None:
-    page = Path(tiny_results["results"]).read_text()
+    from xc_core.paths import eval_dir, model_dir
+
+    home, page = tiny_results["home"], Path(tiny_results["results"]).read_text()
     assert Path(tiny_results["results"]) == tiny_results["root"] / "out" / "RESULTS.md"
     for name in HEADER_FIELDS:
         assert re.search(rf"^\| {name} \| \S.*\|$", page, re.MULTILINE), name
@@ -46,7 +50,9 @@ def test_run_results_writes_the_page_with_its_header_a_ci_row_per_method_and_the
     metrics = _section(page, "Test-split metrics")
     ci = r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]"
     for method in METHODS:
-        assert re.search(rf"^\| {method} \| {ci} \| {ci} \| {ci} \| {ci} \| {ci} \|$", metrics, re.MULTILINE), method
+        commits = r"[0-9a-f]{7}\+? / [0-9a-f]{7}\+?"  # trained / evaluated at
+        assert re.search(rf"^\| {method} \| {ci} \| {ci} \| {ci} \| {ci} \| {ci} \| {commits} \|$", metrics,
+                         re.MULTILINE), method
     # paired against the references: ramen − dual_encoder once (not both signs), every method − pretrained
     paired = _section(page, "Paired differences")
     assert re.search(r"^\| ramen \| dual_encoder \| [+-]\d+\.\d\d \[", paired, re.MULTILINE)
@@ -58,6 +64,15 @@ def test_run_results_writes_the_page_with_its_header_a_ci_row_per_method_and_the
     for row in synthetic["methods"]:
         value, low, high = row["P@1"]
         assert low <= value <= high
+        # the commits the row's model and evaluation recorded (with the code version they are reused by)
+        trained = json.loads((model_dir(home, "synthetic", row["method"], "tiny") / "train_summary.json").read_text())
+        evaluated = json.loads((eval_dir(home, "synthetic", row["method"], "tiny") / "metrics.json").read_text())
+        assert row["commits"] == {"training": trained["git_commit"], "evaluation": evaluated["git_commit"]}
+        assert re.fullmatch(COMMIT, trained["git_commit"]) and re.fullmatch(COMMIT, evaluated["git_commit"])
+        assert len(trained["code_version"]) == 12 and len(evaluated["code_version"]) == 12
+        assert row["reused"] == {"training": False, "evaluation": False}
+        short = [c[:7] + ("+" if c.endswith("(with uncommitted changes)") else "") for c in row["commits"].values()]
+        assert re.search(rf"^\| {row['method']} \| .* \| {re.escape(' / '.join(short))} \|$", metrics, re.MULTILINE)
     assert saved["header"]["profile"] == "tiny" and saved["header"]["machine"]["cores"] >= 1
     # the headline (the README's table): P@1 with its interval and PSP@1, the same numbers as the JSON
     top = page[page.index("## Headline"):page.index("## synthetic")]
@@ -124,6 +139,8 @@ def test_the_dagster_job_and_the_cli_reuse_the_models_and_write_the_same_tables(
         assert _section(by_job, title) == _section(first, title)
     reused = json.loads((root / "dagster" / "results.json").read_text())["datasets"][0]["methods"]
     assert all(m["reused"] == {"training": True, "evaluation": True} for m in reused)
+    # a reused row keeps the commits its model and evaluation were made at
+    assert [m["commits"] for m in reused] == [m["commits"] for m in tiny_results["datasets"][0]["methods"]]
 
     assert main(["results", "--profile", "tiny", "--datasets", "synthetic", "--methods", ",".join(METHODS),
                  "--home", str(home), "--out", str(root / "cli"), "--quiet"]) == 0
@@ -160,6 +177,43 @@ def test_more_seeds_add_a_table_over_seeds_each_trained_in_its_own_home(tiny_res
     assert "| seeds | 0, 1 |" in page and "--seeds 0,1" in page
     assert re.search(r"^\| dual_encoder \| \d+\.\d\d ± \d+\.\d\d \|", _section(page, "Over seeds 0, 1"),
                      re.MULTILINE)
+
+
+def test_a_model_or_evaluation_of_another_code_version_is_made_anew_and_says_why(
+        tiny_results: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    import mlflow
+
+    from xc_core.paths import eval_dir, model_dir
+    from xc_core.profiles import get_profile
+    from xc_core.provenance import code_version
+    from xc_core.stages.results import evaluate_or_reuse, prepare_data, train_or_reuse
+
+    home, profile = tiny_results["home"], get_profile("tiny")
+    data = prepare_data("synthetic", home, profile, anchors=False)
+    model, reused = train_or_reuse(data, "pretrained", profile, home)
+    assert reused and model.summary["code_version"] == code_version()
+    tags = mlflow.MlflowClient(model.tracking_uri).get_run(model.mlflow_run_id).data.tags
+    assert tags["code_version"] == code_version() and tags["git_commit"] == model.summary["git_commit"]
+
+    summary = model_dir(home, "synthetic", "pretrained", "tiny") / "train_summary.json"
+    summary.write_text(json.dumps({**model.summary, "code_version": "0123456789ab"}))
+    with caplog.at_level("WARNING", logger="xc_core.stages.results"):
+        retrained, reused = train_or_reuse(data, "pretrained", profile, home)
+    assert not reused and retrained.mlflow_run_id != model.mlflow_run_id
+    assert retrained.summary["code_version"] == code_version()
+    assert "training tiny anew" in caplog.text and "0123456789ab" in caplog.text
+    # the retrained model is evaluated anew, though the saved evaluation was made by the current code
+    record, evaluation_reused = evaluate_or_reuse(data, retrained, home, model_reused=False)
+    assert not evaluation_reused and record.mlflow_run_id == retrained.mlflow_run_id
+    assert record.summary["git_commit"] and record.summary["code_version"] == code_version()
+
+    caplog.clear()
+    metrics = eval_dir(home, "synthetic", "pretrained", "tiny") / "metrics.json"
+    metrics.write_text(json.dumps({k: v for k, v in record.summary.items() if k != "code_version"}))
+    with caplog.at_level("WARNING", logger="xc_core.stages.results"):
+        assert not evaluate_or_reuse(data, retrained, home)[1]
+    assert "evaluating tiny anew" in caplog.text and "records no code version" in caplog.text
+    assert evaluate_or_reuse(data, retrained, home)[1], "made by this code: reused"
 
 
 def test_an_unknown_method_is_refused_before_anything_is_built_or_written(

@@ -16,6 +16,7 @@ from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
 from xc_core.evaluation.report import MethodResult, render_report
 from xc_core.methods import Method, Predictions, get_method
 from xc_core.paths import eval_dir, eval_root, index_dir, report_path
+from xc_core.provenance import code_stamp
 from xc_core.training.record import TrainedModel
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
     preds = found.predict(dataset, trained, index_dir(home, dataset.name, method, profile), reuse=True,
                           progress=progress)
     info = {"dataset": dataset.name, "method": method, "profile": profile, **preds.index_metrics(),
-            "test_split": preds.test_split, "mlflow_run_id": trained.mlflow_run_id,
+            "test_split": preds.test_split, "mlflow_run_id": trained.mlflow_run_id, **code_stamp(),
             **found.analyse(dataset, trained, preds, out)}
     summary, metrics = evaluate_scores(dataset, preds.scores, out, info, started)
     recall = preds.index_recall_at_10  # a method without an ANN index has none to log

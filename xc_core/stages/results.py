@@ -4,11 +4,13 @@ MLflow run of the ``xc-results`` experiment. Every number in the page comes from
 
 Per data set (any name the registry knows): its data lineage as ``xc run`` builds it (events → graph tables → data
 set → anchor sets) unless already materialized; per method the training and evaluation stages (``train_method``,
-``evaluate_method``), reused when the home already holds a model of the same seed and its evaluation on the same
-test split; the HTML report; then the tables: metrics with bootstrap 95% CIs (RAMEN Table 4, TextGNN Table 4),
-paired differences against the references (:data:`REFERENCES` and the PECOS peer where evaluated), ablation and
-``@set`` rows (RAMEN Table 6), subsets (seen / novel queries, novel labels, deciles: RAMEN Table 8), each method's
-own tables (IRENE Table 7), simulated A/B tests where the data set has a world, and the costs (RAMEN Table 5).
+``evaluate_method``), reused when the home already holds a model of the same seed trained by the current code
+version (``xc_core.provenance``) and its evaluation on the same test split made by that code version; the HTML
+report; then the tables: metrics with bootstrap 95% CIs (RAMEN Table 4, TextGNN Table 4) and the commits each
+model was trained and evaluated at, paired differences against the references (:data:`REFERENCES` and the PECOS peer
+where evaluated), ablation and ``@set`` rows (RAMEN Table 6), subsets (seen / novel queries, novel labels, deciles:
+RAMEN Table 8), each method's own tables (IRENE Table 7), simulated A/B tests where the data set has a world, and
+the costs (RAMEN Table 5).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import json
 import logging
 import os
 import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -41,8 +42,9 @@ from xc_core.evaluation.costs import (
 from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
 from xc_core.paths import anchors_dir, dataset_dir, eval_dir, eval_root, model_dir
 from xc_core.profiles import Profile, get_profile
+from xc_core.provenance import git_commit, outdated
 from xc_core.simulate.config import PROFILE_SCALE
-from xc_core.training.record import TrainedModel
+from xc_core.training.record import SUMMARY, TrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -113,28 +115,40 @@ def prepare_data(name: str, home: Path, profile: Profile, anchors: bool, progres
 
 def train_or_reuse(dataset: XCDataset, method: str, profile: Profile, home: Path, retrain: bool = False,
                    progress: bool = False) -> tuple[TrainedModel, bool]:
-    """The method's model at ``profile`` (and its seed) in ``home``, trained unless one is there; (model, reused)."""
+    """The method's model at ``profile`` (and its seed) in ``home``, trained unless one of that seed trained by the
+    current code version is there (a retrain says why in one line); (model, reused)."""
     from xc_core.stages.training import train_method
 
     folder = model_dir(home, dataset.name, method, profile.name)
-    if not retrain and (folder / "train_summary.json").exists():
+    if not retrain and (folder / SUMMARY).exists():
         trained = TrainedModel.load(folder)
-        if trained.summary.get("seed", profile.seed) == profile.seed:
+        seed = trained.summary.get("seed", profile.seed)
+        why = outdated(trained.summary) or (f"it was trained with seed {seed}" if seed != profile.seed else None)
+        if why is None:
             return trained, True
+        log.warning("%s on %s: training %s anew, the saved model is stale: %s", method, dataset.name, profile.name,
+                    why)
     train_method(dataset, method, profile, home, progress=progress)
     return TrainedModel.load(folder), False
 
 
-def evaluate_or_reuse(dataset: XCDataset, trained: TrainedModel, home: Path, progress: bool = False) -> tuple[
-        EvaluationRecord, bool]:
-    """The model's evaluation: reused when it scored this model on this test split, else evaluated anew."""
+def evaluate_or_reuse(dataset: XCDataset, trained: TrainedModel, home: Path, progress: bool = False,
+                      model_reused: bool = True) -> tuple[EvaluationRecord, bool]:
+    """The model's evaluation: reused when the current code version scored this model on this test split, else
+    evaluated anew (always when ``model_reused`` is false: the model was just trained); (record, reused)."""
     from xc_core.stages.evaluation import evaluate_method
 
     folder = eval_dir(home, dataset.name, trained.method, trained.profile)
     record = EvaluationRecord.load(folder)
-    if (record is not None and record.mlflow_run_id == trained.mlflow_run_id
-            and record.test_split == fingerprint_test_split(dataset)):
-        return record, True
+    if record is not None:
+        why = ("its model was trained anew" if not model_reused
+               else "it scored another model" if record.mlflow_run_id != trained.mlflow_run_id
+               else "it scored another test split" if record.test_split != fingerprint_test_split(dataset)
+               else outdated(record.summary))
+        if why is None:
+            return record, True
+        log.warning("%s on %s: evaluating %s anew, the saved evaluation is stale: %s", trained.method, dataset.name,
+                    trained.profile, why)
     evaluate_method(dataset, trained.method, trained.profile, home, progress=progress)
     found = EvaluationRecord.load(folder)
     assert found is not None  # evaluate_method saved it
@@ -204,7 +218,7 @@ def _ablations(home: Path, dataset: str, profile: str, records: dict[str, Evalua
         full_record = records.get(full) or EvaluationRecord.load(eval_dir(home, dataset, full, profile))
         diffs = paired_rows(full_record, record) if full_record is not None else {}
         rows.append({"method": record.method, "of": full, "metrics": {k: record.metrics.get(k) for k in METRICS},
-                     **diffs})
+                     "evaluated_at": record.summary.get("git_commit"), **diffs})
     return rows
 
 
@@ -323,8 +337,8 @@ def seed_rows(dataset: XCDataset, home: Path, profile: Profile, methods: tuple[s
         share_data(home, seed_home)
         records = {}
         for method in methods:
-            model, _ = train_or_reuse(dataset, method, seeded, seed_home, retrain, progress)
-            records[method] = evaluate_or_reuse(dataset, model, seed_home, progress)[0]
+            model, model_reused = train_or_reuse(dataset, method, seeded, seed_home, retrain, progress)
+            records[method] = evaluate_or_reuse(dataset, model, seed_home, progress, model_reused)[0]
         per_seed.append(records)
     values = {m: {k: [float(r[m].metrics.get(k, float("nan"))) for r in per_seed] for k in METRICS} for m in methods}
     return [{"method": m, "seeds": list(seeds),
@@ -365,14 +379,17 @@ def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str,
     trained, records, reused = {}, {}, {}
     for method in methods:
         trained[method], model_reused = train_or_reuse(data, method, profile, home, retrain, progress)
-        records[method], eval_reused = evaluate_or_reuse(data, trained[method], home, progress)
+        records[method], eval_reused = evaluate_or_reuse(data, trained[method], home, progress, model_reused)
         reused[method] = {"training": model_reused, "evaluation": eval_reused}
     out = DatasetResults(dataset=name, summary={k: v for k, v in data.summary().items() if not isinstance(v, dict)})
     out.report = str(build_report(data, profile.name, home)["report"])
     peers = _peers(home, name, profile.name)
-    for row in _ci_rows({**records, **peers}):
+    shown = {**records, **peers}
+    for row in _ci_rows(shown):
         model = trained.get(row["method"])
-        out.methods.append({**row, "peer": model is None, "reused": reused.get(row["method"]),
+        commits = {"training": model.summary.get("git_commit") if model else None,
+                   "evaluation": shown[row["method"]].summary.get("git_commit")}
+        out.methods.append({**row, "peer": model is None, "reused": reused.get(row["method"]), "commits": commits,
                             "mlflow_run_id": model.mlflow_run_id if model else ""})
     out.paired = _references(records, peers)
     out.ablations = _ablations(home, name, profile.name, records)
@@ -435,6 +452,18 @@ def _costs_table(costs: list[dict[str, Any]]) -> list[str]:
                    "parameters", "counted", f"size × {REFERENCE}"], rows)
 
 
+def _short_commit(commit: str | None) -> str:
+    """A recorded ``git_commit`` in a table cell: its first 7 hex digits, ``+`` when it had uncommitted changes."""
+    if not commit or commit == "unknown":
+        return "–"
+    return commit[:7] + ("+" if commit.endswith("(with uncommitted changes)") else "")
+
+
+def _commits_cell(commits: dict[str, str | None] | None) -> str:
+    commits = commits or {}
+    return f"{_short_commit(commits.get('training'))} / {_short_commit(commits.get('evaluation'))}"
+
+
 def _row_label(method: dict[str, Any]) -> str:
     """A method's name in the tables, the linear peer marked as such."""
     return method["method"] + (" (peer)" if method["peer"] else "")
@@ -452,9 +481,12 @@ def _dataset_section(r: DatasetResults) -> list[str]:
              f"({_num(s.get('novel_test_documents'))} novel), {_num(s.get('labels'))} labels "
              f"({_num(s.get('novel_labels'))} novel). HTML report: `{r.report}`.", "",
              "### Test-split metrics (RAMEN Table 4, TextGNN Table 4)", "",
-             "%, with the 95% bootstrap interval over test queries.", ""]
-    lines += _table(["method", *METRICS], [[_row_label(m),
-                                            *(_with_ci(m.get(k)) for k in METRICS)] for m in r.methods])
+             "%, with the 95% bootstrap interval over test queries. Trained / evaluated at: the commit the model "
+             "was trained at and the one it was evaluated at (7 digits; +: with uncommitted changes), a reused "
+             "model's or evaluation's own.", ""]
+    lines += _table(["method", *METRICS, "trained / evaluated at"],
+                    [[_row_label(m), *(_with_ci(m.get(k)) for k in METRICS), _commits_cell(m.get("commits"))]
+                     for m in r.methods])
     lines += ["### Paired differences", "",
               "method − reference in points, 95% paired bootstrap interval on the same test queries.", ""]
     lines += _table(["method", "vs", *(f"Δ{k}" for k in METRICS)],
@@ -463,10 +495,11 @@ def _dataset_section(r: DatasetResults) -> list[str]:
     lines += _peer_section(r)
     if r.ablations:
         lines += ["### Ablations and anchor-set restrictions (RAMEN Table 6)", "",
-                  "full − ablation in points, paired 95% interval.", ""]
-        lines += _table(["ablation", "of", *(f"{k}" for k in METRICS), *(f"Δ{k}" for k in METRICS)],
+                  "full − ablation in points, paired 95% interval; evaluated at: the ablation's commit.", ""]
+        lines += _table(["ablation", "of", *(f"{k}" for k in METRICS), *(f"Δ{k}" for k in METRICS), "evaluated at"],
                         [[a["method"], a["of"], *(_pct(a["metrics"].get(k)) for k in METRICS),
-                          *(_with_ci(a.get(k), True) for k in METRICS)] for a in r.ablations])
+                          *(_with_ci(a.get(k), True) for k in METRICS), _short_commit(a.get("evaluated_at"))]
+                         for a in r.ablations])
     if r.subsets:
         keys = [k for k in ("P@1", "P@5", "PSP@1", "PSP@5", "R@10") if any(k in x for x in r.subsets)]
         lines += ["### Subsets: seen / novel queries, novel labels, deciles (RAMEN Table 8)", "",
@@ -551,7 +584,8 @@ def headline(results: list[DatasetResults]) -> list[str]:
 def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> str:
     lines = ["# Results", "",
              "Written by the `results` job (`xc results` / Dagster job `results`); every number below comes from "
-             "the run this header describes.", ""]
+             "the run this header describes. Its git commit is the page's; each method's model and evaluation carry "
+             "their own (a reused one was made earlier by the same code version), in the metrics tables.", ""]
     lines += _table(["", ""], [["command", f"`{header['command']}`"], ["git commit", header["git_commit"]],
                                ["profile", header["profile"]], ["seeds", ", ".join(map(str, header["seeds"]))],
                                ["machine", header["machine"]["text"]],
@@ -567,19 +601,6 @@ def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> st
 
 
 # ---- provenance ---------------------------------------------------------------------------------------------
-
-def git_commit(folder: Path | None = None) -> str:
-    """``git rev-parse HEAD`` of the checkout xc runs from (marked when it has uncommitted changes), else unknown."""
-    cwd = folder or Path(__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return f"{head} (with uncommitted changes)" if dirty else head
-
 
 def machine() -> dict[str, Any]:
     """CPU model and cores, GPU (or none), torch threads: what the timings ran on."""

@@ -16,7 +16,8 @@ from xc_core.methods import TrainJob, get_method
 from xc_core.methods.base import MetricsCallback
 from xc_core.paths import dataset_slug, model_dir
 from xc_core.profiles import Profile, get_profile
-from xc_core.tracking.store import ensure_experiment, git_commit, tracking_uri
+from xc_core.provenance import code_stamp
+from xc_core.tracking.store import ensure_experiment, tracking_uri
 from xc_core.training.record import TrainedModel
 
 
@@ -34,13 +35,14 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     experiment = ensure_experiment(f"xc-{dataset_slug(dataset.name)}", home)
-    tags = {"dataset": dataset.name, "method": method.name, "profile": profile.name, "git_commit": git_commit()}
+    stamp = code_stamp()  # taken before training: the sources this run starts from
+    tags = {"dataset": dataset.name, "method": method.name, "profile": profile.name, **stamp}
     job = TrainJob(dataset, profile, home, out, resume, progress, overrides or {}, on_metrics)
     with mlflow.start_run(experiment_id=experiment, run_name=f"{dataset.name}/{method.name}/{profile.name}",
                           tags=tags) as run:
         fitted = method.train(job)
     record = {"dataset": dataset.name, "method": method.name, "profile": profile.name,
               "mlflow_run_id": run.info.run_id, "tracking_uri": tracking_uri(home), "model_uri": fitted.model_uri,
-              **fitted.summary, "seconds": round(time.perf_counter() - started, 2)}
+              **fitted.summary, **stamp, "seconds": round(time.perf_counter() - started, 2)}
     TrainedModel.save(out, record)
     return record

@@ -14,6 +14,7 @@ from xc_core.methods.base import Fitted, TrainJob
 from xc_core.methods.encoder import EncoderMethod
 from xc_core.paths import model_dir
 from xc_core.profiles import Profile, encoder_config, train_settings
+from xc_core.provenance import outdated
 from xc_core.training.config import TrainConfig
 
 
@@ -135,7 +136,8 @@ def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc
 
 def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
     """The base method's finished run when a ``-clf`` method can start from its encoder: same data set,
-    profile and seed, so the encoder is the one this method would train (identical switches)."""
+    profile and seed, trained by the current code version, so the encoder is the one this method would train
+    (identical switches)."""
     from xc_core.methods.classifier import base_method_name
 
     if not method.classifier:
@@ -144,7 +146,7 @@ def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str
     if not path.exists():
         return None
     base = json.loads(path.read_text())
-    usable = base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists()
+    usable = base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists() and outdated(base) is None
     return base if usable else None
 
 

@@ -1,0 +1,71 @@
+"""The code version is a hash of xc_core's sources: it follows their content and paths, not where the checkout lies;
+a record made by other code (or by code that recorded none) is outdated; the git commit says when the checkout had
+uncommitted changes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import xc_core
+from xc_core.provenance import code_version, git_commit, outdated
+
+SOURCES = {"__init__.py": "", "paths.py": "HOME = 'x'\n", "stages/__init__.py": "", "stages/train.py": "EPOCHS = 2\n"}
+
+
+def _sources(root: Path) -> Path:
+    for relative, text in SOURCES.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
+
+
+def test_the_code_version_follows_the_sources_content_and_paths_not_the_folder(tmp_path: Path) -> None:
+    first = code_version(_sources(tmp_path / "a" / "xc_core"))
+    assert len(first) == 12 and int(first, 16) >= 0
+    (tmp_path / "elsewhere").mkdir()
+    moved = shutil.move(tmp_path / "a", tmp_path / "elsewhere" / "b")
+    assert code_version(Path(moved) / "xc_core") == first, "a moved checkout runs the same code"
+    root = Path(moved) / "xc_core"
+    (root / "README.md").write_text("not code")
+    (root / "stages" / "__pycache__").mkdir()
+    (root / "stages" / "__pycache__" / "train.cpython-311.pyc").write_bytes(b"\0")
+    assert code_version(root) == first, "only .py sources count"
+    (root / "stages" / "train.py").write_text("EPOCHS = 3\n")
+    changed = code_version(root)
+    assert changed != first
+    (root / "stages" / "train.py").rename(root / "stages" / "fit.py")
+    assert code_version(root) not in (first, changed), "a renamed module is other code"
+
+
+def test_the_installed_package_has_the_version_of_a_copy_of_its_sources(tmp_path: Path) -> None:
+    package = Path(xc_core.__file__).parent
+    copy = shutil.copytree(package, tmp_path / "checkout" / "xc_core", ignore=shutil.ignore_patterns("__pycache__"))
+    assert code_version(copy) == code_version()
+
+
+def test_a_record_of_other_code_or_of_none_is_outdated() -> None:
+    assert outdated({"code_version": "abc"}, "abc") is None
+    assert outdated({}, "abc") == "it records no code version"
+    why = outdated({"code_version": "old", "git_commit": "1234567"}, "abc")
+    assert why is not None and "old" in why and "1234567" in why and "abc" in why
+    assert outdated({"code_version": code_version()}) is None, "the default is the installed code's version"
+
+
+def test_the_git_commit_is_head_marked_when_tracked_files_changed(tmp_path: Path) -> None:
+    assert git_commit(tmp_path) == "unknown"  # not a checkout
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    (tmp_path / "new.py").write_text("untracked\n")
+    assert git_commit(tmp_path) == head, "untracked files are not part of the commit's code"
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert git_commit(tmp_path) == f"{head} (with uncommitted changes)"
