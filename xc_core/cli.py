@@ -195,7 +195,7 @@ def cmd_eval(args: argparse.Namespace) -> dict[str, object]:
 
     home = resolve_home(args.home)
     summary = evaluate_method(_anchored(home, args.dataset), args.method, args.profile, home,
-                              progress=not args.quiet)
+                              progress=not args.quiet, split=args.split)
     summary.pop("subsets", None)
     return summary
 
@@ -383,6 +383,10 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
         _add_method(command)
         command.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
         command.set_defaults(func=func)
+        if name == "eval":
+            command.add_argument("--split", default="test", choices=("test", "validation"),
+                                 help="test (read once, for results) or validation: the rows the stages select on, "
+                                      "scored with the test protocol — for deciding what to build")
 
     report = sub.add_parser("report", parents=[common], help="HTML report over every evaluated method")
     _add_dataset(report)

@@ -59,7 +59,8 @@ def small_dataset() -> XCDataset:
         label_texts=["a", "b", "c", "d"], y_train=y_train, y_test=y_test,
         train_ids=["t0", "t1", "t2"], test_ids=["q0", "q1"], label_ids=["L0", "L1", "L2", "L3"],
         anchor_sets={"links": links, "empty": empty}, filter_pairs=np.array([[0, 2], [1, 0]]),
-        train_filter_pairs=np.array([[1, 3]]), test_novel=np.array([True, True]), label_novel=np.array([False, False, True, True]),
+        train_filter_pairs=np.array([[1, 3]]), test_novel=np.array([True, True]),
+        label_novel=np.array([False, False, True, True]),
         test_decile=np.array([0, 9]), meta={"protocol": "unit", "psp_A": 0.5, "psp_B": 0.4, "seed": 3},
     )
 

@@ -98,3 +98,13 @@ def test_the_data_set_reads_current_graph_tables_instead_of_building_them_again(
     other = cfg.model_copy(update={"graph": cfg.graph.model_copy(update={"min_clicks": 2})})
     build_events_dataset(store, out, other)
     assert all((out / f"{t}.parquet").stat().st_mtime_ns != stamps[t] for t in TABLES), "other settings: rebuilt"
+
+
+def test_queries_have_no_own_label_on_either_split_so_validation_and_test_filter_alike(built) -> None:
+    """An event log's documents are queries and its labels hosts (or ads): no query is a label, so the test filter
+    is empty and no validation ranking drops a pair either — the two protocols agree by having nothing to remove.
+    (A query that reads like a host, "ebay", is a real query for ebay.com: it is scored on both splits.)"""
+    _, data = built
+    assert not set(data.train_ids) & set(data.label_ids) and not set(data.test_ids) & set(data.label_ids)
+    assert data.filter_pairs.shape == (0, 2) and data.train_filter_pairs.shape == (0, 2)
+    assert data.own_label_pairs(np.arange(len(data.train_texts))).shape == (0, 2)

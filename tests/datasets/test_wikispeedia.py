@@ -235,3 +235,16 @@ def test_meta_records_protocol_psp_constants_and_seed(built: XCDataset) -> None:
     assert built.meta == {"protocol": "wikispeedia", "psp_A": 0.5, "psp_B": 0.4, "seed": 0,
                           "source": "West & Leskovec WWW 2012; West, Pineau & Precup IJCAI 2009"}
     assert built.label_novel.tolist() == (np.asarray(built.y_train.sum(axis=0)).ravel() == 0).tolist()
+
+
+def test_a_validation_documents_own_article_is_never_scored_as_the_test_filter_removes_a_test_ones(
+        built: XCDataset) -> None:
+    """Validation rows are training articles: the rule that builds the test filter (a test article's own label)
+    gives every training article whose article is a label the same pair, so no validation ranking scores it."""
+    label_of = {article: j for j, article in enumerate(built.label_ids)}
+    expected_test = {(i, label_of[a]) for i, a in enumerate(built.test_ids) if a in label_of}
+    assert {tuple(p) for p in built.filter_pairs.tolist()} == expected_test and expected_test
+    rows = np.arange(0, len(built.train_texts), 7)  # any validation rows
+    own = {tuple(p) for p in built.own_label_pairs(rows).tolist()}
+    expected = {(r, label_of[built.train_ids[i]]) for r, i in enumerate(rows) if built.train_ids[i] in label_of}
+    assert own == expected and expected

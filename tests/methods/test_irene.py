@@ -152,15 +152,18 @@ def test_validation_serves_the_encoder_unless_the_combiner_ranks_better() -> Non
     # text embeddings that are the labels' true directions: nothing to learn, the encoder alone serves
     docs, label_text, y = _labelled_world(text_noise=0.0, n_labels=150, n_docs=600)
     vecs = {"train": docs, "labels": label_text}
-    choice, curve = choose(vecs, y, np.arange(150), val_rows, cfg)
-    encoder = next(row for row in curve if row["serves"] == "encoder")
-    assert choice.serves == "encoder" and encoder["R@10"] >= max(row["R@10"] for row in curve)
+    choice, curve, test = choose(vecs, y, np.arange(150), val_rows, cfg)
+    assert choice.serves == "encoder" and not test["kept"] and test["low"] <= 0
     assert len(curve) == 1 + 2 * 2 * 2  # the encoder, then 2 losses × 2 ways of associating × (no τ0, 0.2)
-    # weak text embeddings: the classifiers learnt from clicks rank the validation queries' labels better
-    docs, label_text, y = _labelled_world(text_noise=1.5, n_labels=150, n_docs=600)
-    choice, curve = choose({"train": docs, "labels": label_text}, y, np.arange(150), val_rows, cfg)
+    assert test["picked_on_rows"] + test["tested_on_rows"] == len(val_rows)
+    # weak text embeddings: the classifiers learnt from clicks rank the validation queries' labels better, by a
+    # margin 150 held-out queries can show (on 60 the same world's gain is within noise and the encoder serves)
+    docs, label_text, y = _labelled_world(text_noise=1.5, n_labels=150, n_docs=1200)
+    val_rows = np.arange(0, 1200, 4)
+    choice, curve, test = choose({"train": docs, "labels": label_text}, y, np.arange(150), val_rows, cfg)
     best = max(row["R@10"] for row in curve if row["serves"] == "irene")
     assert choice.serves == "irene" and best > next(row for row in curve if row["serves"] == "encoder")["R@10"]
+    assert test["kept"] and test["low"] > 0, "the combiner's gain holds on the queries it was not picked on"
     assert choice.combiner_loss in cfg.combiner_loss and choice.seen_mode in cfg.seen_associations
 
 

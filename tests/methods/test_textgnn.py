@@ -194,11 +194,11 @@ def _fit(data: XCDataset, home: Path, skip: Skip = "add", **overrides: Any) -> t
 
 
 def test_training_lowers_the_loss_on_a_tiny_data_set(tiny_data: XCDataset, tiny_home: Path) -> None:
-    fit, _, _ = _fit(tiny_data, tiny_home, skip="concat")
+    # learning itself is under test: the last epoch is served (selection has its own tests below)
+    fit, _, _ = _fit(tiny_data, tiny_home, skip="concat", select_best=False)
     assert fit.loss_after < 0.7 * fit.loss_before
     assert [h["epoch"] for h in fit.history] == [0, 1, 2] and fit.steps > 0
-    chosen = fit.history[fit.selection["selected_epoch"]]
-    assert fit.selection["val_recall@10"] == chosen["val_recall@10"] == max(h["val_recall@10"] for h in fit.history)
+    assert fit.selection["selected_epoch"] == 2 and fit.selection["val_recall@10"] == fit.history[2]["val_recall@10"]
 
 
 def test_validation_documents_are_the_trainers_and_never_trained_on(tiny_data: XCDataset) -> None:
@@ -222,7 +222,7 @@ def test_updates_that_hurt_validation_leave_the_untrained_start(tiny_data: XCDat
     history = fit.history
     assert [h["epoch"] for h in history] == [0, 1, 2]
     assert all(h["val_recall@10"] < history[0]["val_recall@10"] for h in history[1:])
-    assert fit.selection["selected_epoch"] == 0
+    assert fit.selection["selected_epoch"] == 0 and not fit.selection["fallback_test"]["kept"]
     assert fit.selection["val_recall@10"] == history[0]["val_recall@10"]
     assert fit.loss_after == fit.loss_before  # the untrained weights are back
     steps = Steps(tiny_data, encoder, heads, *_neighbours(tiny_data, encoder), train_settings(get_profile("tiny")),
@@ -239,10 +239,15 @@ def _neighbours(data: XCDataset, encoder: Any) -> tuple[Any, Any]:
 
 @pytest.fixture(scope="module")
 def textgnn_home(tiny_home: Path) -> Path:
+    """textgnn trained on the tiny home with the last epoch served (on 40 validation rows no trained epoch can show a
+    gain, so selection would serve the untrained start and the trained path would go unserved)."""
     from xc_core.paths import anchors_dir
+    from xc_core.profiles import get_profile
     from xc_core.stages.training import train_method
 
-    train_method(XCDataset.load(anchors_dir(tiny_home, "synthetic")), "textgnn", "tiny", tiny_home)
+    profile = get_profile("tiny")
+    profile = profile.model_copy(update={"train": profile.train.model_copy(update={"select_best": False})})
+    train_method(XCDataset.load(anchors_dir(tiny_home, "synthetic")), "textgnn", profile, tiny_home)
     return tiny_home
 
 
@@ -259,8 +264,7 @@ def test_train_index_evaluate_and_serve_on_the_tiny_synthetic_home(textgnn_home:
     assert summary["parameters"] > summary["encoder_parameters"] > 0
     assert summary["loss_after"] < summary["loss_before"]
     assert [h["epoch"] for h in summary["history"]] == [0, 1, 2] and summary["val_documents"] > 0
-    selected = summary["history"][summary["selected_epoch"]]
-    assert summary["val_recall@10"] == selected["val_recall@10"] >= summary["history"][0]["val_recall@10"]
+    assert summary["selected_epoch"] == 2 and summary["val_recall@10"] == summary["history"][2]["val_recall@10"]
     preds = index_method(data, "textgnn", "tiny", textgnn_home)
     assert preds.scores.shape == (len(data.test_texts), data.n_labels)
     assert (np.diff(preds.scores.indptr) > 0).all()

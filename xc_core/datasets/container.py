@@ -126,9 +126,6 @@ class XCDataset:
     anchor_sets: dict[str, AnchorSet] = field(default_factory=dict)
     #: (test document, label) pairs removed from predictions before scoring (XC repo ``filter_labels``).
     filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
-    #: (train document, label) pairs the same rule removes from every *validation* ranking (XC repo
-    #: ``filter_labels_train.txt``, or own labels found by text): validation mirrors the test filter.
-    train_filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
     #: per test document: its text was never a train document (cold-start queries); None in the
     #: constructor: derived by __post_init__, as label_novel (from y_train)
     test_novel: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
@@ -137,6 +134,9 @@ class XCDataset:
     #: per test document, optional frequency decile (0 = head) where the data has query counts
     test_decile: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: (train document, label) pairs the same rule removes from every *validation* ranking (XC repo
+    #: ``filter_labels_train.txt``, or own labels found by text): validation mirrors the test filter.
+    train_filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
 
     def __post_init__(self) -> None:
         self.y_train = sp.csr_matrix(self.y_train, dtype=np.float32)
@@ -209,6 +209,38 @@ class XCDataset:
         listed = listed[(listed >= 0).all(axis=1)]
         pairs = np.concatenate([np.array(by_id, np.int64).reshape(-1, 2), listed.reshape(-1, 2)])
         return np.unique(pairs, axis=0) if len(pairs) else pairs
+
+    def validation_view(self, train_rows: np.ndarray, val_rows: np.ndarray) -> XCDataset:
+        """The validation rows as a test split: ``val_rows`` of the training documents become the test documents
+        (their training labels the ground truth, their own labels the filter, as for a test document), and
+        ``train_rows`` the training documents. Labels stay the same space; a label no ``train_rows`` document
+        clicked is novel here. Anchor sets keep the train rows' edges and give the validation rows their own edges as
+        test edges (the graph a test document has at serving time). Rows in neither list are dropped."""
+        train_rows, val_rows = np.asarray(train_rows, np.int64), np.asarray(val_rows, np.int64)
+        y = sp.csr_matrix(self.y_train)
+        own = self.own_label_pairs(val_rows)
+        train_at = np.full(len(self.train_texts), -1, np.int64)
+        train_at[train_rows] = np.arange(len(train_rows))
+        val_at = np.full(len(self.train_texts), -1, np.int64)
+        val_at[val_rows] = np.arange(len(val_rows))
+
+        def remap(edges: np.ndarray, at: np.ndarray) -> np.ndarray:
+            rows = at[edges[:, 0]]
+            return np.stack([rows, edges[:, 1]], axis=1)[rows >= 0]
+
+        anchor_sets = {}
+        for name, a in self.anchor_sets.items():
+            kept = train_at[a.doc_edges[:, 0]] >= 0
+            anchor_sets[name] = AnchorSet(name, a.texts, remap(a.doc_edges, train_at), a.label_edges,
+                                          doc_proxy=a.doc_proxy[kept], label_proxy=a.label_proxy,
+                                          test_edges=remap(a.doc_edges[~a.doc_proxy], val_at))
+        return XCDataset(
+            name=self.name, train_texts=[self.train_texts[i] for i in train_rows],
+            test_texts=[self.train_texts[i] for i in val_rows], label_texts=self.label_texts,
+            y_train=y[train_rows], y_test=y[val_rows], train_ids=[self.train_ids[i] for i in train_rows],
+            test_ids=[self.train_ids[i] for i in val_rows], label_ids=self.label_ids, anchor_sets=anchor_sets,
+            filter_pairs=own, meta={**self.meta, "split": "validation"},
+            train_filter_pairs=self.own_label_pairs(train_rows))
 
     @property
     def n_labels(self) -> int:

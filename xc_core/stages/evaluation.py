@@ -30,22 +30,60 @@ def index_method(dataset: XCDataset, method: str, profile: str, home: Path, prog
                                       progress=progress)
 
 
+#: what ``xc eval --split`` scores: the test split (read once, for results) or the validation rows the stages select
+#: on (for deciding what to build: never the test split)
+SPLITS = ("test", "validation")
+
+
+def validation_split(dataset: XCDataset, trained: TrainedModel) -> XCDataset:
+    """The model's validation rows as a test split (:meth:`XCDataset.validation_view`): the seeded split of the
+    training documents its trainer and classifier stage held out (the profile's sizes, the model's seed), scored
+    with the test protocol — their own labels filtered, the same label space."""
+    from xc_core.profiles import get_profile, train_settings
+    from xc_core.training.trainer import split_validation
+
+    cfg = train_settings(get_profile(trained.profile))
+    cfg = cfg.model_copy(update={"seed": int(trained.summary.get("seed", cfg.seed))})
+    train_rows, val_rows = split_validation(len(dataset.train_texts), cfg)
+    return dataset.validation_view(train_rows, val_rows)
+
+
+def split_dirs(home: Path, dataset: str, method: str, profile: str, split: str) -> tuple[Path, Path]:
+    """(index folder, evaluation folder) of a split: the validation ones sit in a ``validation/`` sub-folder, so
+    they never mix with the test split's (reports and seed tables read only the latter)."""
+    index, out = index_dir(home, dataset, method, profile), eval_dir(home, dataset, method, profile)
+    if split == "test":
+        return index, out
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r}: choose one of {', '.join(SPLITS)}")
+    return index.parent / split / index.name, out.parent / split / out.name
+
+
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
-                    progress: bool = False) -> dict[str, Any]:
+                    progress: bool = False, split: str = "test") -> dict[str, Any]:
     """Score the full test split with the method (reusing the index stage's predictions when still valid),
-    save metrics, per-row arrays and the method's own analyses; log the metrics to its training run."""
+    save metrics, per-row arrays and the method's own analyses; log the metrics to its training run.
+
+    ``split="validation"`` scores the model's validation rows instead (:func:`validation_split`), into their own
+    folders, logged as ``validation/…``: what experiments about what to build read, so they never read the test
+    split. A method whose final fit saw those rows (a ``fits_on_validation = True`` attribute) refuses: its number
+    would be in-sample."""
     started = time.perf_counter()
     trained = TrainedModel.of(home, dataset.name, method, profile)
     found = get_method(method)
-    out = eval_dir(home, dataset.name, method, profile)
-    preds = found.predict(dataset, trained, index_dir(home, dataset.name, method, profile), reuse=True,
-                          progress=progress)
+    index, out = split_dirs(home, dataset.name, method, profile, split)
+    if split == "validation":
+        if getattr(found, "fits_on_validation", False):
+            raise ValueError(f"{method}: its final fit trains on every training document, validation rows included; "
+                             "its validation score would be in-sample — compare it on the test split only")
+        dataset = validation_split(dataset, trained)
+    preds = found.predict(dataset, trained, index, reuse=True, progress=progress)
     info = {"dataset": dataset.name, "method": method, "profile": profile, **preds.index_metrics(),
             "test_split": preds.test_split, "mlflow_run_id": trained.mlflow_run_id, **code_stamp(),
-            **found.analyse(dataset, trained, preds, out)}
+            "split": split, **found.analyse(dataset, trained, preds, out)}
     summary, metrics = evaluate_scores(dataset, preds.scores, out, info, started)
     recall = preds.index_recall_at_10  # a method without an ANN index has none to log
-    _log_to_run(trained, metrics if recall is None else {**metrics, "hnsw_recall@10": recall})
+    _log_to_run(trained, metrics if recall is None else {**metrics, "hnsw_recall@10": recall}, split)
     return summary
 
 
@@ -118,12 +156,12 @@ def _scores_of(scores: Any, top: np.ndarray) -> np.ndarray:
     return out.reshape(top.shape)
 
 
-def _log_to_run(trained: TrainedModel, metrics: dict[str, float]) -> None:
+def _log_to_run(trained: TrainedModel, metrics: dict[str, float], split: str = "test") -> None:
     import mlflow
 
     client = mlflow.MlflowClient(trained.tracking_uri)
     for key, value in metrics.items():
-        client.log_metric(trained.mlflow_run_id, f"test/{key.replace('@', '_at_')}", float(value))
+        client.log_metric(trained.mlflow_run_id, f"{split}/{key.replace('@', '_at_')}", float(value))
 
 
 def _method_result(record: EvaluationRecord) -> MethodResult:

@@ -121,7 +121,10 @@ def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc
                              f"val_recall@{cfg.val_k}": recall, "examples_per_s": 0.0}
     result = trainer.fit(resume=resume)
     history = result.history
-    mlflow.log_dict({"history": history, "selected_epoch": result.selected_epoch}, "validation_history.json")
+    mlflow.log_dict({"history": history, "selected_epoch": result.selected_epoch,
+                     "fallback_test": result.fallback_test}, "validation_history.json")
+    if result.fallback_test:
+        log_fallback_tests({"epoch": result.fallback_test}, "train")
     (out / "lambda_trajectory.json").write_text(json.dumps(result.lambda_trajectory))
     (out / "prune_log.json").write_text(json.dumps(result.prune_log))
     mlflow.log_artifact(str(out / "lambda_trajectory.json"))
@@ -131,7 +134,7 @@ def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc
         "epochs": result.epochs, "steps": result.steps, "final_task_loss": result.final_task_loss,
         f"val_recall@{cfg.val_k}": result.val_recall, "examples_per_s": round(result.examples_per_s, 2),
         "selected_epoch": result.selected_epoch, "heldout_anchor_edges": result.heldout_anchor_edges,
-        "history": history}
+        "epoch_fallback_test": result.fallback_test, "history": history}
 
 
 def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
@@ -157,7 +160,8 @@ def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
     encoder_dir = out / "encoder"
     shutil.copytree(base["encoder_dir"], encoder_dir, dirs_exist_ok=True)
     mlflow.set_tag("encoder_from_run", base["mlflow_run_id"])
-    keep = ("epochs", "steps", "final_task_loss", "examples_per_s", "selected_epoch", "history")
+    keep = ("epochs", "steps", "final_task_loss", "examples_per_s", "selected_epoch", "epoch_fallback_test",
+            "history")
     summary = {k: v for k, v in base.items() if k in keep or k.startswith("val_recall@")}
     return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
 
@@ -185,10 +189,23 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg:
     mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/lexical_weight": fused.lexical_weight,
                         "classifier/weights_mb": fused.megabytes,
                         "classifier/train_seconds": fused.info["train_seconds"]})
+    tests = fused.info.get("fallback_tests", {})
+    log_fallback_tests(tests, "classifier")
     mlflow.log_artifact(str(folder / "fusion.json"))
     return folder, {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
                     "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
-                    "alpha_curve": curve}
+                    "alpha_curve": curve, "fallback_tests": tests}
+
+
+def log_fallback_tests(tests: dict[str, dict[str, Any]], prefix: str) -> None:
+    """Each fallback test of a stage in the active MLflow run: the held-out gain with its interval and the decision
+    as metrics, its one-line reason as a tag (``<prefix>.fallback.<choice>``)."""
+    import mlflow
+
+    for name, test in tests.items():
+        values = {"kept": float(test["kept"]), **{k: test[k] for k in ("gain", "low", "high")}}
+        mlflow.log_metrics({f"{prefix}/fallback_{name}_{k}": float(v) for k, v in values.items()})
+        mlflow.set_tag(f"{prefix}.fallback.{name}", str(test["reason"])[:5000])
 
 
 def _log_model(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None) -> Any:

@@ -56,6 +56,8 @@ class IreneMethod:
     needs_anchor_sets: bool = False
     baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
     ablation_of: str | None = None
+    #: stage II's final fit trains on every training query, validation rows included: no validation score
+    fits_on_validation: bool = True
     cfg: IreneConfig = field(default_factory=IreneConfig)
 
     def train(self, job: TrainJob) -> Fitted:

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from xc_core.evaluation.fallback import FallbackPolicy
+
 Pooling = Literal["attention", "sum", "max", "weighted_sum"]
 
 
@@ -39,9 +41,11 @@ class IreneConfig(BaseModel):
                     "in-batch softmax (``softmax_scale``), which keeps the representations apart where the triplet "
                     "collapses (aol-1000); with both, the better on validation is used")
     encoder_competes: bool = Field(
-        default=True, description="the encoder alone (every label by its text embedding) competes on validation; "
-                                  "when it ranks better, IRENE serves the text embeddings (never worse than "
-                                  "doing nothing)")
+        default=True, description="the encoder alone (every label by its text embedding) is the fallback: IRENE "
+                                  "serves its combiner only when it beats the encoder on held-out validation "
+                                  "queries (``fallback``), else the text embeddings (never worse than doing nothing)")
+    fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the combiner must beat the "
+                                     "encoder alone out of sample")
     softmax_scale: float = Field(default=20.0, gt=0, description="inverse temperature of the in-batch softmax")
     lr_classifiers: float = Field(default=1e-3, gt=0)
     lr_combiner: float = Field(default=2e-4, gt=0)

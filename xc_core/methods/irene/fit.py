@@ -134,13 +134,20 @@ def recall_at(queries: np.ndarray, truth: sp.csr_matrix, reps: np.ndarray, k: in
 
 
 def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, val_rows: np.ndarray,
-           cfg: IreneConfig, progress: bool = False) -> tuple[Choice, list[dict[str, Any]]]:
+           cfg: IreneConfig, progress: bool = False, own_pairs: np.ndarray | None = None,
+           inv_propensity: np.ndarray | None = None) -> tuple[Choice, list[dict[str, Any]], dict[str, Any]]:
     """IRENE's settings on validation: hold out a share of the seen labels (pseudo-novel) and the validation
     queries (``val_rows``: training queries stage I never trained on), train stage II on the rest once per (loss,
     way of associating seen labels), represent the held-out labels as novel labels for each τ0 of the grid, and rank
-    every seen label for the validation queries as serving does. The criterion is R@10 over all their positives
-    (the ranking users get), the held-out labels' positives breaking ties; the encoder alone competes, so a
-    combiner that ranks worse than the text embeddings (a collapsed one) is never chosen."""
+    every seen label for the validation queries as serving does (``own_pairs``: (validation row position, label)
+    pairs never ranked, as the test filter removes a test query's own label). The criterion is R@10 over all their
+    positives (the ranking users get), the held-out labels' positives breaking ties, on one seeded half of the
+    validation queries; the best setting then serves only when it beats the encoder alone (every label by its text
+    embedding, the do-nothing fallback) on the other half (:func:`~xc_core.evaluation.fallback.against_fallback`).
+    Returns the choice, the curve (on all validation queries) and the fallback test."""
+    from xc_core.evaluation.fallback import against_fallback, halves
+    from xc_core.training.trainer import top_k_exact
+
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
     held = np.zeros(len(seen_rows), dtype=bool)
     held[rng.choice(len(seen_rows), max(1, int(cfg.validation_labels * len(seen_rows))), replace=False)] = True
@@ -149,18 +156,25 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
     fit_docs = np.setdiff1d(np.arange(y.shape[0]), val_rows)
     y_fit = y[fit_docs]
     # validation columns: the fitted labels, then the held-out ones
-    truth = y[val_rows].tocsc()[:, np.concatenate([fit_labels, held_labels])].tocsr()
+    columns = np.concatenate([fit_labels, held_labels])
+    truth = y[val_rows].tocsc()[:, columns].tocsr()
     held_truth = sp.hstack([sp.csr_matrix((len(val_rows), len(fit_labels))),
                             truth[:, len(fit_labels):]]).tocsr()
     queries, fit_text, held_text = vecs["train"][val_rows], vecs["labels"][fit_labels], vecs["labels"][held_labels]
+    exclude = _columns_of(own_pairs, columns, y.shape[1])
+    pick, check = halves(len(val_rows), cfg.seed)
+    tops: list[np.ndarray] = []
 
     def scored(reps: np.ndarray) -> dict[str, float]:
-        return {"R@10": recall_at(queries, truth, reps), "held-out R@10": recall_at(queries, held_truth, reps)}
+        top = top_k_exact(queries, reps, 10, exclude=exclude)
+        tops.append(top)
+        return {"R@10": _recall(top, truth), "held-out R@10": _recall(top, held_truth),
+                "pick R@10": _recall(top[pick], truth[pick]),
+                "pick held-out R@10": _recall(top[pick], held_truth[pick])}
 
     k = cfg.associations
     curve: list[dict[str, Any]] = []
-    if cfg.encoder_competes:
-        curve.append({"serves": "encoder", **scored(np.vstack([fit_text, held_text]))})
+    encoder = scored(np.vstack([fit_text, held_text]))
     for loss in cfg.combiner_loss:
         for mode in cfg.seen_associations:
             fit_assoc = _seen_assoc(mode, y_fit, vecs["labels"], fit_labels, k)
@@ -174,10 +188,34 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
                 curve.append({"serves": "irene", "combiner_loss": loss, "seen_associations": mode, "tau0": tau0,
                               **scored(np.vstack([fit_reps, reps])),
                               "associated": float((assoc >= 0).sum(axis=1).mean())})
-    best = max(curve, key=lambda row: (row["R@10"], row["held-out R@10"]))  # the encoder wins exact ties
-    trained = max((row for row in curve if row["serves"] == "irene"),
-                  key=lambda row: (row["R@10"], row["held-out R@10"]))  # what the combiner would serve
-    return Choice(trained["seen_associations"], trained["combiner_loss"], trained["tau0"], best["serves"]), curve
+    position = max(range(len(curve)), key=lambda i: (curve[i]["pick R@10"], curve[i]["pick held-out R@10"]))
+    trained = curve[position]  # what the combiner would serve
+    settings = {key: trained[key] for key in ("combiner_loss", "seen_associations", "tau0")}
+    test = against_fallback("irene vs its encoder", tops[position + 1][check], tops[0][check], truth[check],
+                            None if inv_propensity is None else inv_propensity[columns], "R@10", cfg.fallback,
+                            len(pick), settings)
+    serves = "irene" if test.kept or not cfg.encoder_competes else "encoder"
+    curve.insert(0, {"serves": "encoder", **encoder})
+    return (Choice(trained["seen_associations"], trained["combiner_loss"], trained["tau0"], serves), curve,
+            test.as_dict())
+
+
+def _recall(top: np.ndarray, truth: sp.csr_matrix) -> float:
+    """Mean R@10 over the rows with a positive (as :func:`recall_at`)."""
+    from xc_core.evaluation.metrics import recall_per_row
+
+    rows = np.diff(truth.indptr) > 0
+    return float(recall_per_row(truth[rows], top[rows], top.shape[1]).mean()) if rows.any() else float("nan")
+
+
+def _columns_of(pairs: np.ndarray | None, columns: np.ndarray, n_labels: int) -> np.ndarray:
+    """(row, label id) pairs as (row, position in ``columns``), pairs on labels outside ``columns`` dropped."""
+    if pairs is None or not len(pairs):
+        return np.empty((0, 2), np.int64)
+    at = np.full(n_labels, -1, np.int64)
+    at[columns] = np.arange(len(columns))
+    mapped = np.stack([pairs[:, 0], at[pairs[:, 1]]], axis=1)
+    return mapped[mapped[:, 1] >= 0]
 
 
 def _seen_assoc(mode: str, y: sp.csr_matrix, label_vecs: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
@@ -196,11 +234,16 @@ def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig,
     y = dataset.y_train.tocsr()
     seen_rows = np.flatnonzero(~dataset.label_novel)
     curve: list[dict[str, Any]] = []
+    fallback_test: dict[str, Any] = {}
     if choice is None:
         if val_rows is None:
             val_rows = np.random.default_rng(np.random.SeedSequence([cfg.seed, 12])).choice(
                 y.shape[0], max(10, y.shape[0] // 20), replace=False)
-        choice, curve = choose(vecs, y, seen_rows, np.sort(val_rows), cfg, progress)
+        from xc_core.evaluation.metrics import propensity
+
+        val_rows = np.sort(val_rows)
+        choice, curve, fallback_test = choose(vecs, y, seen_rows, val_rows, cfg, progress,
+                                              dataset.own_label_pairs(val_rows), propensity(dataset))
     k = cfg.associations
     assoc = np.full((dataset.n_labels, k), -1, dtype=np.int64)
     assoc[seen_rows] = _seen_assoc(choice.seen_mode, y, vecs["labels"], seen_rows, k)
@@ -216,6 +259,7 @@ def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig,
         assoc[novel_rows] = model.associate(text)
         model.label_reps[novel_rows] = model.combine(text, assoc[novel_rows])
     summary = {**{f"chosen_{key}": v for key, v in asdict(choice).items()}, "validation_curve": curve,
+               "fallback_test": fallback_test,
                "validation_queries": 0 if val_rows is None else int(len(val_rows)), "history": stage.history,
                "seen_labels": int(len(seen_rows)), "novel_labels": int(len(novel_rows)),
                "novel_associated_mean": float((assoc[novel_rows] >= 0).sum(axis=1).mean()) if len(novel_rows) else 0.0,
