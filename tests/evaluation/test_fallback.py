@@ -83,3 +83,33 @@ def test_a_noise_fusion_that_wins_in_sample_is_not_served() -> None:
     assert in_sample["alpha"] < 1, "the scenario must fool the in-sample rule"
     served, tests = choose_fusion(grid, curve, cfg)
     assert served["alpha"] == 1.0 and not tests["alpha"]["kept"]
+
+
+def test_untrained_labels_get_an_offset_only_when_validation_shows_they_are_misranked() -> None:
+    """Half the labels have no training positive (W = their text vector). Every validation row's positive sits a
+    little below a decoy of the other kind: positives on untrained labels need a positive offset, positives on
+    trained labels a negative one (it pushes the untrained decoys down) — each wins out of sample and is served.
+    Without decoys no offset changes what matters and none is served."""
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.lexical import LexicalConfig
+    from xc_core.classifier.stage import FusionGrid, choose_fusion
+
+    rng = np.random.default_rng(0)
+    n_labels, n_rows, dim = 100, 400, 32
+    labels = rng.normal(size=(n_labels, dim)).astype(np.float32)
+    labels /= np.linalg.norm(labels, axis=1, keepdims=True)
+    untrained = np.arange(n_labels) < 50
+    cfg = ClassifierConfig(alphas=(1.0,), lexical=LexicalConfig(weights=(0.0,)))
+    for case, sign in (("untrained positives", 1), ("trained positives", -1), ("no decoys", 0)):
+        positive = rng.integers(0, 50, n_rows) + (0 if case == "untrained positives" else 50)
+        decoy = (positive + 50) % n_labels
+        noise = 0.05 * rng.normal(size=(n_rows, dim))
+        queries = 0.6 * labels[positive] + (0.7 if sign else 0.0) * labels[decoy] + noise
+        queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
+        truth = sp.csr_matrix((np.ones(n_rows), (np.arange(n_rows), positive)), shape=(n_rows, n_labels))
+        grid = FusionGrid(queries, truth, labels, labels, 20, np.empty((0, 2), np.int64), np.ones(n_labels),
+                          untrained=untrained)
+        served, tests = choose_fusion(grid, grid.curve(cfg.alphas, cfg.lexical.weights), cfg)
+        test = tests["untrained_offset"]
+        assert test["kept"] is bool(sign) and np.sign(served["untrained_offset"]) == sign, (case, test["reason"])
+        assert test["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}

@@ -34,6 +34,9 @@ class ClassifierConfig(BaseModel):
                                       description="fusion weights tried on the validation rows")
     select_metric: str = Field(default="P@1", description="validation metric that picks alpha and the lexical "
                                "weight: the registry gate's primary metric, so the stage cannot buy P@5 with P@1")
+    untrained_offsets: tuple[float, ...] = Field(default=(-0.2, -0.1, -0.05, 0.0, 0.05, 0.1, 0.2), description=(
+        "offsets tried on the score of labels without a training positive (their text score against the trained "
+        "labels' fused one); 0 is the fallback, and the only value when the tuple is (0.0,)"))
     search_k: int = Field(default=100, ge=1, description="candidates taken from each index before re-scoring")
     lexical: LexicalConfig = Field(default_factory=LexicalConfig, description="the TF-IDF nearest-document "
                                    "channel fused with the dense ones (weight 0 on validation = not used)")

@@ -6,6 +6,8 @@ The union matters: a label whose text says little (``007.info``) is only in the 
 with no clicks only in the encoder's. ``alpha = 1`` ranks by the encoder alone, ``alpha = 0`` by W alone.
 With a lexical channel (``lexical.py``, kept only when validation gives it a weight > 0) its top labels join
 the shortlist and ``lexical_weight * lexical`` is added to every candidate's score; it needs the query texts.
+Labels without a training positive (W is their text vector, so they score by text alone whatever alpha) get
+``untrained_offset`` added: their own calibration against the trained labels' fused score, chosen on validation.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
+UNTRAINED_FILE = "untrained.npy"  # per label: no training positive when W was fit (only saved with an offset)
 LABEL_VECTORS = "label_vectors.npy"  # the encoder's label embeddings: beside a classifier folder and in an index folder
 
 
@@ -31,6 +34,14 @@ class FusedClassifier:
     info: dict[str, Any] = field(default_factory=dict)  # how alpha was chosen (validation curve), training log
     lexical: LexicalChannel | None = None
     lexical_weight: float = 0.0  # share of the lexical score added to the fused one (0: channel unused)
+    untrained_offset: float = 0.0  # added to the score of every label without a training positive
+    untrained: np.ndarray | None = None  # (n_labels,) bool: no training positive when W was fit
+
+    def label_offsets(self) -> np.ndarray | None:
+        """Per-label additive score (the offset on untrained labels, 0 elsewhere), or None when there is none."""
+        if self.untrained_offset == 0.0 or self.untrained is None:
+            return None
+        return np.where(self.untrained, np.float32(self.untrained_offset), np.float32(0.0)).astype(np.float32)
 
     @property
     def active_lexical(self) -> LexicalChannel | None:
@@ -45,9 +56,12 @@ class FusedClassifier:
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / WEIGHTS_FILE, self.weights.astype(np.float32))
         weight = self.lexical_weight if self.uses_lexical else 0.0
+        offset = self.untrained_offset if self.label_offsets() is not None else 0.0
         (folder / FUSION_FILE).write_text(json.dumps(
-            {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, **self.info},
-            indent=2, default=float) + "\n")
+            {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, "untrained_offset": offset,
+             **self.info}, indent=2, default=float) + "\n")
+        if offset != 0.0 and self.untrained is not None:
+            np.save(folder / UNTRAINED_FILE, np.asarray(self.untrained, bool))
         if (channel := self.active_lexical) is not None:
             channel.save(folder / LEXICAL_DIR)
         return folder
@@ -64,12 +78,20 @@ class FusedClassifier:
             raise FileNotFoundError(f"{folder / FUSION_FILE}: lexical_weight {weight} but no {LEXICAL_DIR}/ folder "
                                     "beside it; retrain the '-clf' method")
         lexical = LexicalChannel.load(folder / LEXICAL_DIR) if weight > 0 else None
-        return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight)
+        offset = float(meta.pop("untrained_offset", 0.0))  # absent in folders saved before the offset existed
+        if offset != 0.0 and not (folder / UNTRAINED_FILE).exists():
+            raise FileNotFoundError(f"{folder / FUSION_FILE}: untrained_offset {offset} but no {UNTRAINED_FILE} "
+                                    "beside it; retrain the '-clf' method")
+        untrained = np.load(folder / UNTRAINED_FILE) if offset != 0.0 else None
+        return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight, offset, untrained)
 
-    def with_alpha(self, alpha: float, lexical_weight: float | None = None) -> FusedClassifier:
-        """The same parts under other fusion weights (``lexical_weight`` None keeps the current one)."""
+    def with_alpha(self, alpha: float, lexical_weight: float | None = None,
+                   untrained_offset: float | None = None) -> FusedClassifier:
+        """The same parts under other fusion weights (None keeps the current lexical weight / offset)."""
         weight = self.lexical_weight if lexical_weight is None else lexical_weight
-        return FusedClassifier(self.weights, alpha, self.search_k, self.info, self.lexical, weight)
+        offset = self.untrained_offset if untrained_offset is None else untrained_offset
+        return FusedClassifier(self.weights, alpha, self.search_k, self.info, self.lexical, weight, offset,
+                               self.untrained)
 
     @property
     def megabytes(self) -> float:
@@ -86,11 +108,11 @@ def union_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,
             alpha: float, k: int, chunk: int = 256, lexical: np.ndarray | None = None,
-            lexical_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+            lexical_weight: float = 0.0, offsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(scores, ids) of the best ``k`` candidates per query under the fused score, best first.
 
     ``lexical``: the lexical channel's score of each candidate (same shape as ``candidates``), added
-    with ``lexical_weight``."""
+    with ``lexical_weight``; ``offsets``: a per-label score added to each candidate (untrained labels')."""
     n = len(queries)
     width = min(k, candidates.shape[1])
     out_scores = np.full((n, width), -np.inf, dtype=np.float32)
@@ -106,6 +128,8 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
             score += (1 - alpha) * np.einsum("rcd,rd->rc", weights[safe], q)
         if lexical is not None and lexical_weight > 0:
             score += lexical_weight * lexical[start: start + chunk]
+        if offsets is not None:
+            score += offsets[safe]
         score[cand < 0] = -np.inf
         best = np.argsort(-score, axis=1, kind="stable")[:, :width]
         out_scores[start: start + chunk] = np.take_along_axis(score, best, axis=1)
@@ -119,7 +143,8 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     """Top-``k`` (fused scores, label ids) for each query: the ANN shortlists (and the lexical one when the
     model has that channel: ``texts`` are then the queries' texts), united, re-scored."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
-    if fused.alpha >= 1.0 and not fused.uses_lexical:  # the encoder's ranking, as the label index gives it
+    offsets = fused.label_offsets()
+    if fused.alpha >= 1.0 and not fused.uses_lexical and offsets is None:  # the encoder's ranking, as indexed
         return label_index.search(queries, k)
     depth = max(k, fused.search_k)
     _, enc_ids = label_index.search(queries, depth)
@@ -130,7 +155,7 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
             raise ValueError("this fused model has a lexical channel: pass the query texts (one per query vector)")
         candidates, lexical = channel.shortlist(list(texts), depth, candidates)
     return rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
-                   lexical_weight=fused.lexical_weight)
+                   lexical_weight=fused.lexical_weight, offsets=offsets)
 
 
 def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -34,11 +34,13 @@ def label_vectors_path(classifier_dir: Path) -> Path:
 
 class FusionGrid:
     """The validation rows' exact shortlist (label text ∪ W ∪ the lexical channel's top labels, ``search_k``
-    each), re-ranked under any (alpha, lexical weight); a row's own label never counts, as in the test filter."""
+    each), re-ranked under any (alpha, lexical weight, untrained-label offset); a row's own label never counts, as
+    in the test filter. ``untrained``: labels without a positive in W's training rows (the offset's labels)."""
 
     def __init__(self, queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
                  search_k: int, exclude: np.ndarray, inv_propensity: np.ndarray,
-                 lexical: LexicalChannel | None = None, texts: list[str] | None = None) -> None:
+                 lexical: LexicalChannel | None = None, texts: list[str] | None = None,
+                 untrained: np.ndarray | None = None) -> None:
         from xc_core.index import IndexConfig, LabelIndex
 
         flat = IndexConfig(kind="flat")
@@ -49,25 +51,28 @@ class FusionGrid:
         _, clf_ids = LabelIndex.build(weights, None, flat).search(queries, self.depth)
         self.candidates, self.lexical_scores = union_ids(enc_ids, clf_ids), None
         self.has_lexical = lexical is not None
+        self.untrained = np.zeros(len(label_vecs), bool) if untrained is None else np.asarray(untrained, bool)
         if lexical is not None:
             self.candidates, self.lexical_scores = lexical.shortlist(texts or [], self.depth, self.candidates)
 
-    def ranked(self, alpha: float, weight: float) -> tuple[np.ndarray, np.ndarray]:
+    def ranked(self, alpha: float, weight: float, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the top ``search_k`` per validation row under this fusion, own labels dropped."""
+        offsets = np.where(self.untrained, np.float32(offset), np.float32(0.0)) if offset else None
         scores, ids = drop_pairs(*rescore(self.queries, self.candidates, self.label_vecs, self.weights, alpha,
-                                          self.depth, lexical=self.lexical_scores, lexical_weight=weight),
-                                 self.exclude)
+                                          self.depth, lexical=self.lexical_scores, lexical_weight=weight,
+                                          offsets=offsets), self.exclude)
         return scores[:, : self.search_k], ids[:, : self.search_k]
 
     def top(self, fusion: dict[str, float]) -> np.ndarray:
-        """Each validation row's top-5 label ids under ``fusion`` (its alpha and lexical weight), −1 padded."""
-        return self.ranked(fusion["alpha"], fusion["lexical_weight"])[1][:, :5]
+        """Each validation row's top-5 label ids under ``fusion`` (alpha, lexical weight, offset), −1 padded."""
+        return self.ranked(fusion["alpha"], fusion["lexical_weight"], fusion.get("untrained_offset", 0.0))[1][:, :5]
 
-    def metrics(self, alpha: float, weight: float, rows: np.ndarray | None = None) -> dict[str, float]:
+    def metrics(self, alpha: float, weight: float, rows: np.ndarray | None = None,
+                offset: float = 0.0) -> dict[str, float]:
         """Validation metrics of one fusion, over ``rows`` of the validation rows (default: all)."""
         from xc_core.evaluation.metrics import evaluate, to_csr
 
-        scores, ids = self.ranked(alpha, weight)
+        scores, ids = self.ranked(alpha, weight, offset)
         truth = self.truth
         if rows is not None:
             scores, ids, truth = scores[rows], ids[rows], truth[rows]
@@ -91,15 +96,17 @@ def choose_fusion(grid: FusionGrid, curve: list[dict[str, float]], cfg: Classifi
     :mod:`xc_core.evaluation.fallback`: candidates are ranked by ``select_metric`` on one seeded half of the
     validation rows, and the best is served only when it beats the fallback on the other half (paired interval
     above 0, no guard lost significantly). First the dense fusion α < 1 against the encoder alone (α = 1), then
-    the lexical channel γ > 0 against whichever of the two was served. The row served is the candidate that was
-    tested, so the guarantee holds for what ships; ties prefer less lexical weight, then more encoder."""
+    the lexical channel γ > 0 against whichever of the two was served, then an offset β ≠ 0 on the labels W has no
+    training positive for (their own calibration: a label whose clicks all fell in validation rows stands in for a
+    novel label) against β = 0. The row served is the candidate that was tested, so the guarantee holds for what
+    ships; ties prefer less lexical weight, a smaller offset, then more encoder."""
     from xc_core.evaluation.fallback import against_fallback, halves
 
     metric = cfg.select_metric
     pick, check = halves(grid.truth.shape[0], seed, Stream.FUSION_HALVES)
 
-    def rank(row: dict[str, float]) -> tuple[float, float, float]:
-        return row["pick"], -row["lexical_weight"], row["alpha"]
+    def rank(row: dict[str, float]) -> tuple[float, float, float, float]:
+        return row["pick"], -row["lexical_weight"], -abs(row.get("untrained_offset", 0.0)), row["alpha"]
 
     def test(choice: str, candidates: list[dict[str, float]], fallback: dict[str, float]) -> dict[str, Any]:
         best = max(candidates, key=rank)
@@ -118,14 +125,22 @@ def choose_fusion(grid: FusionGrid, curve: list[dict[str, float]], cfg: Classifi
     if lexical:
         decisions["lexical"] = test("lexical weight", lexical, served)
         served = decisions["lexical"]["served"]
-    chosen = next((r for r in curve if _pair(r) == served), None)
-    if chosen is None:  # the encoder alone, when the grid has no alpha = 1
-        chosen = {**served, **grid.metrics(served["alpha"], served["lexical_weight"])}
-    return chosen, decisions
+    offsets = [{**served, "untrained_offset": b,
+                "pick": grid.metrics(served["alpha"], served["lexical_weight"], pick, b)[metric]}
+               for b in cfg.untrained_offsets if b != 0.0]
+    if offsets and grid.untrained.any():
+        decisions["untrained_offset"] = test("untrained-label offset", offsets, served)
+        served = decisions["untrained_offset"]["served"]
+    chosen = next((r for r in curve if _pair(r) == _pair(served)), None)
+    offset = served.get("untrained_offset", 0.0)
+    if chosen is None or offset:  # the encoder alone when the grid has no alpha = 1, or an offset is served
+        chosen = grid.metrics(served["alpha"], served["lexical_weight"], offset=offset)
+    return {**chosen, **served, "untrained_offset": offset}, decisions
 
 
 def _pair(row: dict[str, float]) -> dict[str, float]:
-    return {"alpha": row["alpha"], "lexical_weight": row["lexical_weight"]}
+    pair = {"alpha": row["alpha"], "lexical_weight": row["lexical_weight"]}
+    return {**pair, "untrained_offset": row["untrained_offset"]} if row.get("untrained_offset") else pair
 
 
 def _fit_lexical(dataset: XCDataset, train_rows: np.ndarray, y: sp.csr_matrix,
@@ -152,19 +167,22 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     y = sp.csr_matrix(dataset.y_train)
     fit = train_classifier(label_vecs, doc_vecs[train_rows], y[train_rows], cfg, progress=progress)
     lexical = _fit_lexical(dataset, train_rows, y, cfg)
+    untrained = np.diff(y[train_rows].tocsc().indptr) == 0  # W kept their text vectors
     grid = FusionGrid(doc_vecs[val_rows], y[val_rows], label_vecs, fit.weights, cfg.search_k,
                       dataset.own_label_pairs(val_rows), propensity(dataset), lexical,
-                      [dataset.train_texts[i] for i in val_rows])
+                      [dataset.train_texts[i] for i in val_rows], untrained)
     curve = grid.curve(cfg.alphas, cfg.lexical.weights)
     best, decisions = choose_fusion(grid, curve, cfg, seed=cfg.seed)
-    log.info("classifier: alpha %.2f, lexical weight %.2f served after %d validation rows (%s %.4f on all of them)",
-             best["alpha"], best["lexical_weight"], len(val_rows), cfg.select_metric, best[cfg.select_metric])
+    log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f served after %d validation rows "
+             "(%s %.4f on all of them)", best["alpha"], best["lexical_weight"], best["untrained_offset"],
+             len(val_rows), cfg.select_metric, best[cfg.select_metric])
     fused = FusedClassifier(fit.weights, best["alpha"], cfg.search_k, {
         "select_metric": cfg.select_metric, "validation_rows": len(val_rows), "alpha_curve": curve,
         "fallback_tests": decisions, "lexical_test": decisions.get("lexical", {}),
         "history": fit.history, "train_seconds": fit.seconds, "train_pairs": fit.pairs,
-        "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts), "config": cfg.model_dump()},
-        lexical, best["lexical_weight"])
+        "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts), "config": cfg.model_dump(),
+        "validation_positives_on_untrained_labels": int(y[val_rows][:, np.flatnonzero(untrained)].nnz)},
+        lexical, best["lexical_weight"], best["untrained_offset"], untrained)
     fused.save(out_dir)
     np.save(label_vectors_path(out_dir), label_vecs)
     return fused

@@ -38,6 +38,8 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps")
     parser.add_argument("--out", default="", help="model folder (default: <home>/models/...)")
+    parser.add_argument("--last-epoch", action="store_true", help="serve the last epoch, no selection (tests that "
+                        "compare trained parameters: a selected start would make every run's digest the same)")
     args = parser.parse_args()
 
     from xc_core.datasets.container import XCDataset
@@ -52,7 +54,9 @@ def main() -> None:
     dataset = XCDataset.load(Path(args.anchors))
     rank, world = dist_info()
     profile = get_profile(args.profile)
-    overrides = {"checkpoint_every_steps": args.checkpoint_every} if args.checkpoint_every else {}
+    overrides: dict[str, object] = {"checkpoint_every_steps": args.checkpoint_every} if args.checkpoint_every else {}
+    if args.last_epoch:
+        overrides["select_best"] = False
     if rank == 0 and not args.no_mlflow:
         print(json.dumps(train_method(dataset, args.method, profile, home, resume=args.resume, overrides=overrides),
                          default=str), flush=True)

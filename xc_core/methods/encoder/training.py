@@ -187,12 +187,14 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg:
     for row in fused.info["history"]:
         mlflow.log_metric("classifier/loss", row["loss"], step=int(row["epoch"]))
     mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/lexical_weight": fused.lexical_weight,
+                        "classifier/untrained_offset": fused.untrained_offset,
                         "classifier/weights_mb": fused.megabytes,
                         "classifier/train_seconds": fused.info["train_seconds"]})
     tests = fused.info.get("fallback_tests", {})
     log_fallback_tests(tests, "classifier")
     mlflow.log_artifact(str(folder / "fusion.json"))
     return folder, {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
+                    "untrained_offset": fused.untrained_offset,
                     "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
                     "alpha_curve": curve, "fallback_tests": tests}
 
