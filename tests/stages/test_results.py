@@ -297,3 +297,22 @@ def test_ratios_divide_by_the_reference_on_the_same_data_set_and_are_none_withou
     assert [r.ratios for r in rows] == [
         {"train": 1.0, "predict": 1.0, "size": 1.0}, {"train": 1.5, "predict": 2.0, "size": 3.5},
         {"train": None, "predict": 0.5, "size": 1.0}, {"train": None, "predict": None, "size": None}]
+
+
+def test_the_page_lists_every_learned_choice_against_its_fallback() -> None:
+    """A -clf model's three fusion tests and its encoder's epoch test become rows, served or not, with the reason."""
+    from xc_core.stages.results import DatasetResults, _dataset_section, fallback_rows
+
+    kept = {"choice": "fusion alpha", "kept": True, "metric": "P@1", "gain": 0.05, "low": 0.02, "high": 0.08,
+            "candidate": {"alpha": 0.3, "lexical_weight": 0.0}, "tested_on_rows": 500, "reason": "served"}
+    rejected = {**kept, "choice": "lexical weight", "kept": False, "low": -0.01, "reason": "not above 0"}
+    epoch = {**kept, "choice": "trained epoch", "kept": False, "metric": "R@10", "candidate": {"epoch": 3}}
+    summary = {"fallback_tests": {"alpha": kept, "lexical": rejected}, "epoch_fallback_test": epoch}
+    rows = fallback_rows("dual_encoder-clf", summary)
+    assert [(r["choice"], r["kept"]) for r in rows] == [("trained epoch", False), ("fusion alpha", True),
+                                                       ("lexical weight", False)]
+    assert fallback_rows("pretrained", {"epochs": 0}) == []
+    page = "\n".join(_dataset_section(DatasetResults("d", {}, fallbacks=rows)))
+    assert "Learned choices against their do-nothing fallback" in page
+    row = "| dual_encoder-clf | fusion alpha | alpha 0.3, lexical_weight 0.0 | candidate | P@1 | +5.00 [+2.00, +8.00] |"
+    assert row in page

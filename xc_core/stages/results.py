@@ -364,6 +364,24 @@ class DatasetResults:
     # analyses.untrained_positive_share of the test split: positive pairs ("pairs") and queries whose positives all
     # are ("rows") on labels without a training positive, which the linear peer cannot score
     untrained: dict[str, float] = field(default_factory=dict)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)  # each learned choice against its fallback
+
+
+#: where a training summary keeps its fallback tests (evaluation/fallback.py): the trainer's epoch, the classifier
+#: stage's (alpha, lexical, untrained_offset), TextGNN/OAK's epoch and IRENE's combiner
+FALLBACK_KEYS = ("epoch_fallback_test", "fallback_tests", "fallback_test")
+
+
+def fallback_rows(method: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fallback tests a method's training recorded, one row each: what was decided, served or not, the held-out
+    gain with its interval, and the one-line reason."""
+    found: list[dict[str, Any]] = []
+    for key in FALLBACK_KEYS:
+        value = summary.get(key) or {}
+        found += list(value.values()) if key == "fallback_tests" else [value] if value else []
+    return [{"method": method, **{k: t.get(k) for k in ("choice", "kept", "metric", "gain", "low", "high",
+                                                           "candidate", "tested_on_rows", "reason")}}
+            for t in found if isinstance(t, dict) and "kept" in t]
 
 
 def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str, ...], retrain: bool = False,
@@ -400,6 +418,7 @@ def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str,
     out.untrained = untrained_positive_share(data.y_test, trained_labels(data.y_train))
     out.tables = [{"method": m, "title": t, "rows": rows} for m, r in records.items()
                   for t, rows in r.summary.get("tables", {}).items()]
+    out.fallbacks = [row for m, model in trained.items() for row in fallback_rows(m, model.summary)]
     out.abtests = _abtests(name, home, profile.name, trained, ab_queries) if abtests else []
     out.costs = _costs(data, home, trained, records, timed_queries)
     if len(seeds) > 1:
@@ -474,6 +493,10 @@ def _generic_table(rows: list[dict[str, Any]]) -> list[str]:
     return _table(keys, [[_num(r.get(k)) for k in keys] for r in rows])
 
 
+def _candidate(candidate: dict[str, Any] | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (candidate or {}).items()) or "–"
+
+
 def _dataset_section(r: DatasetResults) -> list[str]:
     s = r.summary
     lines = [f"## {r.dataset}", "",
@@ -493,6 +516,16 @@ def _dataset_section(r: DatasetResults) -> list[str]:
                     [[p["method"], p["vs"], *(_with_ci(p.get(k), True) for k in METRICS)]
                      for p in r.paired if not p.get("peer")])
     lines += _peer_section(r)
+    if r.fallbacks:
+        lines += ["### Learned choices against their do-nothing fallback", "",
+                  "Picked on one half of the validation rows, served only when the held-out half's paired 95% "
+                  "interval lies above 0 and P@1 / PSP@1 are not lost (xc_core/evaluation/fallback.py); "
+                  "gain in points on the held-out half.", ""]
+        lines += _table(["method", "choice", "candidate", "served", "metric", "gain", "held-out rows"],
+                        [[f["method"], str(f["choice"]), _candidate(f.get("candidate")),
+                          "candidate" if f["kept"] else "fallback", str(f["metric"]),
+                          _with_ci([f.get("gain"), f.get("low"), f.get("high")], True), _num(f.get("tested_on_rows"))]
+                         for f in r.fallbacks])
     if r.ablations:
         lines += ["### Ablations and anchor-set restrictions (RAMEN Table 6)", "",
                   "full − ablation in points, paired 95% interval; evaluated at: the ablation's commit.", ""]
