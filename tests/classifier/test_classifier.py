@@ -149,6 +149,11 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert variants["fused"]["P@5"] == pytest.approx(result["P@5"], abs=1e-9)
     assert (eval_dir(tmp_path, tiny_data.name, "pretrained-clf", "tiny") / "tradeoff.png").stat().st_size > 0
     assert variants["classifier only"]["P@5"] != variants["encoder only"]["P@5"]
+    from xc_core.evaluation.fallback import FALLBACK_TABLE
+
+    choices = result["tables"][FALLBACK_TABLE]  # the HTML report's table of the training's fallback tests
+    assert [row["choice"] for row in choices][:2] == ["fusion alpha", "lexical weight"]
+    assert all(row["method"] == "pretrained-clf" and isinstance(row["kept"], bool) for row in choices)
 
 
 def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDataset, tmp_path: Path) -> None:

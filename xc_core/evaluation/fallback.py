@@ -134,3 +134,22 @@ def against_fallback(choice: str, candidate_top: np.ndarray, fallback_top: np.nd
                   f"lost: the candidate is served")
         kept = True
     return Decision(kept=kept, reason=reason, gain=gain, low=low, high=high, guards=guards, **record)
+
+
+#: where a training summary keeps its fallback tests (evaluation/fallback.py): the trainer's epoch, the classifier
+#: stage's (alpha, lexical, untrained_offset), TextGNN/OAK's epoch and IRENE's combiner
+FALLBACK_KEYS = ("epoch_fallback_test", "fallback_tests", "fallback_test")
+#: the HTML report's table of a method's learned choices (its training records) against their fallbacks
+FALLBACK_TABLE = "learned choices against their do-nothing fallback (validation, held-out half)"
+
+
+def fallback_rows(method: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fallback tests a method's training recorded, one row each: what was decided, served or not, the held-out
+    gain with its interval, and the one-line reason."""
+    found: list[dict[str, Any]] = []
+    for key in FALLBACK_KEYS:
+        value = summary.get(key) or {}
+        found += list(value.values()) if key == "fallback_tests" else [value] if value else []
+    return [{"method": method, **{k: t.get(k) for k in ("choice", "kept", "metric", "gain", "low", "high",
+                                                           "candidate", "tested_on_rows", "reason")}}
+            for t in found if isinstance(t, dict) and "kept" in t]

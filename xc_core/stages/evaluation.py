@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
+from xc_core.evaluation.fallback import FALLBACK_TABLE, fallback_rows
 from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, top_k
 from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
 from xc_core.evaluation.report import MethodResult, render_report
@@ -33,6 +34,7 @@ def index_method(dataset: XCDataset, method: str, profile: str, home: Path, prog
 #: what ``xc eval --split`` scores: the test split (read once, for results) or the validation rows the stages select
 #: on (for deciding what to build: never the test split)
 SPLITS = ("test", "validation")
+
 
 
 def validation_split(dataset: XCDataset, trained: TrainedModel) -> XCDataset:
@@ -78,9 +80,13 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
                              "its validation score would be in-sample — compare it on the test split only")
         dataset = validation_split(dataset, trained)
     preds = found.predict(dataset, trained, index, reuse=True, progress=progress)
+    analyses = found.analyse(dataset, trained, preds, out)
+    choices = fallback_rows(method, trained.summary)
+    if choices:  # the report shows how each learned choice fared against its fallback, beside the method's tables
+        analyses["tables"] = {**analyses.get("tables", {}), FALLBACK_TABLE: choices}
     info = {"dataset": dataset.name, "method": method, "profile": profile, **preds.index_metrics(),
             "test_split": preds.test_split, "mlflow_run_id": trained.mlflow_run_id, **code_stamp(),
-            "split": split, **found.analyse(dataset, trained, preds, out)}
+            "split": split, **analyses}
     summary, metrics = evaluate_scores(dataset, preds.scores, out, info, started)
     recall = preds.index_recall_at_10  # a method without an ANN index has none to log
     _log_to_run(trained, metrics if recall is None else {**metrics, "hnsw_recall@10": recall}, split)

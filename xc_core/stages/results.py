@@ -39,6 +39,7 @@ from xc_core.evaluation.costs import (
     train_cost,
     with_ratios,
 )
+from xc_core.evaluation.fallback import FALLBACK_TABLE, fallback_rows
 from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
 from xc_core.paths import anchors_dir, dataset_dir, eval_dir, eval_root, model_dir
 from xc_core.profiles import Profile, get_profile
@@ -367,23 +368,6 @@ class DatasetResults:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)  # each learned choice against its fallback
 
 
-#: where a training summary keeps its fallback tests (evaluation/fallback.py): the trainer's epoch, the classifier
-#: stage's (alpha, lexical, untrained_offset), TextGNN/OAK's epoch and IRENE's combiner
-FALLBACK_KEYS = ("epoch_fallback_test", "fallback_tests", "fallback_test")
-
-
-def fallback_rows(method: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The fallback tests a method's training recorded, one row each: what was decided, served or not, the held-out
-    gain with its interval, and the one-line reason."""
-    found: list[dict[str, Any]] = []
-    for key in FALLBACK_KEYS:
-        value = summary.get(key) or {}
-        found += list(value.values()) if key == "fallback_tests" else [value] if value else []
-    return [{"method": method, **{k: t.get(k) for k in ("choice", "kept", "metric", "gain", "low", "high",
-                                                           "candidate", "tested_on_rows", "reason")}}
-            for t in found if isinstance(t, dict) and "kept" in t]
-
-
 def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str, ...], retrain: bool = False,
                     abtests: bool = True, ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES,
                     progress: bool = False, seeds: tuple[int, ...] = ()) -> DatasetResults:
@@ -416,8 +400,8 @@ def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str,
     from xc_core.evaluation import trained_labels, untrained_positive_share
 
     out.untrained = untrained_positive_share(data.y_test, trained_labels(data.y_train))
-    out.tables = [{"method": m, "title": t, "rows": rows} for m, r in records.items()
-                  for t, rows in r.summary.get("tables", {}).items()]
+    out.tables = [{"method": m, "title": t, "rows": rows} for m, r in records.items()  # fallbacks: own section
+                  for t, rows in r.summary.get("tables", {}).items() if t != FALLBACK_TABLE]
     out.fallbacks = [row for m, model in trained.items() for row in fallback_rows(m, model.summary)]
     out.abtests = _abtests(name, home, profile.name, trained, ab_queries) if abtests else []
     out.costs = _costs(data, home, trained, records, timed_queries)
