@@ -103,3 +103,19 @@ def test_validation_split_reads_only_training_documents_and_keeps_its_own_folder
     assert out.parent.name == index.parent.name == "validation"
     with pytest.raises(ValueError, match="choose one of test, validation"):
         split_dirs(tmp_path, data.name, "pretrained", "tiny", "dev")
+
+
+def test_xc_eval_refuses_a_validation_score_that_would_be_in_sample_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """IRENE's final fit trains on the validation rows: `xc eval --split validation` says so and exits 2."""
+    from xc_core.cli import main
+    from xc_core.datasets.xc_repo import read_xc_repo
+    from xc_core.paths import dataset_dir
+
+    home = tmp_path / "home"
+    data = read_xc_repo(titles_folder(tmp_path / "LF-Titles", train_filter=True, n_train=60, n_test=20))
+    data.save(dataset_dir(home, data.name))
+    code = main(["eval", "--dataset", data.name, "--method", "irene", "--profile", "tiny", "--split", "validation",
+                 "--home", str(home), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "in-sample" in err[0] and "--split test" in err[0]

@@ -152,17 +152,18 @@ def paired_bootstrap_ratio_diff(numerator_a: np.ndarray, denominator_a: np.ndarr
 
 
 def paired_metric_diff(rows_a: dict[str, np.ndarray], rows_b: dict[str, np.ndarray], metric: str,
-                       alpha: float = 0.05) -> tuple[float, float, float, float] | None:
+                       alpha: float = 0.05, n_boot: int = 1000,
+                       seed: int = 0) -> tuple[float, float, float, float] | None:
     """Paired bootstrap of ``metric`` (a − b) from two :func:`per_row_metrics` results on the same rows, as
     returned (ratio parts keyed ``PSP@k/numerator``) or as evaluation saves them in ``per_row.npz``
     (``PSP@k__numerator``: npz keys cannot hold "/"): a mean of per-row values (P@k, R@k) or a ratio of
     totals (PSP@k); None when either side lacks the metric."""
     if metric in rows_a and metric in rows_b:
-        return paired_bootstrap_diff(rows_a[metric], rows_b[metric], alpha=alpha)
+        return paired_bootstrap_diff(rows_a[metric], rows_b[metric], n_boot, seed, alpha)
     for sep in ("/", "__"):
         num, den = f"{metric}{sep}numerator", f"{metric}{sep}denominator"
         if num in rows_a and num in rows_b:
-            return paired_bootstrap_ratio_diff(rows_a[num], rows_a[den], rows_b[num], rows_b[den], alpha=alpha)
+            return paired_bootstrap_ratio_diff(rows_a[num], rows_a[den], rows_b[num], rows_b[den], n_boot, seed, alpha)
     return None
 
 

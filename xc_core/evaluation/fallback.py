@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
 from xc_core import seeds
-from xc_core.evaluation.analyses import paired_bootstrap_diff, paired_bootstrap_ratio_diff
+from xc_core.evaluation.analyses import paired_metric_diff
 from xc_core.evaluation.metrics import metric_terms
 from xc_core.seeds import Stream
 
@@ -77,24 +77,29 @@ def halves(n: int, seed: int, stream: int = Stream.FALLBACK_HALVES) -> tuple[np.
     return np.sort(order[: n // 2]), np.sort(order[n // 2:])
 
 
-def paired_metric(metric: str, truth: sp.csr_matrix, top_a: np.ndarray, top_b: np.ndarray,
-                  inv_propensity: np.ndarray | None, policy: FallbackPolicy) -> tuple[float, float, float]:
-    """(a − b, low, high) of ``metric`` (``P@1``, ``R@10``, ``PSP@1`` …) over the same rows, paired bootstrap:
-    a mean over rows for P/nDCG/R, a ratio of totals for PSP/PSnDCG (as the test report computes them)."""
+def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray,
+            inv_propensity: np.ndarray | None) -> dict[str, np.ndarray]:
+    """``metric``'s per-row terms in :func:`~xc_core.evaluation.analyses.per_row_metrics`' layout (any k): the
+    per-row values of a mean (P, nDCG, R), or ``<metric>/numerator`` and ``/denominator`` of a ratio (PSP)."""
     family, k = metric.split("@")
     depth = int(k)
-    if top_a.shape[1] < depth or top_b.shape[1] < depth:
-        raise ValueError(f"{metric}: the rankings hold {min(top_a.shape[1], top_b.shape[1])} labels, need {depth}")
-    weights = inv_propensity if family.startswith("PS") else None
-    a, b = (metric_terms(truth, top[:, :depth], weights)[family] for top in (top_a, top_b))
-    alpha = 1 - policy.confidence
-    if a.denominator.shape[1] == 1:  # a mean over rows
-        gain, low, high, _ = paired_bootstrap_diff(a.numerator[:, -1], b.numerator[:, -1], policy.n_boot,
-                                                   policy.seed, alpha)
-    else:
-        gain, low, high, _ = paired_bootstrap_ratio_diff(a.numerator[:, -1], a.denominator[:, -1],
-                                                         b.numerator[:, -1], b.denominator[:, -1], policy.n_boot,
-                                                         policy.seed, alpha)
+    if top.shape[1] < depth:
+        raise ValueError(f"{metric}: the ranking holds {top.shape[1]} labels, need {depth}")
+    terms = metric_terms(truth, top[:, :depth], inv_propensity if family.startswith("PS") else None)[family]
+    if terms.denominator.shape[1] == 1:
+        return {metric: terms.numerator[:, -1]}
+    return {f"{metric}/numerator": terms.numerator[:, -1], f"{metric}/denominator": terms.denominator[:, -1]}
+
+
+def paired_metric(metric: str, truth: sp.csr_matrix, top_a: np.ndarray, top_b: np.ndarray,
+                  inv_propensity: np.ndarray | None, policy: FallbackPolicy) -> tuple[float, float, float]:
+    """(a − b, low, high) of ``metric`` (``P@1``, ``R@10``, ``PSP@1`` …) over the same rows, by the paired bootstrap
+    the reports use (:func:`~xc_core.evaluation.analyses.paired_metric_diff`)."""
+    found = paired_metric_diff(per_row(metric, truth, top_a, inv_propensity),
+                               per_row(metric, truth, top_b, inv_propensity), metric,
+                               alpha=1 - policy.confidence, n_boot=policy.n_boot, seed=policy.seed)
+    assert found is not None  # both sides hold the metric's terms by construction
+    gain, low, high, _ = found
     return float(gain), float(low), float(high)
 
 

@@ -36,6 +36,10 @@ def index_method(dataset: XCDataset, method: str, profile: str, home: Path, prog
 SPLITS = ("test", "validation")
 
 
+class SplitUnavailableError(LookupError, ValueError):
+    """A split a method cannot be scored on (a LookupError: the CLI prints one line and exits 2)."""
+
+
 
 def validation_split(dataset: XCDataset, trained: TrainedModel) -> XCDataset:
     """The model's validation rows as a test split (:meth:`XCDataset.validation_view`): the seeded split of the
@@ -57,7 +61,7 @@ def split_dirs(home: Path, dataset: str, method: str, profile: str, split: str) 
     if split == "test":
         return index, out
     if split not in SPLITS:
-        raise ValueError(f"split {split!r}: choose one of {', '.join(SPLITS)}")
+        raise SplitUnavailableError(f"split {split!r}: choose one of {', '.join(SPLITS)}")
     return index.parent / split / index.name, out.parent / split / out.name
 
 
@@ -71,13 +75,14 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
     split. A method whose final fit saw those rows (a ``fits_on_validation = True`` attribute) refuses: its number
     would be in-sample."""
     started = time.perf_counter()
-    trained = TrainedModel.of(home, dataset.name, method, profile)
     found = get_method(method)
     index, out = split_dirs(home, dataset.name, method, profile, split)
+    if split == "validation" and getattr(found, "fits_on_validation", False):
+        raise SplitUnavailableError(f"{method}: its final fit trains on every training document, validation rows "
+                                    "included, so its validation score would be in-sample; evaluate it with "
+                                    "--split test")
+    trained = TrainedModel.of(home, dataset.name, method, profile)
     if split == "validation":
-        if getattr(found, "fits_on_validation", False):
-            raise ValueError(f"{method}: its final fit trains on every training document, validation rows included; "
-                             "its validation score would be in-sample — compare it on the test split only")
         dataset = validation_split(dataset, trained)
     preds = found.predict(dataset, trained, index, reuse=True, progress=progress)
     analyses = found.analyse(dataset, trained, preds, out)

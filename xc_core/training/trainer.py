@@ -481,10 +481,9 @@ class Trainer:
         if self.rank == 0:
             self.sink.log_metrics({f"val/{k}": v for k, v in metrics.items()}, global_step)
         if self.cfg.select_best and self._last_top is not None and self.choice.add(epoch, self._last_top):
+            # epoch 0 is the fallback, served when no trained epoch beats it; a later best is the candidate
             if self.rank == 0:
-                self._save_encoder(self.best_dir)
-        if self.cfg.select_best and epoch == 0 and self.rank == 0:
-            self._save_encoder(self.start_dir)  # the fallback, served when no trained epoch beats it
+                self._save_encoder(self.start_dir if epoch == 0 else self.best_dir)
         log.info("epoch %d: %s", epoch, record)
         return record
 

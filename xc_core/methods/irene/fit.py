@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -125,22 +126,16 @@ def embed(dataset: XCDataset, encoder: Any, out: Path, progress: bool = False) -
     return vecs
 
 
-def recall_at(queries: np.ndarray, truth: sp.csr_matrix, reps: np.ndarray, k: int = 10) -> float:
-    """Mean R@k of ``queries`` against label representations ``reps`` (rows without positives skipped)."""
-    from xc_core.methods.irene.settings import ranked
-
-    rows, _, found = ranked(queries, truth, reps, k)
-    return float(found[f"R@{k}"]) if len(rows) else float("nan")
-
-
 def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, val_rows: np.ndarray,
-           cfg: IreneConfig, progress: bool = False, own_pairs: np.ndarray | None = None,
+           cfg: IreneConfig, progress: bool = False,
+           own_label_pairs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
            inv_propensity: np.ndarray | None = None) -> tuple[Choice, list[dict[str, Any]], dict[str, Any]]:
     """IRENE's settings on validation: hold out a share of the seen labels (pseudo-novel) and the validation
     queries (``val_rows``: training queries stage I never trained on), train stage II on the rest once per (loss,
     way of associating seen labels), represent the held-out labels as novel labels for each τ0 of the grid, and rank
-    every seen label for the validation queries as serving does (``own_pairs``: (validation row position, label)
-    pairs never ranked, as the test filter removes a test query's own label). The criterion is R@10 over all their
+    every seen label for the validation queries as serving does (``own_label_pairs``: ``XCDataset.own_label_pairs``,
+    whose pairs are never ranked, as the test filter removes a test query's own label). The criterion is R@10 over
+    all their
     positives (the ranking users get), the held-out labels' positives breaking ties, on one seeded half of the
     validation queries; the best setting then serves only when it beats the encoder alone (every label by its text
     embedding, the do-nothing fallback) on the other half (:func:`~xc_core.evaluation.fallback.against_fallback`).
@@ -161,7 +156,7 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
     held_truth = sp.hstack([sp.csr_matrix((len(val_rows), len(fit_labels))),
                             truth[:, len(fit_labels):]]).tocsr()
     queries, fit_text, held_text = vecs["train"][val_rows], vecs["labels"][fit_labels], vecs["labels"][held_labels]
-    exclude = _columns_of(own_pairs, columns, y.shape[1])
+    exclude = own_label_pairs(val_rows, columns) if own_label_pairs is not None else None
     pick, check = halves(len(val_rows), cfg.seed)
     tops: list[np.ndarray] = []
 
@@ -201,21 +196,11 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
 
 
 def _recall(top: np.ndarray, truth: sp.csr_matrix) -> float:
-    """Mean R@10 over the rows with a positive (as :func:`recall_at`)."""
+    """Mean R@k (k = the ranking's width) over the rows with a positive."""
     from xc_core.evaluation.metrics import recall_per_row
 
     rows = np.diff(truth.indptr) > 0
     return float(recall_per_row(truth[rows], top[rows], top.shape[1]).mean()) if rows.any() else float("nan")
-
-
-def _columns_of(pairs: np.ndarray | None, columns: np.ndarray, n_labels: int) -> np.ndarray:
-    """(row, label id) pairs as (row, position in ``columns``), pairs on labels outside ``columns`` dropped."""
-    if pairs is None or not len(pairs):
-        return np.empty((0, 2), np.int64)
-    at = np.full(n_labels, -1, np.int64)
-    at[columns] = np.arange(len(columns))
-    mapped = np.stack([pairs[:, 0], at[pairs[:, 1]]], axis=1)
-    return mapped[mapped[:, 1] >= 0]
 
 
 def _seen_assoc(mode: str, y: sp.csr_matrix, label_vecs: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
@@ -243,7 +228,7 @@ def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig,
 
         val_rows = np.sort(val_rows)
         choice, curve, fallback_test = choose(vecs, y, seen_rows, val_rows, cfg, progress,
-                                              dataset.own_label_pairs(val_rows), propensity(dataset))
+                                              dataset.own_label_pairs, propensity(dataset))
     k = cfg.associations
     assoc = np.full((dataset.n_labels, k), -1, dtype=np.int64)
     assoc[seen_rows] = _seen_assoc(choice.seen_mode, y, vecs["labels"], seen_rows, k)
