@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from xc_core.paths import aol_archive, dataset_slug, resolve_home
 from xc_core.profiles import PROFILE_NAMES
+from xc_core.serving.server import DEFAULT_PORT
 from xc_core.simulate.config import SCALES
 
 if TYPE_CHECKING:
@@ -213,6 +214,17 @@ def cmd_predict(args: argparse.Namespace) -> dict[str, object]:
 
     home = resolve_home(args.home)
     return predict_from_champion(resolve_dataset(args.dataset, home, define=False), args.query, home, k=args.k)
+
+
+def cmd_serve(args: argparse.Namespace) -> dict[str, object]:
+    from xc_core.datasets.registry import resolve_dataset
+    from xc_core.serving.app import Limits
+    from xc_core.serving.server import serve
+
+    home = resolve_home(args.home)
+    limits = Limits(max_queries=args.max_queries, max_chars=args.max_chars)
+    return serve(resolve_dataset(args.dataset, home, define=False), home, args.host, args.port, args.poll_seconds,
+                 limits, args.max_batch)
 
 
 def cmd_add_keywords(args: argparse.Namespace) -> dict[str, object]:
@@ -418,11 +430,24 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
     keywords.add_argument("--batch", type=int, default=4096, help="keywords represented at once")
     keywords.set_defaults(func=cmd_add_keywords)
 
-    serve = sub.add_parser("predict", parents=[common], help="top-k labels from the registry's champion")
-    serve.add_argument("query")
+    predict = sub.add_parser("predict", parents=[common], help="top-k labels from the registry's champion")
+    predict.add_argument("query")
+    _add_dataset(predict)
+    predict.add_argument("--k", type=int, default=10)
+    predict.set_defaults(func=cmd_predict)
+
+    serve = sub.add_parser("serve", parents=[common], help="serve the champion over HTTP on 127.0.0.1 (/predict, "
+                           "/health, /ready, /metrics), following @champion without a restart")
     _add_dataset(serve)
-    serve.add_argument("--k", type=int, default=10)
-    serve.set_defaults(func=cmd_predict)
+    serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    serve.add_argument("--poll-seconds", type=float, default=5.0,
+                       help="how often to look for a new champion or newly streamed keywords (default 5)")
+    serve.add_argument("--max-batch", type=int, default=64,
+                       help="queries one model call answers at most when requests queue up (default 64)")
+    serve.add_argument("--max-queries", type=int, default=256, help="queries one request may send (default 256)")
+    serve.add_argument("--max-chars", type=int, default=512, help="characters one query may have (default 512)")
+    serve.set_defaults(func=cmd_serve)
 
     from xc_core.stages.results import DEFAULT_DATASETS, RESULT_METHODS
 
@@ -460,11 +485,15 @@ def main(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | No
         if payload.get("success") is False:  # e.g. a failed Dagster run or a blocking check
             return 1
     except Exception as exc:  # the CLI boundary turns known errors into one clear line
+        from xc_core.index import IndexError_
         from xc_core.logs.errors import IngestError
+        from xc_core.tracking.served import ServedModelError
 
-        # bad input or missing prerequisites (no evaluation yet, no champion, a tracking server down): one line
-        # that says what to do, not a traceback; anything else is a bug and keeps its traceback
-        if isinstance(exc, (IngestError, FileNotFoundError, LookupError, ConnectionError)):
+        # bad input or missing prerequisites (no evaluation yet, no champion, a tracking server down), a corrupt or
+        # stale index or served model: one line that says what to do, not a traceback; anything else is a bug and
+        # keeps its traceback
+        if isinstance(exc, (IngestError, FileNotFoundError, LookupError, ConnectionError, IndexError_,
+                            ServedModelError)):
             print(f"xc {args.command}: error: {exc}", file=sys.stderr)
             return 2
         raise

@@ -145,14 +145,14 @@ class ModelArm:
 
     def candidates(self, world: World, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         from xc_core.datasets.container import XCDataset
-        from xc_core.methods import Served, get_method
+        from xc_core.methods.base import Served, scorer_of
         from xc_core.paths import dataset_dir
         from xc_core.tracking.store import activate
 
         activate(self.tracking_uri)
         label_ids = XCDataset.load(dataset_dir(self.home, self.dataset)).label_ids
         label_rows = _label_keyword_rows(world, label_ids)
-        scorer = get_method(self.method).scorer(Served(self.model_uri, self.home, self.dataset, self.profile))
+        scorer = scorer_of(self.method, Served(self.model_uri, self.home, self.dataset, self.profile))
         texts = world.queries["text"].to_numpy()[rows]
         distinct, inverse = np.unique(texts, return_inverse=True)
         # labels of other markets fall away below, so ask for enough to keep k in the query's market

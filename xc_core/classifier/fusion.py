@@ -24,6 +24,7 @@ from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
 UNTRAINED_FILE = "untrained.npy"  # per label: no training positive when W was fit (only saved with an offset)
 LABEL_VECTORS = "label_vectors.npy"  # the encoder's label embeddings: beside a classifier folder and in an index folder
+CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
 
 
 @dataclass

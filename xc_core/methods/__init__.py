@@ -9,7 +9,18 @@ from xc_core.methods import (
     oak,  # noqa: F401 - two-stage GCN baseline: 'oak' and 'oak-oracle'
     textgnn,  # noqa: F401 - graph neighbours at inference (TextGNN)
 )
-from xc_core.methods.base import METHODS, Fitted, Method, Predictions, Scorer, Served, TrainJob, get_method, register
+from xc_core.methods.base import (
+    METHODS,
+    Fitted,
+    Method,
+    Predictions,
+    Scorer,
+    Served,
+    TrainJob,
+    get_method,
+    register,
+    scorer_of,
+)
 
 #: The headline comparison first (zero-shot floor, text-only baseline, RAMEN, each also with the classifier
 #: stage), then every other method.
@@ -27,4 +38,4 @@ def method_names() -> list[str]:
 
 
 __all__ = ["DEFAULT_METHOD", "HEADLINE", "METHODS", "RUN_METHODS", "Fitted", "Method", "Predictions", "Scorer",
-           "Served", "TrainJob", "get_method", "method_names", "register"]
+           "Served", "TrainJob", "get_method", "method_names", "register", "scorer_of"]

@@ -100,6 +100,17 @@ def pyfunc_index_scorer(method: str, served: Served) -> Scorer:
     return score
 
 
+def scorer_of(method: str, served: Served) -> Scorer:
+    """How a model answers: a registry version (``models:/NAME/VERSION``, ``@ALIAS``) by itself — the served model
+    registration bundles (``tracking.served``), as a deployment would; a training run's model (or a version
+    registered before served models existed) through its method's scorer and the home's index."""
+    from xc_core.tracking.served import is_registry_uri, load_registered
+
+    if is_registry_uri(served.model_uri) and (model := load_registered(served.model_uri)) is not None:
+        return model.search
+    return get_method(method).scorer(served)
+
+
 class Method(Protocol):
     """A training method: the unit the CLI, Dagster's method partitions, the report and the registry handle."""
 

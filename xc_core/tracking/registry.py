@@ -260,7 +260,7 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     tag is how serving finds the method that scores it."""
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
-    from xc_core.tracking.store import git_commit, tracking_uri
+    from xc_core.tracking.store import activate, git_commit, tracking_uri
     from xc_core.training.record import TrainedModel
 
     trained = TrainedModel.of(home, dataset, method, profile)
@@ -269,10 +269,28 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     if record is None:
         raise FileNotFoundError(f"{folder}: evaluate the model first (`xc eval --dataset {dataset} --method {method}`)")
     metrics = challenger_metrics(record.summary, record.quantiles())
-    tags = {"method": method, "dataset": dataset, "profile": profile, "git_commit": git_commit(),
-            "mlflow_run_id": trained.mlflow_run_id, **metric_tags(metrics)}
+    commit = git_commit()
+    tags = {"method": method, "dataset": dataset, "profile": profile, "git_commit": commit,
+            "mlflow_run_id": trained.mlflow_run_id, "trained_model_uri": trained.model_uri, **metric_tags(metrics)}
     if trained.summary.get("depends_on_run_id"):  # a model built on another run's (e.g. IRENE on its encoder)
         tags["depends_on_run_id"] = str(trained.summary["depends_on_run_id"])
     uri = tracking_uri(home)
-    version = register(trained.model_uri, dataset, tags, uri)
-    return {"model": model_name(dataset), "version": version, "metrics": metrics, "tracking_uri": uri}
+    activate(uri)
+    served = served_model(home, dataset, method, profile, trained, commit)
+    version = register(served.model_uri, dataset, tags, uri)
+    return {"model": model_name(dataset), "version": version, "metrics": metrics, "tracking_uri": uri,
+            "model_uri": served.model_uri}
+
+
+def served_model(home: Path, dataset: str, method: str, profile: str, trained: Any, commit: str) -> Any:
+    """Log the self-contained served model (``served.py``: the method's model + its evaluated index + the
+    labels) into the training run; what the registry registers, so a version answers ads on any machine."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.paths import dataset_dir, index_dir
+    from xc_core.tracking.served import log_served
+
+    data = XCDataset.load(dataset_dir(home, dataset))
+    info = {"method": method, "dataset": dataset, "profile": profile, "trained_model_uri": trained.model_uri,
+            "git_commit": commit}
+    return log_served(trained.model_uri, trained.mlflow_run_id, index_dir(home, dataset, method, profile),
+                      list(data.label_ids or []), list(data.label_texts), info)

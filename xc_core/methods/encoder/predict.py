@@ -10,15 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from xc_core.classifier.fusion import LABEL_VECTORS
+from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS
 from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import TextEncoder, encoder_for
 from xc_core.evaluation.metrics import to_csr
 from xc_core.evaluation.record import fingerprint_test_split
 from xc_core.index import RECALL_SAMPLE, IndexConfig, LabelIndex, measure_against_exact
 from xc_core.methods.base import Predictions
-
-CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
 
 
 def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri: str, k: int = 100,

@@ -12,9 +12,8 @@ from xc_core.methods.base import Scorer, Served
 def encoder_scorer(method: str, served: Served) -> Scorer:
     import mlflow
 
-    from xc_core.classifier.fusion import LABEL_VECTORS, fused_search
+    from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS, fused_search
     from xc_core.index import LabelIndex
-    from xc_core.methods.encoder.predict import CLASSIFIER_INDEX
     from xc_core.paths import index_dir
 
     model = mlflow.pyfunc.load_model(served.model_uri)

@@ -1,0 +1,98 @@
+"""Run the service: load the champion, follow the alias in a thread, answer on 127.0.0.1 until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from xc_core.serving.app import Limits, create_app
+from xc_core.serving.live import LiveModel
+
+log = logging.getLogger("xc.serve")
+DEFAULT_PORT = 8900
+
+
+def serving_cache(home: Path, dataset: str) -> Path:
+    """Where this process keeps the version it serves (a download of the registered model), one folder per
+    process; folders of processes that are gone (killed before they cleaned up) are removed first."""
+    import os
+
+    from xc_core.paths import dataset_slug
+
+    root = home / "serving" / dataset_slug(dataset)
+    for folder in root.glob("pid-*"):
+        if not _alive(int(folder.name.removeprefix("pid-"))):
+            shutil.rmtree(folder, ignore_errors=True)
+    return root / f"pid-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_loopback(host: str) -> str:
+    """Services bind to a loopback address only (a public address is a deployment decision, not a default)."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ValueError(f"--host {host}: xc serve binds to a loopback address only (127.0.0.1, ::1, localhost); "
+                         "put a reverse proxy in front of it to expose it")
+    return host
+
+
+def start_live(dataset: str, home: Path) -> LiveModel:
+    """The live model with the champion loaded (or a clear reason why not yet, in ``last_error``)."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from xc_core.tracking.registry import model_name
+    from xc_core.tracking.store import tracking_uri
+
+    try:
+        mlflow.MlflowClient(tracking_uri(home)).get_registered_model(model_name(dataset))
+    except MlflowException:
+        raise LookupError(f"{model_name(dataset)} is not in the registry of {home}: train, evaluate and promote "
+                          f"a method first (`make run`, or `xc run --dataset {dataset}`)") from None
+    live = LiveModel(dataset, home, serving_cache(home, dataset))
+    live.refresh()
+    if live.current is None:
+        log.warning("%s: not ready yet — %s", live.model_name, live.status()["reason"])
+    return live
+
+
+def serve(dataset: str, home: Path, host: str = "127.0.0.1", port: int = DEFAULT_PORT, poll_s: float = 5.0,
+          limits: Limits | None = None, max_batch: int = 64) -> dict[str, Any]:
+    """Serve until stopped; returns what was served (for the CLI's last line)."""
+    import uvicorn
+
+    check_loopback(host)
+    live = start_live(dataset, home)
+    app = create_app(live, limits, max_batch)
+    stop = threading.Event()
+    live.follow(poll_s, stop)
+    current = live.current
+    log.warning("xc serve: %s %s on http://%s:%d (follows @champion every %.1f s)", live.model_name,
+                f"v{current.version} ({current.method})" if current else "(not ready)", host, port, poll_s)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+    try:
+        server.run()
+    finally:
+        stop.set()
+        shutil.rmtree(live.cache, ignore_errors=True)
+    final = live.current
+    return {"dataset": dataset, "model": live.model_name, "served_version": final.version if final else None,
+            "url": f"http://{host}:{port}"}
