@@ -38,11 +38,10 @@ def _timed(step, queries: list[str]) -> float:
 
 def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int, seed: int = 0) -> dict:
     from xc_core.classifier import FusedClassifier, fused_search
-    from xc_core.classifier.fusion import LABEL_VECTORS
+    from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS
     from xc_core.encoders.text import encoder_for
     from xc_core.index import LabelIndex
     from xc_core.methods.encoder import artefacts
-    from xc_core.methods.encoder.predict import CLASSIFIER_INDEX
     from xc_core.paths import index_dir
     from xc_core.stages.graphs import load_with_anchors
     from xc_core.training.record import TrainedModel

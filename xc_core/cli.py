@@ -224,7 +224,7 @@ def cmd_serve(args: argparse.Namespace) -> dict[str, object]:
     home = resolve_home(args.home)
     limits = Limits(max_queries=args.max_queries, max_chars=args.max_chars)
     return serve(resolve_dataset(args.dataset, home, define=False), home, args.host, args.port, args.poll_seconds,
-                 limits, args.max_batch)
+                 limits, args.max_batch, args.version)
 
 
 def cmd_add_keywords(args: argparse.Namespace) -> dict[str, object]:
@@ -447,6 +447,8 @@ def build_parser(extend: Callable[[Any, argparse.ArgumentParser], None] | None =
                        help="queries one model call answers at most when requests queue up (default 64)")
     serve.add_argument("--max-queries", type=int, default=256, help="queries one request may send (default 256)")
     serve.add_argument("--max-chars", type=int, default=512, help="characters one query may have (default 512)")
+    serve.add_argument("--version", default=None, help="serve this registry version and follow no alias (a canary, "
+                                                       "a benchmark of one version)")
     serve.set_defaults(func=cmd_serve)
 
     from xc_core.stages.results import DEFAULT_DATASETS, RESULT_METHODS

@@ -158,9 +158,8 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
 
 def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDataset, tmp_path: Path) -> None:
     """Registered, promoted, then `xc predict`'s function: the same labels as the evaluation's search."""
-    from xc_core.classifier.fusion import LABEL_VECTORS
+    from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS
     from xc_core.encoders.text import encoder_for
-    from xc_core.methods.encoder.predict import CLASSIFIER_INDEX
     from xc_core.paths import dataset_dir, index_dir
     from xc_core.profiles import get_profile
     from xc_core.serving import predict_from_champion

@@ -49,6 +49,7 @@ class LiveModel:
     dataset: str
     home: Path
     cache: Path
+    pinned: str | None = None  # serve this version and follow no alias (a canary, a benchmark of one version)
     on_swap: Callable[[Loaded, Loaded | None], None] | None = None  # metrics hook: (new, old)
     on_failure: Callable[[str], None] | None = None
     current: Loaded | None = None
@@ -62,10 +63,12 @@ class LiveModel:
         return model_name(self.dataset)
 
     def champion(self) -> str | None:
-        """The version the ``champion`` alias names now (None: no champion yet)."""
+        """The version the ``champion`` alias names now (None: no champion yet), or the pinned version."""
         from xc_core.tracking.registry import champion_version
         from xc_core.tracking.store import tracking_uri
 
+        if self.pinned is not None:
+            return self.pinned
         version = champion_version(self.dataset, tracking_uri(self.home))
         return None if version is None else str(version.version)
 

@@ -54,8 +54,9 @@ def check_loopback(host: str) -> str:
     return host
 
 
-def start_live(dataset: str, home: Path) -> LiveModel:
-    """The live model with the champion loaded (or a clear reason why not yet, in ``last_error``)."""
+def start_live(dataset: str, home: Path, version: str | None = None) -> LiveModel:
+    """The live model with the champion (or the pinned ``version``) loaded, or a clear reason why not yet in
+    ``last_error``; a pinned version that does not load is an error."""
     import mlflow
     from mlflow.exceptions import MlflowException
 
@@ -67,26 +68,30 @@ def start_live(dataset: str, home: Path) -> LiveModel:
     except MlflowException:
         raise LookupError(f"{model_name(dataset)} is not in the registry of {home}: train, evaluate and promote "
                           f"a method first (`make run`, or `xc run --dataset {dataset}`)") from None
-    live = LiveModel(dataset, home, serving_cache(home, dataset))
+    live = LiveModel(dataset, home, serving_cache(home, dataset), pinned=version)
     live.refresh()
+    if live.current is None and version is not None:
+        raise LookupError(f"{model_name(dataset)} v{version}: {live.last_error}")
     if live.current is None:
         log.warning("%s: not ready yet — %s", live.model_name, live.status()["reason"])
     return live
 
 
 def serve(dataset: str, home: Path, host: str = "127.0.0.1", port: int = DEFAULT_PORT, poll_s: float = 5.0,
-          limits: Limits | None = None, max_batch: int = 64) -> dict[str, Any]:
-    """Serve until stopped; returns what was served (for the CLI's last line)."""
+          limits: Limits | None = None, max_batch: int = 64, version: str | None = None) -> dict[str, Any]:
+    """Serve until stopped (``version``: that version only, no alias followed; its streamed keywords still are);
+    returns what was served (for the CLI's last line)."""
     import uvicorn
 
     check_loopback(host)
-    live = start_live(dataset, home)
+    live = start_live(dataset, home, version)
     app = create_app(live, limits, max_batch)
     stop = threading.Event()
     live.follow(poll_s, stop)
     current = live.current
-    log.warning("xc serve: %s %s on http://%s:%d (follows @champion every %.1f s)", live.model_name,
-                f"v{current.version} ({current.method})" if current else "(not ready)", host, port, poll_s)
+    follows = "pinned, follows no alias" if version else "follows @champion"
+    log.warning("xc serve: %s %s on http://%s:%d (%s, looks every %.1f s)", live.model_name,
+                f"v{current.version} ({current.method})" if current else "(not ready)", host, port, follows, poll_s)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
     try:
         server.run()
