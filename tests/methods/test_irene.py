@@ -353,25 +353,39 @@ def test_xc_add_keywords_prints_one_json_line(irene_home: Path, tmp_path: Path) 
     assert failed.returncode == 2 and "none.csv" in failed.stderr and "Traceback" not in failed.stderr
 
 
-def test_xc_predict_names_a_streamed_keyword_when_irene_is_champion(irene_home: Path, tmp_path: Path) -> None:
+def test_keywords_streamed_after_the_registration_are_served_without_a_restart(irene_home: Path,
+                                                                              tmp_path: Path) -> None:
+    """IRENE champion: `xc predict` and a running `xc serve` (its live model) answer a keyword streamed into the
+    home's index after the version was registered — no re-registration, no restart."""
     import mlflow
 
     from xc_core.serving import predict_from_champion
-    from xc_core.tracking.registry import CHAMPION, model_name, register
+    from xc_core.serving.live import LiveModel
+    from xc_core.tracking.registry import CHAMPION, model_name, register, served_model
     from xc_core.tracking.store import tracking_uri
     from xc_core.training.record import TrainedModel
 
     home = tmp_path / "home"  # a copy: the session's home keeps no champion
     shutil.copytree(irene_home, home, ignore=shutil.ignore_patterns("events", "simulate", "graphs"))
     trained = TrainedModel.of(home, "synthetic", "irene", "tiny")
-    version = register(trained.model_uri, "synthetic", {"method": "irene", "profile": "tiny"}, tracking_uri(home))
+    logged = served_model(home, "synthetic", "irene", "tiny", trained, "test")
+    version = register(logged.model_uri, "synthetic", {"method": "irene", "profile": "tiny"}, tracking_uri(home))
     mlflow.MlflowClient(tracking_uri(home)).set_registered_model_alias(model_name("synthetic"), CHAMPION, version)
+    live = LiveModel("synthetic", home, tmp_path / "cache")
+    assert live.refresh() and live.current is not None and live.current.method == "irene"
+    before = live.current
     added = add_keywords(home, "synthetic", "tiny", ["quizzical marmalade drone"], ["kw-drone"])
     answer = predict_from_champion("synthetic", "quizzical marmalade drone", home, k=5)
     assert answer["method"] == "irene"
     streamed = [row for row in answer["labels"] if row.get("streamed")]
     assert {"label": "quizzical marmalade drone", "label_id": "kw-drone"}.items() <= streamed[0].items()
     assert added["first_id"] >= XCDataset.load(home / "datasets" / "synthetic").n_labels
+    assert not before.model.answer(["quizzical marmalade drone"], 5)[0]["labels"][0].get("streamed")
+    assert live.refresh(), "the live model picks the streamed keyword up at its next look"
+    assert live.current.version == before.version  # the same version, over the home's grown index
+    served = live.current.model.answer(["quizzical marmalade drone"], 5)[0]["labels"]
+    assert served[0]["label_id"] == "kw-drone" and served[0]["streamed"]
+    assert not live.refresh(), "nothing new: no swap"
 
 
 # -- Dagster -----------------------------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -135,8 +137,11 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def create_app(live: LiveModel, limits: Limits | None = None, max_batch: int = 64) -> FastAPI:
-    """The FastAPI application over ``live`` (its batcher starts here and stops with the app)."""
+def create_app(live: LiveModel, limits: Limits | None = None, max_batch: int = 64,
+               follow_s: float | None = None) -> FastAPI:
+    """The FastAPI application over ``live``. Its lifespan owns the rest: the batcher, the thread that follows
+    the alias every ``follow_s`` seconds (None: none), and on shutdown the process's copy of the model (uvicorn
+    re-raises SIGTERM after its shutdown, so nothing after ``server.run()`` would run)."""
     from contextlib import asynccontextmanager
 
     from prometheus_client import CONTENT_TYPE_LATEST
@@ -150,8 +155,13 @@ def create_app(live: LiveModel, limits: Limits | None = None, max_batch: int = 6
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        stop = threading.Event()
+        if follow_s is not None:
+            live.follow(follow_s, stop)
         yield
+        stop.set()
         batcher.close()
+        shutil.rmtree(live.cache, ignore_errors=True)
 
     app = FastAPI(title="xc serve", description=__doc__, lifespan=lifespan, docs_url="/docs", redoc_url=None)
     app.state.live, app.state.metrics, app.state.limits = live, metrics, limits

@@ -54,7 +54,9 @@ class LiveModel:
     on_failure: Callable[[str], None] | None = None
     current: Loaded | None = None
     last_error: str = ""
+    retry_s: float = 30.0  # a version that failed to load is tried again after this, doubling up to 10 minutes
     _refreshing: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _failed: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)  # version → (tries, next try)
 
     @property
     def model_name(self) -> str:
@@ -76,15 +78,24 @@ class LiveModel:
         """Follow the alias (and the home's streamed keywords) once; True when a new model was swapped in.
         Never raises: a failure leaves the serving version in place and is recorded in ``last_error``."""
         with self._refreshing:  # one load at a time: a slow download is not started twice
+            version = None
             try:
                 version = self.champion()
                 if version is not None and (self.current is None or version != self.current.version):
+                    if not self._due(version):
+                        return False
                     self._swap(self.load(version))
+                    self._failed.pop(version, None)
                     return True
                 return self._restream()
             except Exception as exc:  # the old version keeps serving whatever went wrong
-                self._fail(exc)
+                self._fail(exc, version)
                 return False
+
+    def _due(self, version: str) -> bool:
+        """False while a version that failed to load waits for its next try (a corrupt model is not downloaded
+        again at every look)."""
+        return time.monotonic() >= self._failed.get(version, (0, 0.0))[1]
 
     def load(self, version: str) -> Loaded:
         """Download, load and warm ``version`` (nothing else is touched: the serving version stays in place)."""
@@ -133,7 +144,10 @@ class LiveModel:
         log.info("serving %s v%s (%s)%s", self.model_name, new.version, new.method,
                  f", replacing v{old.version}" if old is not None else "")
 
-    def _fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: BaseException, version: str | None = None) -> None:
+        if version is not None and (self.current is None or version != self.current.version):
+            tries = self._failed.get(version, (0, 0.0))[0] + 1
+            self._failed[version] = (tries, time.monotonic() + min(self.retry_s * 2 ** (tries - 1), 600.0))
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         serving = f"v{self.current.version} keeps serving" if self.current else "nothing is served yet"
         self.last_error = f"{type(exc).__name__}: {text} ({serving})"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -85,19 +84,13 @@ def serve(dataset: str, home: Path, host: str = "127.0.0.1", port: int = DEFAULT
 
     check_loopback(host)
     live = start_live(dataset, home, version)
-    app = create_app(live, limits, max_batch)
-    stop = threading.Event()
-    live.follow(poll_s, stop)
+    app = create_app(live, limits, max_batch, follow_s=poll_s)
     current = live.current
     follows = "pinned, follows no alias" if version else "follows @champion"
     log.warning("xc serve: %s %s on http://%s:%d (%s, looks every %.1f s)", live.model_name,
                 f"v{current.version} ({current.method})" if current else "(not ready)", host, port, follows, poll_s)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
-    try:
-        server.run()
-    finally:
-        stop.set()
-        shutil.rmtree(live.cache, ignore_errors=True)
+    server.run()  # on SIGINT/SIGTERM the app's lifespan stops the follower and removes the copy
     final = live.current
     return {"dataset": dataset, "model": live.model_name, "served_version": final.version if final else None,
             "url": f"http://{host}:{port}"}

@@ -260,7 +260,7 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     tag is how serving finds the method that scores it."""
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
-    from xc_core.tracking.store import activate, git_commit, tracking_uri
+    from xc_core.tracking.store import git_commit, tracking_uri
     from xc_core.training.record import TrainedModel
 
     trained = TrainedModel.of(home, dataset, method, profile)
@@ -275,7 +275,6 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     if trained.summary.get("depends_on_run_id"):  # a model built on another run's (e.g. IRENE on its encoder)
         tags["depends_on_run_id"] = str(trained.summary["depends_on_run_id"])
     uri = tracking_uri(home)
-    activate(uri)
     served = served_model(home, dataset, method, profile, trained, commit)
     version = register(served.model_uri, dataset, tags, uri)
     return {"model": model_name(dataset), "version": version, "metrics": metrics, "tracking_uri": uri,
@@ -288,7 +287,9 @@ def served_model(home: Path, dataset: str, method: str, profile: str, trained: A
     from xc_core.datasets.container import XCDataset
     from xc_core.paths import dataset_dir, index_dir
     from xc_core.tracking.served import log_served
+    from xc_core.tracking.store import activate, tracking_uri
 
+    activate(tracking_uri(home))
     data = XCDataset.load(dataset_dir(home, dataset))
     info = {"method": method, "dataset": dataset, "profile": profile, "trained_model_uri": trained.model_uri,
             "git_commit": commit}
