@@ -15,7 +15,7 @@ export XC_HOME
 MLFLOW_STORE = $(abspath $(XC_HOME))/mlflow
 MLFLOW_URI = sqlite:///$(MLFLOW_STORE)/mlflow.db
 
-.PHONY: install peers run results lint test ui ui-snapshot mlflow-ui bench clean
+.PHONY: install peers run results lint test ui ui-snapshot mlflow-ui serve bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -93,6 +93,13 @@ mlflow-ui: $(STAMP)
 
 ui: $(STAMP) $(XC_DAGSTER_STATE)
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# the champion over HTTP on 127.0.0.1 (POST /predict, /health, /ready, /metrics); it follows @champion, so run it
+# beside `make ui` and every promotion is served without a restart (README "Serving the champion")
+SERVE_PORT ?= 8900
+export XC_SERVE_PORT := $(SERVE_PORT)
+serve: $(STAMP)
+	$(BIN)/xc serve --dataset $(DATASET) --home $(XC_HOME) --port $(SERVE_PORT)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ingest.py

@@ -217,6 +217,11 @@ def test_xc_serve_answers_single_and_batched_queries_and_reports_itself(home: Pa
     assert 'xc_serve_requests_total{endpoint="predict",status="200"}' in metrics
     assert 'xc_serve_model_version{method="pretrained",model="xc-encoder-synthetic"} 1.0' in metrics
     assert "xc_serve_request_seconds_bucket" in metrics and "xc_serve_queries_total" in metrics
+    from xc_core.serving import live_status
+
+    port = int(xc_server.rsplit(":", 1)[1])  # what the promotion's Dagster metadata reports about serving
+    assert live_status(DATASET, home, port)["live_version"] == "1"
+    assert live_status(DATASET, home, _free_port())["live_version"] == "not running"
 
 
 @pytest.mark.parametrize(("body", "status", "says"), [

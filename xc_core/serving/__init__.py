@@ -21,6 +21,44 @@ if TYPE_CHECKING:
     from xc_core.tracking.served import ServedModel
 
 
+#: where ``xc serve`` listens unless told otherwise (``make serve`` sets it from SERVE_PORT)
+PORT_ENV = "XC_SERVE_PORT"
+
+
+def serve_port() -> int:
+    import os
+
+    from xc_core.serving.server import DEFAULT_PORT
+
+    return int(os.environ.get(PORT_ENV, DEFAULT_PORT))
+
+
+def live_status(dataset: str, home: Path, port: int | None = None, timeout: float = 1.0) -> dict[str, Any]:
+    """What the promotion reports about serving: the command that serves ``dataset``'s champion, its URL, and —
+    when a service answers on that port for this data set — the version it is serving now (it moves to a newly
+    promoted one at its next look at the alias)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from xc_core.tracking.registry import model_name
+
+    port = port or serve_port()
+    url = f"http://127.0.0.1:{port}"
+    out: dict[str, Any] = {"serve_command": f"xc serve --dataset {dataset} --home {home} --port {port}",
+                           "serve_url": f"{url}/ready", "live_version": "not running"}
+    try:
+        with urllib.request.urlopen(f"{url}/ready", timeout=timeout) as response:
+            status = json.loads(response.read())
+    except urllib.error.HTTPError as error:  # 503: up, nothing loaded yet
+        status = json.loads(error.read() or b"{}")
+    except (OSError, ValueError):
+        return out
+    if status.get("model") != model_name(dataset):
+        return {**out, "live_version": f"port {port} serves {status.get('model', 'something else')}"}
+    return {**out, "live_version": str(status.get("version") or "none loaded")}
+
+
 def champion_uri(dataset: str) -> str:
     from xc_core.tracking.registry import CHAMPION, model_name
 
@@ -36,6 +74,8 @@ def with_home_index(model: ServedModel, home: Path) -> ServedModel:
     from xc_core.paths import index_dir
 
     info = model.info
+    if model.index is None:
+        return model
     folder = index_dir(home, info["dataset"], info["method"], info["profile"])
     try:
         manifest = json.loads((folder / "manifest.json").read_text())
@@ -44,7 +84,7 @@ def with_home_index(model: ServedModel, home: Path) -> ServedModel:
     if manifest.get("model_uri") != model.index.model_uri or manifest.get("sha256") == model.index_sha256:
         return model
     refreshed = model.with_index(folder)
-    if refreshed.index.count != len(refreshed.labels.texts) + len(refreshed.labels.streamed):
+    if refreshed.n_served != len(refreshed.labels.texts) + len(refreshed.labels.streamed):
         return model  # the index is newer than its streamed-keyword table: a stream is being written
     return refreshed
 

@@ -172,7 +172,7 @@ class LiveModel:
             return {"ready": False, "model": self.model_name,
                     "reason": self.last_error or f"{self.model_name} has no champion yet"}
         return {"ready": True, "model": self.model_name, "version": current.version, "method": current.method,
-                "labels": current.model.index.count, "loaded_at": time.strftime(
+                "labels": current.model.n_served, "loaded_at": time.strftime(
                     "%Y-%m-%dT%H:%M:%SZ", time.gmtime(current.loaded_at)),
                 **({"last_error": self.last_error} if self.last_error else {})}
 

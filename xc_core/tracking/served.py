@@ -6,7 +6,8 @@ A served model bundles, as artefacts of one MLflow pyfunc model (logged "from co
 - ``model/``: the method's own pyfunc model as its training logged it (texts → query vectors: the encoder, or
   TextGNN's / OAK's query tower; a ``-clf`` method's W, fusion weights and lexical channel travel inside it);
 - ``index/``: the label index the evaluation built for that model (manifest-checked), with the classifier
-  index and label vectors of a ``-clf`` method and the keywords streamed into it so far (IRENE);
+  index and label vectors of a ``-clf`` method and the keywords streamed into it so far (IRENE); empty for a
+  method whose evaluation builds no index: its model's output is then one score per label (``search: scores``);
 - ``labels.parquet``: index id → label id and text;
 - ``served.json``: what it is (method, data set, profile, the training run's model URI, the largest k).
 
@@ -85,8 +86,8 @@ class ServedModel:
     (what a client sees). Immutable: a refreshed index is a new object, so a request in flight keeps the one it
     started with."""
 
-    embedder: Any  # the method's pyfunc model: predict(list[str]) → (n, dim) unit vectors
-    index: LabelIndex
+    embedder: Any  # the method's pyfunc model: predict(list[str]) → (n, dim) query vectors, or (n, labels) scores
+    index: LabelIndex | None  # None: the method's model scores every label itself (no index)
     labels: Labels
     info: dict[str, Any]
     fused: FusedClassifier | None = None
@@ -104,9 +105,16 @@ class ServedModel:
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.predict(list(texts)), dtype=np.float32)
 
+    @property
+    def n_served(self) -> int:
+        """Labels it can answer: the data set's and the keywords streamed in."""
+        return self.index.count if self.index is not None else len(self.labels.texts)
+
     def search(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, index ids), (len(texts), ≤ k) best first; id −1 pads."""
         vectors = self.embed(texts)
+        if self.index is None:
+            return top_k(vectors, k, len(self.labels.texts))
         if self.fused is None or self.classifier_index is None or self.label_vectors is None:
             return self.index.search(vectors, k)
         return fused_search(vectors, self.index, self.classifier_index, self.label_vectors, self.fused, k,
@@ -130,10 +138,24 @@ class ServedModel:
     def with_index(self, folder: Path) -> ServedModel:
         """The same model over another copy of its index (the home's, after keywords were streamed into it):
         refused unless the index was built for the same trained model and data set."""
+        if self.index is None:
+            return self
         index = LabelIndex.load(folder, expect_model_uri=self.index.model_uri, expect_dataset=self.index.dataset)
         labels = replace(self.labels, streamed=_streamed(folder))
         info = {**self.info, "index_sha256": _manifest(folder).get("sha256", "")}
         return replace(self, index=index, labels=labels, info=info)
+
+
+def top_k(scores: np.ndarray, k: int, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of per-label scores (a method served without an index), best first."""
+    if scores.ndim != 2 or scores.shape[1] != n_labels:
+        raise ServedModelError(f"the method's model gave scores of shape {scores.shape}, expected (queries, "
+                               f"{n_labels}) — a method with no label index must score every label")
+    k = min(k, n_labels)
+    ids = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(scores, ids, axis=1), axis=1, kind="stable")
+    ids = np.take_along_axis(ids, order, axis=1)
+    return np.take_along_axis(scores, ids, axis=1), ids.astype(np.int64)
 
 
 def check_k(k: Any, max_k: int) -> int:
@@ -164,9 +186,9 @@ def load_served(artifacts: dict[str, str]) -> ServedModel:
         raise ServedModelError(f"served model format {info.get('format')!r}, this xc reads {FORMAT}: re-register it")
     folder = Path(artifacts["index"])
     try:
-        index = LabelIndex.load(folder, expect_dataset=info["dataset"])
+        index = LabelIndex.load(folder, expect_dataset=info["dataset"]) if info.get("search") != "scores" else None
         classifier_index = None
-        if (folder / CLASSIFIER_INDEX).is_dir():
+        if index is not None and (folder / CLASSIFIER_INDEX).is_dir():
             classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=info["dataset"])
     except IndexError_ as exc:
         raise ServedModelError(str(exc)) from exc
@@ -183,7 +205,7 @@ def load_served(artifacts: dict[str, str]) -> ServedModel:
     if len(labels.texts) != int(info["n_labels"]):
         raise ServedModelError(f"{artifacts['labels']}: {len(labels.texts)} labels, served.json says "
                                f"{info['n_labels']}")
-    info["index_sha256"] = _manifest(folder).get("sha256", "")
+    info["index_sha256"] = _manifest(folder).get("sha256", "") if index is not None else ""
     return ServedModel(embedder, index, labels, info, fused if isinstance(fused, FusedClassifier) else None,
                        classifier_index, vectors)
 
@@ -216,17 +238,17 @@ def bundle_parts(index_folder: Path, label_ids: list[str], label_texts: list[str
                  out: Path) -> dict[str, str]:
     """Write the served model's own parts into ``out`` (the index's serving files, labels, served.json); returns
     their artefact paths (the method's model is added by the caller)."""
-    if not (index_folder / "manifest.json").exists():
-        raise FileNotFoundError(f"{index_folder}: no label index — evaluate the method first "
-                                f"(`xc eval --dataset {info['dataset']} --method {info['method']}`)")
     index = out / "index"
     index.mkdir(parents=True)
-    for name in INDEX_FILES:
+    (index / ".keep").touch()  # an artefact folder MLflow keeps even when empty
+    info = {**info, "search": "index" if (index_folder / "manifest.json").exists() else "scores"}
+    for name in INDEX_FILES if info["search"] == "index" else ():
         if (index_folder / name).exists() and (name != LABEL_VECTORS or (index_folder / CLASSIFIER_INDEX).is_dir()):
             shutil.copy2(index_folder / name, index / name)
     if (index_folder / CLASSIFIER_INDEX).is_dir():
         shutil.copytree(index_folder / CLASSIFIER_INDEX, index / CLASSIFIER_INDEX)
-    LabelIndex.load(index, expect_dataset=info["dataset"])  # refuse to register a corrupt index
+    if info["search"] == "index":
+        LabelIndex.load(index, expect_dataset=info["dataset"])  # refuse to register a corrupt index
     labels = out / LABELS_FILE
     ids = list(label_ids) if label_ids else [str(i) for i in range(len(label_texts))]
     pl.DataFrame({"id": np.arange(len(label_texts), dtype=np.int64), "label_id": ids, "text": list(label_texts)},

@@ -103,9 +103,20 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
             "champion_metrics": dg.MetadataValue.json(decision.champion or {}),
             "paired_lead": dg.MetadataValue.json(asdict(decision.paired) if decision.paired else {}),
             "ab_test": dg.MetadataValue.json(_ab_summary(xc_home, version, current)),
-            "policy": dg.MetadataValue.json(_policy(config).model_dump())})
+            "policy": dg.MetadataValue.json(_policy(config).model_dump()), **_serving(dataset, xc_home)})
 
     return beats_champion
+
+
+def _serving(dataset: str, xc_home: XcHome) -> dict:
+    """Where the champion is served (``xc serve``, not an asset: a long-running process that follows the alias)
+    and which version that service answers with now."""
+    from xc_core.serving import live_status
+
+    status = live_status(dataset, xc_home.path)
+    return {"serve_url": dg.MetadataValue.url(status["serve_url"]),
+            "serve_command": dg.MetadataValue.text(status["serve_command"]),
+            "live_version": dg.MetadataValue.text(status["live_version"])}
 
 
 def _ab_summary(xc_home: XcHome, challenger, champion) -> dict:
@@ -135,6 +146,7 @@ def _champion(dataset: str) -> dg.AssetsDefinition:
             context.log.info(f"champion unchanged, v{version.version} not promoted: {decision.reason}")
             return
         context.log.info(f"champion is now v{version.version}: {decision.reason}")
-        yield dg.MaterializeResult(metadata={"champion_version": str(version.version), "reason": decision.reason})
+        yield dg.MaterializeResult(metadata={"champion_version": str(version.version), "reason": decision.reason,
+                                             **_serving(dataset, xc_home)})
 
     return champion
