@@ -299,6 +299,14 @@ def test_the_scorer_serves_the_registered_model_through_the_predicted_linker(oak
     assert not np.allclose(reps, encoder.encode(texts), atol=1e-4)  # the trained layer uses the graph
     expected = LabelIndex.load(index_dir(oak_home, "synthetic", "oak", "tiny")).search(reps, 5)
     assert (ids == expected[1]).all() and np.allclose(scores, expected[0], atol=1e-5)
+    import mlflow
+
+    from xc_core.tracking.registry import served_model
+
+    # what registration logs answers by itself (encoder, linker, GCN and the index inside), as the scorer does
+    logged = served_model(oak_home, "synthetic", "oak", "tiny", trained, "test")
+    bundled = mlflow.pyfunc.load_model(logged.model_uri).unwrap_python_model().model
+    assert (bundled.search(list(texts), 5)[1] == ids).all()
 
 
 def test_oak_oracle_reuses_oaks_model_and_trains_the_same_one_without_it(oak_home: Path,

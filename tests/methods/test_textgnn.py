@@ -282,6 +282,15 @@ def test_train_index_evaluate_and_serve_on_the_tiny_synthetic_home(textgnn_home:
     again = method.analyse(data, trained, preds, textgnn_home / "tmp-again")  # a second seed's evaluation, same process
     assert again["textgnn"]["relevance"]["textgnn"]["auc"] == relevance["textgnn"]["auc"]
     score = method.scorer(Served(trained.model_uri, textgnn_home, "synthetic", "tiny"))
-    scores, ids = score([data.train_texts[0], "a query nobody typed"], 5)
+    texts = [data.train_texts[0], "a query nobody typed"]
+    scores, ids = score(texts, 5)
     assert ids.shape == (2, 5) and (ids >= 0).all()
     assert np.all(np.diff(scores, axis=1) <= 1e-6)
+    import mlflow
+
+    from xc_core.tracking.registry import served_model
+
+    # what registration logs answers by itself (query tower + neighbours + its index inside), as the scorer does
+    logged = served_model(textgnn_home, "synthetic", "textgnn", "tiny", trained, "test")
+    bundled = mlflow.pyfunc.load_model(logged.model_uri).unwrap_python_model().model
+    assert (bundled.search(texts, 5)[1] == ids).all() and bundled.info["search"] == "index"

@@ -17,6 +17,10 @@ On disk (``save``/``load``): Parquet tables plus ``.npz`` matrices and a ``meta.
 
 ``test_edges.parquet`` is written only when the set has test edges, and a folder without it loads with
 none, so folders written before it existed load unchanged and sets without test edges write the same files.
+
+Item metadata (``label_attributes``: the canonical events' ``brand`` and ``location`` per label, where the source
+carries them) are extra columns of ``labels.parquet``, written only when present: a data set without them (aol-1000,
+wikispeedia, XC folders) writes and loads exactly as before.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ TRAIN_FILTER = "train_filter_pairs.parquet"
 #: Inverse-propensity constants (A, B) of a data set whose meta names none: the XC repository's general
 #: ones (Jain et al. 2016; pyxclib's default). Wikipedia-like sets use (0.5, 0.4), Amazon-like (0.6, 2.6).
 DEFAULT_PSP: tuple[float, float] = (0.55, 1.5)
+#: ``labels.parquet``'s own columns; any other column is an item attribute (``XCDataset.label_attributes``)
+LABEL_COLUMNS = ("label_id", "text", "novel")
 
 
 def _edges(array: np.ndarray | list[tuple[int, int]] | None) -> np.ndarray:
@@ -137,6 +143,9 @@ class XCDataset:
     #: (train document, label) pairs the same rule removes from every *validation* ranking (XC repo
     #: ``filter_labels_train.txt``, or own labels found by text): validation mirrors the test filter.
     train_filter_pairs: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
+    #: item metadata per label, by attribute (``brand``, ``location``): one value or None per label; only
+    #: attributes some label carries (empty when the source has none: aol-1000, wikispeedia, XC folders)
+    label_attributes: dict[str, list[str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.y_train = sp.csr_matrix(self.y_train, dtype=np.float32)
@@ -169,6 +178,10 @@ class XCDataset:
                                (self.test_decile, n_test, "test_decile")):
             if flags is not None and len(flags) != n:
                 raise ValueError(f"{self.name}: {what} has {len(flags)} entries, expected {n}")
+        for attribute, values in self.label_attributes.items():
+            if attribute in LABEL_COLUMNS or len(values) != n_labels:
+                raise ValueError(f"{self.name}: label attribute '{attribute}' has {len(values)} entries, expected "
+                                 f"{n_labels} (and may not be named {', '.join(LABEL_COLUMNS)})")
         for a in self.anchor_sets.values():
             for edges, rows, side, space in ((a.doc_edges, n_train, "doc_edges", "train documents"),
                                              (a.label_edges, n_labels, "label_edges", "labels"),
@@ -240,7 +253,7 @@ class XCDataset:
             y_train=y[train_rows], y_test=y[val_rows], train_ids=[self.train_ids[i] for i in train_rows],
             test_ids=[self.train_ids[i] for i in val_rows], label_ids=self.label_ids, anchor_sets=anchor_sets,
             filter_pairs=own, meta={**self.meta, "split": "validation"},
-            train_filter_pairs=self.own_label_pairs(train_rows))
+            train_filter_pairs=self.own_label_pairs(train_rows), label_attributes=self.label_attributes)
 
     @property
     def n_labels(self) -> int:
@@ -261,6 +274,9 @@ class XCDataset:
             "filter_pairs": {"test": len(self.filter_pairs),
                              "validation": len(self.own_label_pairs(np.arange(len(self.train_texts))))},
             **({"own_label_pairs": self.meta["own_label_pairs"]} if "own_label_pairs" in self.meta else {}),
+            # item metadata: labels carrying each attribute
+            **({"label_attributes": {a: sum(v is not None for v in values)
+                                     for a, values in self.label_attributes.items()}} if self.label_attributes else {}),
             "anchor_sets": {
                 name: {"anchors": len(a.texts), "doc_edges": len(a.doc_edges), "label_edges": len(a.label_edges),
                        **a.coverage(len(self.train_texts), self.n_labels), "test_edges": len(a.test_edges),
@@ -296,8 +312,10 @@ class XCDataset:
                   if self.test_decile is not None else np.full(len(novel), -1))
         docs.with_columns(novel=pl.Series(novel), decile=pl.Series(decile, dtype=pl.Int16)).write_parquet(
             out / "documents.parquet")
-        pl.DataFrame({"label_id": self.label_ids, "text": self.label_texts, "novel": self.label_novel},
-                     schema={"label_id": pl.String, "text": pl.String, "novel": pl.Boolean}).write_parquet(
+        pl.DataFrame({"label_id": self.label_ids, "text": self.label_texts, "novel": self.label_novel,
+                      **self.label_attributes},
+                     schema={"label_id": pl.String, "text": pl.String, "novel": pl.Boolean,
+                             **dict.fromkeys(self.label_attributes, pl.String)}).write_parquet(
             out / "labels.parquet")
         sp.save_npz(out / "y_train.npz", self.y_train)
         sp.save_npz(out / "y_test.npz", self.y_test)
@@ -354,6 +372,7 @@ class XCDataset:
                                 if (directory / TRAIN_FILTER).exists() else _edges(None)),
             test_novel=test.get_column("novel").to_numpy(), label_novel=labels.get_column("novel").to_numpy(),
             test_decile=decile if (decile >= 0).any() else None,
+            label_attributes={c: labels.get_column(c).to_list() for c in labels.columns if c not in LABEL_COLUMNS},
             meta={k: v for k, v in meta.items() if k not in ("name", "format_version", "anchor_sets")},
         )
 

@@ -119,12 +119,17 @@ def _missing_keys(con: duckdb.DuckDBPyConnection, store: EventStore, cfg: Events
     return int(total[0][0]) - int(kept[0][0])
 
 
+#: item metadata columns of the canonical events a label keeps (``XCDataset.label_attributes``) when any label has one
+ITEM_ATTRIBUTES = ("brand", "location")
+
+
 def _pairs(con: duckdb.DuckDBPyConnection, source: str, params: list[object], lo: datetime,
            hi: datetime, kept: str = "TRUE") -> pl.DataFrame:
+    attributes = "".join(f", any_value({a}) AS {a}" for a in ITEM_ATTRIBUTES)
     return _frame(
-        con, f"SELECT query_text AS query, item_id AS item, any_value(item_text) AS item_text, count(*) AS clicks "
-        f"FROM {source} WHERE clicked AND item_id IS NOT NULL AND ts >= ? AND ts < ? AND {kept} GROUP BY ALL "
-        "ORDER BY ALL", [*params, lo, hi])
+        con, f"SELECT query_text AS query, item_id AS item, any_value(item_text) AS item_text{attributes}, "
+        f"count(*) AS clicks FROM {source} WHERE clicked AND item_id IS NOT NULL AND ts >= ? AND ts < ? AND {kept} "
+        "GROUP BY query, item ORDER BY query, item", [*params, lo, hi])
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> pl.DataFrame:
@@ -236,8 +241,8 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
     graph_cfg = cfg.graph_config()
     if not tables_current(store, graphs_dir, first, split, graph_cfg):
         build_graph_tables(store, graphs_dir, first, split, graph_cfg)
-    labels_frame = (pl.concat([train, test]).group_by("item").agg(pl.col("item_text").drop_nulls().first())
-                    .sort("item"))
+    labels_frame = (pl.concat([train, test]).group_by("item")
+                    .agg(pl.col("item_text", *ITEM_ATTRIBUTES).drop_nulls().first()).sort("item"))
     label_ids = labels_frame.get_column("item").to_list()
     label_texts = [t or _key_text(i, cfg.label) for t, i in zip(labels_frame.get_column("item_text").to_list(),
                                                                  label_ids, strict=True)]
@@ -267,6 +272,9 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         train_ids=[f"q:{q}" for q in train_docs], test_ids=[f"q:{q}" for q in test_docs], label_ids=label_ids,
         anchor_sets=anchors, test_novel=np.array([q not in seen for q in test_docs], dtype=bool),
         test_decile=np.array([deciles.get(q, 9) for q in test_docs], dtype=np.int64),
+        # brand / location of the items, only where the events carry them (none in aol-1000)
+        label_attributes={a: labels_frame.get_column(a).to_list() for a in ITEM_ATTRIBUTES
+                          if labels_frame.get_column(a).null_count() < len(labels_frame)},
         meta={"protocol": cfg.protocol, "psp_A": cfg.psp_A, "psp_B": cfg.psp_B, "markets": cfg.markets,
               "train_start": first.isoformat(), "split": split.isoformat(), "test_end": end.isoformat(),
               "graphs_dir": str(graphs_dir),

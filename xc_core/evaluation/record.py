@@ -7,6 +7,8 @@ metrics under ``seen_labels``), ``per_row.npz`` (per-query terms for paired inte
 ``false_negatives.parquet``, ``ci.parquet``, and the seen-label view's (``analyses.seen_label_view``: predictions
 restricted to labels with a training positive) ``per_row_seen.npz`` and ``ci_seen.parquet``. An evaluation saved
 before the view existed has none of the three: its record answers None for them.
+On a data set with item metadata the summary also holds ``mismatch`` (brand / location mismatch in the top-k of the
+queries naming one, ``evaluation.mismatch``); elsewhere, and before the measure existed, it has none.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ SUMMARY, PER_ROW, TOP, TOP_SCORES, QUANTILES, FALSE_NEGATIVES, CI = (
 SEEN_PER_ROW, SEEN_CI = "per_row_seen.npz", "ci_seen.parquet"
 #: summary keys of the seen-label view: its metrics, and the test split's shares on labels without a training positive
 SEEN_METRICS, UNTRAINED_SHARE, UNTRAINED_ONLY_ROWS = "seen_labels", "untrained_positive_share", "untrained_only_rows"
+#: summary key of the brand / location mismatch (``evaluation.mismatch``): only on data sets with item metadata
+MISMATCH = "mismatch"
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,13 @@ class EvaluationRecord:
         if UNTRAINED_SHARE not in self.summary:
             return None
         return {"pairs": float(self.summary[UNTRAINED_SHARE]), "rows": float(self.summary[UNTRAINED_ONLY_ROWS])}
+
+    def mismatch(self) -> dict[str, dict[str, Any]] | None:
+        """Per attribute (``brand``, ``location``) the mismatch in the top-k of the test queries naming a value
+        (``evaluation.mismatch.mismatch_summary``: ``queries``, ``rate@k`` …); None on a data set without item
+        metadata, or for an evaluation saved before the measure."""
+        found = self.summary.get(MISMATCH)
+        return dict(found) if found else None
 
     def seen_per_row(self) -> dict[str, np.ndarray] | None:
         """The seen-label view's per-query terms (keys as :meth:`per_row`'s), or None when not saved."""

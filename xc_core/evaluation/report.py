@@ -27,6 +27,9 @@ class MethodResult:
     # empty for an evaluation saved before the view
     seen: dict[str, float] = field(default_factory=dict)
     seen_ci: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    # brand / location mismatch in the top-k of queries naming one (evaluation.mismatch): attribute → its summary;
+    # empty on a data set without item metadata
+    mismatch: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _png(fig: Any) -> str:
@@ -114,7 +117,7 @@ def render_report(dataset: str, results: list[MethodResult], out: Path, diff_tab
                   paired: list[dict[str, Any]] | None = None, tradeoffs: dict[str, Path] | None = None,
                   diff_methods: tuple[str, str] | None = None, abtests: str | None = None) -> Path:
     """Write ``out`` (HTML, from ``templates/report.html.j2``): metrics with CIs (and in the seen-label view, for
-    methods evaluated with it), curves, quantile bars, DIFF@k,
+    methods evaluated with it), brand / location mismatch (data sets with item metadata), curves, quantile bars, DIFF@k,
     subsets, examples, index stats, and for each method with a classifier stage its head/tail trade-off plot
     (``tradeoffs``: method → PNG). ``diff_methods``: (method, baseline) of the DIFF@k table. ``abtests``: the A/B
     section's HTML (``xc_core.abtest.report.render_section``), rendered as is."""
@@ -123,9 +126,12 @@ def render_report(dataset: str, results: list[MethodResult], out: Path, diff_tab
                for r in results for s, m in r.subsets.items()]
     metric_keys, metric_rows = _metric_rows(results)
     seen_keys, seen_rows = _metric_rows([replace(r, metrics=r.seen, ci=r.seen_ci) for r in results if r.seen])
+    from xc_core.evaluation.mismatch import mismatch_rows
+
+    mismatch = mismatch_rows({r.method: r.mismatch for r in results if r.mismatch})
     page = _template().render(
         dataset=dataset, notes=notes, metric_keys=metric_keys, metric_rows=metric_rows, paired=paired or [],
-        seen_keys=seen_keys, seen_rows=seen_rows,
+        seen_keys=seen_keys, seen_rows=seen_rows, mismatch=mismatch,
         curves=_curves(results), quantile_chart=_quantile_chart(results), diff_table=diff_table,
         diff_methods=diff_methods or ("method", "baseline"),
         tradeoffs={m: base64.b64encode(p.read_bytes()).decode() for m, p in (tradeoffs or {}).items()},

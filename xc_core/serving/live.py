@@ -11,8 +11,6 @@ reason is kept in one line (``last_error``, ``/ready``, the log). Keywords strea
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +33,6 @@ class Loaded:
     version: str
     model: ServedModel
     loaded_at: float = field(default_factory=time.time)
-    folder: Path | None = None  # the downloaded copy (removed when the version is replaced)
 
     @property
     def method(self) -> str:
@@ -44,7 +41,8 @@ class Loaded:
 
 @dataclass
 class LiveModel:
-    """The served version of ``dataset``'s champion in ``home``'s registry, downloaded under ``cache``."""
+    """The served version of ``dataset``'s champion in ``home``'s registry (downloads go through ``cache``,
+    removed once loaded: a loaded version lives in memory)."""
 
     dataset: str
     home: Path
@@ -104,22 +102,16 @@ class LiveModel:
         from xc_core.tracking.store import activate, tracking_uri
 
         activate(tracking_uri(self.home))
-        self.cache.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=f"v{version}-", dir=self.cache))
         started = time.perf_counter()
-        try:
-            model = load_registered(f"models:/{self.model_name}/{version}", dst_path=folder)
-            if model is None:
-                raise ServedModelError(f"{self.model_name} v{version} is not a served model (registered by an older "
-                                       "xc): register the method again with `xc promote`")
-            model = with_home_index(model, self.home)
-            warm(model)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
+        model = load_registered(f"models:/{self.model_name}/{version}", scratch=self.cache)
+        if model is None:
+            raise ServedModelError(f"{self.model_name} v{version} is not a served model (registered by an older xc): "
+                                   "register the method again with `xc promote`")
+        model = with_home_index(model, self.home)
+        warm(model)
         log.info("loaded %s v%s (%s) in %.1f s", self.model_name, version, model.info.get("method"),
                  time.perf_counter() - started)
-        return Loaded(version, model, folder=folder)
+        return Loaded(version, model)
 
     def _restream(self) -> bool:
         from xc_core.serving import with_home_index
@@ -131,14 +123,12 @@ class LiveModel:
         if model is current.model:
             return False
         warm(model)
-        self._swap(Loaded(current.version, model, folder=current.folder), keep_folder=True)
+        self._swap(Loaded(current.version, model))
         return True
 
-    def _swap(self, new: Loaded, keep_folder: bool = False) -> None:
+    def _swap(self, new: Loaded) -> None:
         old, self.current = self.current, new  # the one step requests see: a reference assignment
         self.last_error = ""
-        if old is not None and old.folder is not None and not keep_folder and old.folder != new.folder:
-            shutil.rmtree(old.folder, ignore_errors=True)  # loaded in memory: the files are no longer read
         if self.on_swap is not None:
             self.on_swap(new, old)
         log.info("serving %s v%s (%s)%s", self.model_name, new.version, new.method,

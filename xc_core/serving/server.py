@@ -16,8 +16,8 @@ DEFAULT_PORT = 8900
 
 
 def serving_cache(home: Path, dataset: str) -> Path:
-    """Where this process keeps the version it serves (a download of the registered model), one folder per
-    process; folders of processes that are gone (killed before they cleaned up) are removed first."""
+    """Where this process downloads a version before loading it (removed once loaded), one folder per process;
+    folders of processes that are gone (killed mid-download) are removed first."""
     import os
 
     from xc_core.paths import dataset_slug

@@ -13,7 +13,7 @@ import numpy as np
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.fallback import FALLBACK_TABLE, fallback_rows
 from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, top_k
-from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
+from xc_core.evaluation.record import MISMATCH, EvaluationRecord, fingerprint_test_split
 from xc_core.evaluation.report import MethodResult, render_report
 from xc_core.methods import Method, Predictions, get_method
 from xc_core.paths import eval_dir, eval_root, index_dir, report_path
@@ -106,7 +106,11 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
     Beside the full view it saves the seen-label view (``seen_label_view``: predictions restricted to labels with
     a training positive, all the linear peer can score): its metrics in ``summary["seen_labels"]``, its per-query
     terms and intervals in the record, its query-decile rows as ``decile <d>, seen labels`` subsets, and the test
-    split's ``untrained_positive_share`` and ``untrained_only_rows``."""
+    split's ``untrained_positive_share`` and ``untrained_only_rows``.
+
+    On a data set whose labels carry item metadata (``XCDataset.label_attributes``: brand, location) it also
+    saves the brand / location mismatch in the top-k of the test queries naming one
+    (:func:`~xc_core.evaluation.mismatch.mismatch_summary`) as ``summary["mismatch"]``; elsewhere there is none."""
     from xc_core.evaluation import (
         confidence_intervals,
         false_negatives_at_k,
@@ -135,6 +139,9 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
         "novel labels": subset_metrics(dataset.y_test, scores, labels_mask=dataset.label_novel, inv_propensity=inv),
     }
     seen = seen_label_view(dataset.y_test, scores, dataset.y_train, inv_propensity=inv)
+    from xc_core.evaluation.mismatch import mismatch_summary
+
+    mismatch = mismatch_summary(dataset.test_texts, top, dataset.label_attributes)  # {} without item metadata
     if dataset.test_decile is not None:
         from xc_core.evaluation import decile_metrics
 
@@ -148,6 +155,7 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
                "test_split": info.pop("test_split", None) or fingerprint_test_split(dataset), **info,
                "seen_labels": seen.metrics, "untrained_positive_share": seen.untrained_positive_share,
                "untrained_only_rows": seen.untrained_only_rows,
+               **({MISMATCH: mismatch} if mismatch else {}),
                "subsets": subsets, "seconds": round(time.perf_counter() - started, 2)}
     EvaluationRecord.save(out, summary, top, per_row, quantiles, fn, ci, top_scores=_scores_of(scores, top),
                           seen_per_row=seen.per_row, seen_ci=confidence_intervals(seen.per_row))
@@ -182,7 +190,8 @@ def _method_result(record: EvaluationRecord) -> MethodResult:
         index={key: summary.get(key, float("nan"))  # a peer (PECOS) has no label index
                for key in ("hnsw_recall@10", "ms_per_query", "exact_ms_per_query")},
         subsets=summary["subsets"], quantiles=record.quantiles().to_dicts(), mlflow_run_id=record.mlflow_run_id,
-        tables=summary.get("tables", {}), seen=record.seen_metrics() or {}, seen_ci=record.seen_ci() or {})
+        tables=summary.get("tables", {}), seen=record.seen_metrics() or {}, seen_ci=record.seen_ci() or {},
+        mismatch=record.mismatch() or {})
 
 
 #: the paired table's view column: all predictions, or only those on labels with a training positive

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -271,21 +272,29 @@ def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_id
         artifacts = bundle_parts(index_folder, label_ids, label_texts, info, work)
         artifacts["model"] = mlflow.artifacts.download_artifacts(trained_model_uri, dst_path=str(work / "model"))
         example = (["running shoes", "bank of america"], {"k": 10, "output": "labels"})
-        with mlflow.start_run(run_id=run_id):
+        with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
+            # the answer's rows mix strings and floats (dict[str, Any]): MLflow warns it cannot validate Any
+            warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType.*")
             return mlflow.pyfunc.log_model(
                 name=ARTIFACT_NAME, python_model=str(Path(__file__).with_name("served_entry.py")),
                 artifacts=artifacts, pip_requirements=[*PIP_REQUIREMENTS, "faiss-cpu==1.15.1", "polars==2.1.0"],
                 input_example=example)
 
 
-def load_registered(model_uri: str, dst_path: Path | None = None) -> ServedModel | None:
+def load_registered(model_uri: str, scratch: Path | None = None) -> ServedModel | None:
     """The served model behind a registry URI (``models:/NAME@ALIAS`` / ``models:/NAME/VERSION``), or None when
-    that version is not a served model (registered by an older xc: its method's scorer still serves it)."""
+    that version is not a served model (registered by an older xc: its method's scorer still serves it).
+
+    Downloaded into a temporary folder (under ``scratch``, else the system's) that is removed once loaded:
+    every part lives in memory, and a 700 MB aol-1000 copy per call would otherwise pile up."""
     import mlflow
 
-    model = mlflow.pyfunc.load_model(model_uri, dst_path=str(dst_path) if dst_path else None)
-    python_model = model.unwrap_python_model()
-    return python_model.model if isinstance(python_model, ServedPyfunc) else None
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="xc-load-", dir=scratch) as tmp:
+        model = mlflow.pyfunc.load_model(model_uri, dst_path=tmp)
+        python_model = model.unwrap_python_model()
+        return python_model.model if isinstance(python_model, ServedPyfunc) else None
 
 
 def is_registry_uri(uri: str) -> bool:
