@@ -129,14 +129,14 @@ def mismatch_summary(texts: Sequence[str], top: np.ndarray, label_attributes: Ma
 
 def mismatch_rows(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[dict[str, object]]:
     """The report's table: one row per (method, attribute) from each method's summary ``mismatch`` entry, rates in
-    %; empty when no method has one."""
+    % ("–" where no query names a value); empty when no method has one."""
     rows: list[dict[str, object]] = []
     for method, entry in summaries.items():
         for attribute, found in entry.items():
             row: dict[str, object] = {"method": method, "attribute": attribute, "queries": found.get("queries")}
             for key, value in found.items():
                 if key.startswith("rate@"):
-                    row[f"mismatch@{key.split('@')[1]} (%)"] = None if value is None else 100 * float(value)
+                    row[f"mismatch@{key.split('@')[1]} (%)"] = "–" if value is None else 100 * float(value)
             ci = found.get(f"ci@{HEADLINE_K}")
             if ci is not None:
                 row[f"95% CI @{HEADLINE_K} (%)"] = f"[{100 * float(ci[0]):.2f}, {100 * float(ci[1]):.2f}]"
