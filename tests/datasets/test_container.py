@@ -39,6 +39,7 @@ def assert_same_dataset(a: XCDataset, b: XCDataset, *, meta: bool = True) -> Non
     np.testing.assert_array_equal(a.train_filter_pairs, b.train_filter_pairs)
     np.testing.assert_array_equal(a.test_novel, b.test_novel)
     np.testing.assert_array_equal(a.label_novel, b.label_novel)
+    assert a.label_attributes == b.label_attributes
     assert list(a.anchor_sets) == list(b.anchor_sets)
     for name in a.anchor_sets:
         assert_same_anchor_set(a.anchor_sets[name], b.anchor_sets[name])
