@@ -111,7 +111,7 @@ def _champion(summary: dict[str, Any]) -> str:
         return "champion: none (no method was promoted)"
     kept = "" if summary.get("champion") else "unchanged, "
     return (f"champion: {champion['method']} v{champion['version']} "
-            f"({kept}models:/{model_name(summary['dataset'])}@{CHAMPION}; serve it with xc predict)")
+            f"({kept}models:/{model_name(summary['dataset'])}@{CHAMPION}; serve it with make serve or xc predict)")
 
 
 def _current_champion(summary: dict[str, Any]) -> dict[str, Any] | None:
