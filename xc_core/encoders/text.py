@@ -81,6 +81,7 @@ class TextEncoder:
         self._cache: dict[str, tuple[list[int], int]] = {}
         #: what forward() calls: the model itself, or its DistributedDataParallel wrapper during DDP training
         self.runner: Any = self.model
+        self.onnx: Any = None  # an ONNX Runtime session encode() runs instead of torch (serving; onnx_runtime.py)
 
     @property
     def dim(self) -> int:
@@ -117,6 +118,15 @@ class TextEncoder:
             hidden = self.runner(**batch).last_hidden_state
         return mean_pool(hidden.float(), batch["attention_mask"])
 
+    def use_onnx(self, path: Path | str | None) -> None:
+        """Run ``encode`` on ONNX Runtime over the graph exported to ``path`` (``onnx_runtime.export``), with as
+        many threads as torch uses; None goes back to torch. Training (``forward``) always runs torch."""
+        import torch
+
+        from xc_core.encoders.onnx_runtime import OnnxForward
+
+        self.onnx = None if path is None else OnnxForward(Path(path), torch.get_num_threads())
+
     def encode(self, texts: list[str], progress: bool = False, desc: str = "encode") -> np.ndarray:
         """Batched inference: float32 array (len(texts), dim), rows of unit length."""
         import torch
@@ -130,7 +140,11 @@ class TextEncoder:
         with torch.inference_mode():
             for s in tqdm(starts, desc=desc, unit="batch", disable=not progress):
                 idx = order[s: s + self.cfg.batch_size]
-                out[idx] = self.forward([texts[i] for i in idx]).cpu().numpy()
+                if self.onnx is not None:
+                    batch = self.tokenize([texts[i] for i in idx])
+                    out[idx] = self.onnx(batch["input_ids"].cpu().numpy(), batch["attention_mask"].cpu().numpy())
+                else:
+                    out[idx] = self.forward([texts[i] for i in idx]).cpu().numpy()
         return out
 
 

@@ -9,7 +9,10 @@ A served model bundles, as artefacts of one MLflow pyfunc model (logged "from co
   index and label vectors of a ``-clf`` method and the keywords streamed into it so far (IRENE); empty for a
   method whose evaluation builds no index: its model's output is then one score per label (``search: scores``);
 - ``labels.parquet``: index id → label id and text;
-- ``served.json``: what it is (method, data set, profile, the training run's model URI, the largest k).
+- ``served.json``: what it is (method, data set, profile, the training run's model URI, the largest k, the
+  encoder's runtime);
+- ``encoder.onnx``: the method's text encoder for ONNX Runtime, when the export reproduced torch's vectors at
+  registration (``encoders/onnx_runtime.py``; faster on CPU, same rankings); else the encoder runs on torch.
 
 Every method answers through the same search as its evaluation: the method's model embeds the queries, and the
 index is searched — fused with the classifier index when the method's model carries a classifier stage. The
@@ -32,11 +35,12 @@ import polars as pl
 from mlflow.pyfunc import PythonModel
 
 from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS, FusedClassifier, fused_search
+from xc_core.encoders.text import TextEncoder
 from xc_core.index import IndexError_, LabelIndex
 from xc_core.tracking.pyfunc import PIP_REQUIREMENTS
 
 FORMAT = 1
-SERVED_JSON, LABELS_FILE = "served.json", "labels.parquet"
+SERVED_JSON, LABELS_FILE, ONNX_FILE = "served.json", "labels.parquet", "encoder.onnx"
 STREAMED_FILE = "streamed_labels.parquet"  # IRENE's keywords streamed into an index (methods/irene/serve.STREAMED)
 ARTIFACT_NAME = "served"  # the logged model's name inside the training run
 #: largest k a request may ask for (a served model's ``max_k`` is this, or the label count when smaller)
@@ -198,6 +202,11 @@ def load_served(artifacts: dict[str, str]) -> ServedModel:
     except Exception as exc:  # MLflow raises many kinds; each means the method's model folder is unusable
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ServedModelError(f"{artifacts['model']}: the method's model does not load ({first})") from exc
+    encoder = getattr(embedder.unwrap_python_model(), "encoder", None)
+    if "onnx" in artifacts and Path(artifacts["onnx"]).exists() and isinstance(encoder, TextEncoder):
+        encoder.use_onnx(artifacts["onnx"])  # checked against torch at registration
+    else:
+        info["encoder_runtime"] = "torch"
     fused = getattr(embedder.unwrap_python_model(), "classifier", None)
     if fused is not None and classifier_index is None:
         raise ServedModelError(f"{folder}: the model has a classifier stage but the index has no {CLASSIFIER_INDEX}/")
@@ -271,6 +280,11 @@ def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_id
         work = Path(tmp)
         artifacts = bundle_parts(index_folder, label_ids, label_texts, info, work)
         artifacts["model"] = mlflow.artifacts.download_artifacts(trained_model_uri, dst_path=str(work / "model"))
+        runtime = _onnx_encoder(Path(artifacts["model"]), work / ONNX_FILE, label_texts[:64])
+        if (work / ONNX_FILE).exists():
+            artifacts["onnx"] = str(work / ONNX_FILE)
+        served = Path(artifacts["served"])
+        served.write_text(json.dumps({**json.loads(served.read_text()), **runtime}, indent=2) + "\n")
         example = (["running shoes", "bank of america"], {"k": 10, "output": "labels"})
         with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
             # the answer's rows mix strings and floats (dict[str, Any]): MLflow warns it cannot validate Any
@@ -279,6 +293,20 @@ def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_id
                 name=ARTIFACT_NAME, python_model=str(Path(__file__).with_name("served_entry.py")),
                 artifacts=artifacts, pip_requirements=[*PIP_REQUIREMENTS, "faiss-cpu==1.15.1", "polars==2.1.0"],
                 input_example=example)
+
+
+def _onnx_encoder(model_folder: Path, path: Path, sample: list[str]) -> dict[str, Any]:
+    """Export the text encoder of the method's model (when its pyfunc exposes one as ``.encoder``: the encoder
+    family, IRENE, OAK) for ONNX Runtime, checked against torch on ``sample`` (``encoders/onnx_runtime.py``)."""
+    import mlflow
+
+    from xc_core.encoders.onnx_runtime import export_checked
+    from xc_core.encoders.text import TextEncoder
+
+    encoder = getattr(mlflow.pyfunc.load_model(str(model_folder)).unwrap_python_model(), "encoder", None)
+    if not isinstance(encoder, TextEncoder):
+        return {"encoder_runtime": "torch", "onnx": "the method's model has no text encoder of its own to export"}
+    return export_checked(encoder, path, sample)
 
 
 def load_registered(model_uri: str, scratch: Path | None = None) -> ServedModel | None:
