@@ -180,6 +180,23 @@ def test_the_registered_model_answers_top_k_ads_from_a_copy_on_a_machine_without
     assert len(embedding[0]["embedding"]) > 0 and embedding[0]["query"] == query
 
 
+def test_the_served_encoder_runs_on_onnx_runtime_and_ranks_as_torch_does(home: Path) -> None:
+    from xc_core.tracking.served import load_registered
+    from xc_core.tracking.store import activate
+
+    activate(_uri(home))
+    model = load_registered("models:/xc-encoder-synthetic/2")  # pretrained-clf: the fused search too
+    assert model is not None
+    assert model.info["encoder_runtime"] == "onnxruntime", model.info.get("onnx")
+    encoder = model.embedder.unwrap_python_model().encoder
+    assert encoder.onnx is not None
+    texts = XCDataset.load(home / "datasets" / DATASET).test_texts[:40]
+    with_onnx = model.search(texts, 10)
+    encoder.use_onnx(None)
+    with_torch = model.search(texts, 10)
+    assert (with_onnx[1] == with_torch[1]).all() and abs(with_onnx[0] - with_torch[0]).max() < 1e-4
+
+
 def test_mlflow_models_serve_on_the_champion_answers_ads(home: Path) -> None:
     port = _free_port()
     venv_bin = str(Path(sys.executable).parent)  # mlflow starts `uvicorn` from PATH
