@@ -50,9 +50,10 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
     promoted = next(e.step_materialization_data.materialization for e in first.get_asset_materialization_events()
                     if e.step_materialization_data.materialization.asset_key.path[-1] == "champion")
     # the promotion links to serving: the command, its URL, and which version a running `xc serve` answers with
-    assert promoted.metadata["serve_command"].value.startswith("xc serve --dataset synthetic --home ")
-    assert promoted.metadata["serve_url"].value.endswith("/ready")
-    assert promoted.metadata["live_version"].value == "not running"  # no service on the default port in tests
+    serving = {key: str(promoted.metadata[key].value) for key in ("serve_command", "serve_url", "live_version")}
+    assert serving["serve_command"].startswith("xc serve --dataset synthetic --home ")
+    assert serving["serve_url"].endswith("/ready")
+    assert serving["live_version"] == "not running"  # no service on the default port in tests
     champion = client.get_model_version_by_alias(model_name("synthetic"), "champion")
     degraded = _promote(tiny_home, "pretrained")
     gate = next(e for e in degraded.get_asset_check_evaluations() if e.asset_check_key.name == "beats_champion")
