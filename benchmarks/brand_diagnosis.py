@@ -45,8 +45,12 @@ AB_METRICS = ("brand_bmr", "location_bmr", "iy", "ctr", "revenue")
 KS = (1, 5, 10, 20, 50, 100)
 OFFLINE_METRICS = (*(f"brand_mismatch@{k}" for k in KS), *(f"location_mismatch@{k}" for k in KS), "P@1", "P@5",
                    "R@10", "PSP@5")
+#: share of the top-k with true grade ≥ 2 (the A/B's "relevant impression"): the world's grades, a measurement of
+#: what IY sees and clicked-keyword labels do not — never a proposed offline metric
+TRUTH_METRICS = ("true_relevant@5", "true_relevant@100")
+OFFLINE_METRICS = (*OFFLINE_METRICS, *TRUTH_METRICS)
 TABLE_METRICS = ("brand_mismatch@1", "brand_mismatch@5", "brand_mismatch@10", "brand_mismatch@100",
-                 "location_mismatch@5", "location_mismatch@100", "P@1", "P@5", "R@10", "PSP@5")
+                 "location_mismatch@5", "location_mismatch@100", "P@1", "P@5", "R@10", "PSP@5", *TRUTH_METRICS)
 
 
 # -- 1. training signals ----------------------------------------------------------------------------------------------
@@ -127,7 +131,8 @@ def label_attributes(home: Path, data: Any) -> dict[str, list[str | None]]:
     return {a: [found.get(i, (None, None))[k] for i in data.label_ids] for k, a in enumerate(ATTRIBUTES)}
 
 
-def offline_row(data: Any, top: np.ndarray, attributes: dict[str, list[str | None]]) -> dict[str, float | None]:
+def offline_row(data: Any, top: np.ndarray, attributes: dict[str, list[str | None]],
+                world: Any = None) -> dict[str, float | None]:
     from xc_core.evaluation.metrics import evaluate, propensity, to_csr
     from xc_core.evaluation.mismatch import mismatch_summary
 
@@ -141,6 +146,13 @@ def offline_row(data: Any, top: np.ndarray, attributes: dict[str, list[str | Non
         row.update({f"{attribute}_{k.replace('rate', 'mismatch')}": v for k, v in entry.items()
                     if k.startswith("rate@")})
         row[f"{attribute}_queries"] = entry["queries"]
+    if world is not None:
+        queries = np.repeat(world.query_indices(data.test_texts), top.shape[1])
+        keywords = world.keyword_indices(data.label_ids)[np.maximum(top, 0)].ravel()
+        relevant = (world.grades(queries, keywords) >= 2).reshape(top.shape) & (top >= 0)
+        for key in TRUTH_METRICS:
+            k = int(key.split("@")[1])
+            row[key] = float(relevant[:, :k].sum() / max((top[:, :k] >= 0).sum(), 1))
     return row
 
 
@@ -223,14 +235,29 @@ def checkpoints(homes: list[Path], dataset: str, profile: str, methods: list[str
     return list(found.values())
 
 
-def spearman(xs: list[float], ys: list[float]) -> float | None:
+def shown_ranks(simulation: Any, arm: Any, traffic: Any, cfg: Any) -> dict[str, float]:
+    """Where the A/B's shown ads sit in the arm's own in-market ranking by score: the share of impressions from its
+    top 5 and the median rank (1-based) — the selection ranks the top-100 by score × bid."""
+    from xc_core.abtest.serve import select
+
+    cache = simulation.cache(arm, cfg.selection.candidates)
+    shown = select(simulation.world, traffic, traffic.query, cache.scores, cache.keywords, cfg.selection).keyword
+    candidates = cache.keywords[traffic.query]
+    on = shown >= 0
+    rank = np.argmax(candidates[:, None, :] == shown[:, :, None], axis=2)[on] + 1
+    return {"impressions": int(on.sum()), "share_from_top5": float((rank <= 5).mean()),
+            "median_rank": float(np.median(rank))}
+
+
+def _spearman(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
+    """(ρ, two-sided p) over the pairs where both are known; None under 3 pairs or without variation."""
     from scipy.stats import spearmanr
 
     pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if x is not None and y is not None]
     if len(pairs) < 3:
         return None
-    rho = spearmanr([p[0] for p in pairs], [p[1] for p in pairs]).statistic
-    return None if np.isnan(rho) else float(rho)
+    found = spearmanr([p[0] for p in pairs], [p[1] for p in pairs])
+    return None if np.isnan(found.statistic) else (float(found.statistic), float(found.pvalue))
 
 
 def why_clicks(data: Any, world: Any, traffic: Any) -> dict[str, float]:
@@ -307,7 +334,7 @@ def run(home: Path, dataset: str, profile: str, control: str, with_checkpoints: 
             continue
         method = record.method
         entry: dict[str, Any] = {"kind": "method (its evaluation, its A/B test)",
-                                 "offline": offline_row(data, record.top(), attributes)}
+                                 "offline": offline_row(data, record.top(), attributes, world)}
         test = abtest_dir(home, dataset, profile) / f"{method}-vs-{control}.json"
         if test.exists():
             body = json.loads(test.read_text())
@@ -327,7 +354,7 @@ def run(home: Path, dataset: str, profile: str, control: str, with_checkpoints: 
         found = checkpoints([home, *(seed_homes or [])], dataset, profile,
                             [control, *sorted(set(models) - {control})])
         arms = {name: EncoderArm(name, path, data.label_ids, data.label_texts, length) for name, path, length in found}
-        base = arms.get("pretrained")
+        base = arms.get(control)
         if base is None:
             raise SystemExit("no pretrained encoder among the checkpoints")
         for name, arm in arms.items():
@@ -336,9 +363,10 @@ def run(home: Path, dataset: str, profile: str, control: str, with_checkpoints: 
             body = run_abtest(simulation, base, arm, cfg)
             models[f"{name} [exact]"] = {
                 "kind": "saved encoder, exact search (scored here)", "folder": str(arm.folder),
-                "offline": offline_row(data, top, attributes),
+                "offline": offline_row(data, top, attributes, world),
                 "ab": {m: body["arms"]["treatment"][m] for m in AB_METRICS},
-                "ab_delta_pct": {m: body["delta_pct"][m] for m in AB_METRICS}, "seconds": time.perf_counter() - tick}
+                "ab_delta_pct": {m: body["delta_pct"][m] for m in AB_METRICS},
+                "ab_shown_ranks": shown_ranks(simulation, arm, traffic, cfg), "seconds": time.perf_counter() - tick}
             print(f"{name}: {time.perf_counter() - tick:.0f} s", flush=True)
 
     # one point per distinct model: with the checkpoints scored here, an encoder-only method's own row is its served
@@ -350,18 +378,20 @@ def run(home: Path, dataset: str, profile: str, control: str, with_checkpoints: 
     points = {m: e for m, e in models.items() if "offline" in e and "ab" in e
               and (not with_checkpoints or m.endswith("[exact]") or (m.endswith("-clf") and "classifier" not in e))}
     distinct: dict[str, str] = {}
-    for name, e in points.items():
+    for name, e in sorted(points.items(), key=lambda item: item[0].endswith("-clf")):  # the encoder's name first
         distinct.setdefault(json.dumps([e["offline"], e["ab"]], sort_keys=True, default=float), name)
     used = [n for n in points if n in distinct.values()]
     for name, e in points.items():
         twin = distinct[json.dumps([e["offline"], e["ab"]], sort_keys=True, default=float)]
         if twin != name:
             e["same_as"] = twin
-    correlations = {o: {a: spearman([points[n]["offline"].get(o) for n in used], [points[n]["ab"][a] for n in used])
-                        for a in AB_METRICS} for o in OFFLINE_METRICS}
+    rho_p = {(o, a): _spearman([points[n]["offline"].get(o) for n in used], [points[n]["ab"][a] for n in used])
+             or (None, None) for o in OFFLINE_METRICS for a in AB_METRICS}
+    correlations = {o: {a: rho_p[o, a][0] for a in AB_METRICS} for o in OFFLINE_METRICS}
+    p_values = {o: {a: rho_p[o, a][1] for a in AB_METRICS} for o in OFFLINE_METRICS}
     return {"home": str(home), "dataset": dataset, "profile": profile, "control": control, "ab_config": ab_config,
             "training_signals": signals, "why_clicks_do_not_see_it": why_clicks(data, world, traffic),
-            "models": models, "points": used, "spearman": correlations,
+            "models": models, "points": used, "spearman": correlations, "spearman_p": p_values,
             "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -388,6 +418,12 @@ def markdown(result: dict[str, Any]) -> str:
         o, a = e["offline"], e["ab"]
         out.append(f"| {name} | " + " | ".join(_pct(o.get(k)) for k in TABLE_METRICS) + " | "
                    + " | ".join(f"{a[k]:.2f}" for k in AB_METRICS) + " |")
+    ranks = [(n, e["ab_shown_ranks"]) for n, e in result["models"].items() if "ab_shown_ranks" in e]
+    if ranks:
+        out += ["", "**Where the A/B's shown ads sit in the arm's own in-market ranking (score × bid picks 5 of "
+                "100)**", "", "| model | impressions | share from its top 5 % | median rank |", "|---|---|---|---|"]
+        out += [f"| {n} | {r['impressions']:,} | {_pct(r['share_from_top5'])} | {r['median_rank']:.0f} |"
+                for n, r in ranks]
     out += ["", f"**Spearman ρ across {len(result['points'])} models: offline (rows) vs A/B (columns)**", "",
             "| offline \\ A/B | " + " | ".join(AB_METRICS) + " |", "|---" * (len(AB_METRICS) + 1) + "|"]
     twins = [f"{n} = {e['same_as']}" for n, e in result["models"].items() if "same_as" in e]
@@ -396,7 +432,9 @@ def markdown(result: dict[str, Any]) -> str:
         out.insert(out.index("**Offline (test split, %) vs A/B arm (paired, same traffic)**") + 1,
                    f"(equal rows counted once: {', '.join(twins)})")
     for o, row in result["spearman"].items():
-        out.append(f"| {o} | " + " | ".join("–" if row[a] is None else f"{row[a]:+.2f}" for a in AB_METRICS) + " |")
+        p = result["spearman_p"][o]
+        out.append(f"| {o} | " + " | ".join("–" if row[a] is None else f"{row[a]:+.2f} (p {p[a]:.2g})"
+                                             for a in AB_METRICS) + " |")
     return "\n".join(out)
 
 
