@@ -44,7 +44,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -438,41 +437,11 @@ def _interleaved(fns: dict[str, Any], inputs: list[Any]) -> dict[str, float]:
 
 
 def export_onnx(encoder: Any, path: Path) -> str:
-    """The encoder plus xc's own pooling (``mean_pool``: masked mean, L2 norm) as one ONNX graph with dynamic
-    batch and sequence axes; returns which exporter wrote it (the dynamo one, else the TorchScript one)."""
-    import torch
+    """The encoder plus xc's own pooling as one ONNX graph — the export registration uses
+    (``xc_core.encoders.onnx_runtime.export``); returns which exporter wrote it."""
+    from xc_core.encoders.onnx_runtime import export
 
-    from xc_core.encoders.text import mean_pool
-
-    class Pooled(torch.nn.Module):
-        def __init__(self, model: Any) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            return mean_pool(hidden, attention_mask)
-
-    module = Pooled(encoder.model).eval()
-    example = encoder.tokenize(["running shoes for men", "bank"])  # padded: the mask path is traced
-    args = (example["input_ids"], example["attention_mask"])
-    inputs, outputs = ["input_ids", "attention_mask"], ["query_vectors"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
-            torch.onnx.export(module, args, str(path), dynamo=True, opset_version=18, verbose=False,
-                              dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}},
-                              input_names=inputs, output_names=outputs)
-            return "torch.onnx.export(dynamo=True), opset 18"
-        except Exception as exc:  # the dynamo exporter is new: fall back to the TorchScript one, and say so
-            print(f"dynamo export failed ({type(exc).__name__}: {str(exc)[:200]}); TorchScript exporter",
-                  file=sys.stderr)
-            axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-                    "query_vectors": {0: "batch"}}
-            torch.onnx.export(module, args, str(path), dynamo=False, opset_version=17, dynamic_axes=axes,
-                              input_names=inputs, output_names=outputs)
-            return "torch.onnx.export(dynamo=False), opset 17"
+    return export(encoder, path)
 
 
 class OnnxEmbedder:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from xc_core.paths import aol_archive, dataset_slug, resolve_home
 from xc_core.profiles import PROFILE_NAMES
-from xc_core.serving.server import DEFAULT_PORT
+from xc_core.serving import DEFAULT_PORT  # not .server: FastAPI loads only for `xc serve`
 from xc_core.simulate.config import SCALES
 
 if TYPE_CHECKING:

@@ -156,7 +156,8 @@ def _pid_of(name: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (one we may not signal counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -216,7 +217,7 @@ class EventStore:
         for path in [*self.home.glob("events/day=*/.*.tmp-*"), *self.home.glob("quarantine/.*.tmp-*"),
                      *self.home.glob(".staging/*")]:
             pid = _pid_of(path.name)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not pid_alive(pid):
                 shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
                 removed += 1
         return removed

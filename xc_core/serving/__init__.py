@@ -22,13 +22,11 @@ if TYPE_CHECKING:
 
 
 #: where ``xc serve`` listens unless told otherwise (``make serve`` sets it from SERVE_PORT)
-PORT_ENV = "XC_SERVE_PORT"
+PORT_ENV, DEFAULT_PORT = "XC_SERVE_PORT", 8900
 
 
 def serve_port() -> int:
     import os
-
-    from xc_core.serving.server import DEFAULT_PORT
 
     return int(os.environ.get(PORT_ENV, DEFAULT_PORT))
 

@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from xc_core.serving import DEFAULT_PORT
 from xc_core.serving.app import Limits, create_app
 from xc_core.serving.live import LiveModel
 
 log = logging.getLogger("xc.serve")
-DEFAULT_PORT = 8900
 
 
 def serving_cache(home: Path, dataset: str) -> Path:
@@ -20,25 +20,14 @@ def serving_cache(home: Path, dataset: str) -> Path:
     folders of processes that are gone (killed mid-download) are removed first."""
     import os
 
+    from xc_core.logs.store import pid_alive
     from xc_core.paths import dataset_slug
 
     root = home / "serving" / dataset_slug(dataset)
     for folder in root.glob("pid-*"):
-        if not _alive(int(folder.name.removeprefix("pid-"))):
+        if not pid_alive(int(folder.name.removeprefix("pid-"))):
             shutil.rmtree(folder, ignore_errors=True)
     return root / f"pid-{os.getpid()}"
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def check_loopback(host: str) -> str:

@@ -41,7 +41,7 @@ from xc_core.tracking.pyfunc import PIP_REQUIREMENTS
 
 FORMAT = 1
 SERVED_JSON, LABELS_FILE, ONNX_FILE = "served.json", "labels.parquet", "encoder.onnx"
-STREAMED_FILE = "streamed_labels.parquet"  # IRENE's keywords streamed into an index (methods/irene/serve.STREAMED)
+STREAMED_FILE = "streamed_labels.parquet"  # keywords streamed into an index after training (IRENE's stream.py)
 ARTIFACT_NAME = "served"  # the logged model's name inside the training run
 #: largest k a request may ask for (a served model's ``max_k`` is this, or the label count when smaller)
 MAX_K = 1000

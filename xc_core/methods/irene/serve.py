@@ -13,9 +13,11 @@ import polars as pl
 
 from xc_core.datasets.container import XCDataset
 from xc_core.methods.base import Predictions, Scorer, Served, pyfunc_index_scorer
+from xc_core.tracking.served import STREAMED_FILE
 from xc_core.training.record import TrainedModel
 
-STREAMED = "streamed_labels.parquet"  # in the index folder: keywords added after training (id, keyword_id, text)
+#: in the index folder: keywords added after training (id, keyword_id, text); the served model reads it too
+STREAMED = STREAMED_FILE
 
 
 def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
