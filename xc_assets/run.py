@@ -77,7 +77,7 @@ def _partition_tags(dataset: str, profile: str, home: Path | None = None) -> dic
         cfg = scale_config(PROFILE_SCALE[profile])
         first, last = cfg.start.date().isoformat(), (cfg.start + timedelta(days=cfg.days - 1)).date().isoformat()
     else:
-        from xc_assets.defs.sensors import partition_range
+        from xc_assets.defs.partitions import partition_range
 
         days = partition_range(raw.files(), raw.source)
         if days is None:

@@ -20,7 +20,7 @@ from xc_assets.defs.jobs import (
     retrain_job,
     train_eval_job,
 )
-from xc_assets.defs.partitions import daily_partitions
+from xc_assets.defs.partitions import daily_partitions, partition_range
 
 LANDING_SUFFIXES = (".tgz", ".txt", ".parquet", ".csv", ".tsv", ".jsonl", ".ndjson")
 
@@ -35,23 +35,6 @@ def file_run_key(path: Path) -> str:
     """Name + content hash: a re-delivered identical file maps to the same key, so it never runs twice."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     return f"{path.name}:{digest}"
-
-
-def partition_range(paths: list[Path], source: str) -> tuple[str, str] | None:
-    """The daily partitions the files' events fall on (first, last day), clipped to the partition set; None
-    when they hold no valid event (the run would store nothing)."""
-    from xc_core.logs.config import load_ingest_config
-    from xc_core.logs.ingest import Source, event_span
-    from xc_core.paths import resolve_home
-
-    # the home's ingest settings (markets, …): a file whose every row they reject requests no run
-    cfg = load_ingest_config(resolve_home())
-    span = event_span([Source("aol" if source == "aol" else "events", path) for path in paths], cfg)
-    if span is None:
-        return None
-    keys = daily_partitions.get_partition_keys()
-    first, last = max(span[0].isoformat(), keys[0]), min(span[1].isoformat(), keys[-1])
-    return (first, last) if first <= last else None
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.STOPPED,
