@@ -37,7 +37,7 @@ from mlflow.pyfunc import PythonModel
 from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS, FusedClassifier, fused_search
 from xc_core.encoders.text import TextEncoder
 from xc_core.index import IndexError_, LabelIndex
-from xc_core.tracking.pyfunc import PIP_REQUIREMENTS
+from xc_core.tracking.requirements import PIP_REQUIREMENTS
 
 FORMAT = 1
 SERVED_JSON, LABELS_FILE, ONNX_FILE = "served.json", "labels.parquet", "encoder.onnx"

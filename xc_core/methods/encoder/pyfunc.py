@@ -8,8 +8,7 @@ from typing import Any
 import mlflow.pyfunc
 from mlflow.pyfunc import PythonModel
 
-PIP_REQUIREMENTS = ["torch==2.13.0", "transformers==5.23.0", "tokenizers==0.23.3", "numpy==2.4.6",
-                    "pandas==2.3.3", "pydantic==2.14.3", "mlflow==3.17.2"]
+from xc_core.tracking.requirements import PIP_REQUIREMENTS
 
 
 class EncoderPyfunc(PythonModel):
@@ -50,7 +49,7 @@ def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path, classifier_d
     if classifier_dir is not None:
         artifacts["classifier"] = str(classifier_dir)
     return mlflow.pyfunc.log_model(
-        name="encoder", python_model=str(Path(__file__).with_name("encoder_model.py")),  # models from code
+        name="encoder", python_model=str(Path(__file__).with_name("pyfunc_model.py")),  # models from code
         artifacts=artifacts,
         pip_requirements=PIP_REQUIREMENTS, input_example=["running shoes", "bank of america"],
     )

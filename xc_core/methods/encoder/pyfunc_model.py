@@ -3,6 +3,6 @@ runs it at load time, so no pickled Python object is logged (no cloudpickle warn
 
 import mlflow.models
 
-from xc_core.tracking.pyfunc import EncoderPyfunc
+from xc_core.methods.encoder.pyfunc import EncoderPyfunc
 
 mlflow.models.set_model(EncoderPyfunc())

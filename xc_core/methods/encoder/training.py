@@ -211,6 +211,6 @@ def log_fallback_tests(tests: dict[str, dict[str, Any]], prefix: str) -> None:
 
 
 def _log_model(encoder_dir: Path, max_length: int, work_dir: Path, classifier_dir: Path | None = None) -> Any:
-    from xc_core.tracking.pyfunc import log_encoder
+    from xc_core.methods.encoder.pyfunc import log_encoder
 
     return log_encoder(encoder_dir, max_length, work_dir, classifier_dir)

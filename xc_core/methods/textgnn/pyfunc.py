@@ -11,7 +11,7 @@ from typing import Any
 import mlflow.pyfunc
 from mlflow.pyfunc import PythonModel
 
-from xc_core.tracking.pyfunc import PIP_REQUIREMENTS
+from xc_core.tracking.requirements import PIP_REQUIREMENTS
 
 
 class TextGNNPyfunc(PythonModel):
