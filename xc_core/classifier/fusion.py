@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
+from xc_core.classifier.shortlist import union_ids
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
 UNTRAINED_FILE = "untrained.npy"  # per label: no training positive when W was fit (only saved with an offset)
@@ -98,13 +99,6 @@ class FusedClassifier:
     def megabytes(self) -> float:
         channel = self.active_lexical
         return self.weights.nbytes / 2**20 + (channel.megabytes if channel is not None else 0.0)
-
-
-def union_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per row, the ids of ``a`` ∪ ``b``; duplicates and misses become −1 (order irrelevant)."""
-    ids = np.sort(np.concatenate([a, b], axis=1), axis=1)
-    ids[:, 1:][ids[:, 1:] == ids[:, :-1]] = -1
-    return ids
 
 
 def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,

@@ -27,6 +27,8 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, Field, field_validator
 
+from xc_core.classifier.shortlist import union_ids
+
 LEXICAL_DIR = "lexical"  # sub-folder of a classifier folder, present only when the chosen weight is > 0
 TOKENS = r"(?u)\b\w+\b"  # single characters count: "a", "1" and "x" are words in short queries
 
@@ -123,8 +125,6 @@ class LexicalChannel:
 
     def shortlist(self, texts: list[str], depth: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(candidates ∪ the lexical top ``depth``, lexical score of each) per query; −1 pads score 0."""
-        from xc_core.classifier.fusion import union_ids
-
         rows = [self.scores(text) for text in texts]
         top = np.full((len(texts), depth), -1, dtype=np.int64)
         for row, (ids, values) in enumerate(rows):

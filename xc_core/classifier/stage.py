@@ -17,8 +17,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.classifier.config import ClassifierConfig
-from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier, drop_pairs, rescore, union_ids
+from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier, drop_pairs, rescore
 from xc_core.classifier.lexical import LexicalChannel
+from xc_core.classifier.shortlist import union_ids
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
