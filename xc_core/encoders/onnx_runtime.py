@@ -1,5 +1,5 @@
 """The encoder's forward pass on ONNX Runtime, for serving: the same tokenizer, the HF model plus xc's mean pooling
-exported as one graph (dynamic batch and sequence axes).
+exported as one graph (dynamic batch and sequence axes); ``TextEncoder.use_onnx`` runs it (``text.OnnxForward``).
 
 Why: serving a single query on 2 CPU cores, torch's forward is most of a request's time (aol-1000, MiniLM-L6:
 5.4 ms of an 8 ms search); ONNX Runtime runs the same graph in 1.5 ms, and the top-10 labels of 1,000 test
@@ -60,23 +60,6 @@ def export(encoder: TextEncoder, path: Path) -> str:
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=17, dynamic_axes=axes,
                               input_names=inputs, output_names=outputs)
             return "torch.onnx.export(dynamo=False), opset 17"
-
-
-class OnnxForward:
-    """An ONNX Runtime session over an exported encoder: ``(input_ids, attention_mask)`` → unit vectors."""
-
-    def __init__(self, path: Path, threads: int) -> None:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        # no busy-waiting threads: between requests they would take the cores faiss and numpy need
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
-        out = self.session.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
-        return np.asarray(out, dtype=np.float32)
 
 
 def export_checked(encoder: TextEncoder, path: Path, sample: list[str]) -> dict[str, Any]:

@@ -60,6 +60,23 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
+class OnnxForward:
+    """An ONNX Runtime session over an exported encoder: ``(input_ids, attention_mask)`` → unit vectors."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        # no busy-waiting threads: between requests they would take the cores faiss and numpy need
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+        out = self.session.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+        return np.asarray(out, dtype=np.float32)
+
+
 class TextEncoder:
     """``encode(texts) -> np.ndarray`` (float32, unit rows); ``forward`` for training with gradients."""
 
@@ -85,7 +102,7 @@ class TextEncoder:
         self._cache: dict[str, tuple[list[int], int]] = {}
         #: what forward() calls: the model itself, or its DistributedDataParallel wrapper during DDP training
         self.runner: Any = self.model
-        self.onnx: Any = None  # an ONNX Runtime session encode() runs instead of torch (serving; onnx_runtime.py)
+        self.onnx: OnnxForward | None = None  # what encode() runs instead of torch (serving; onnx_runtime.py)
 
     @property
     def dim(self) -> int:
@@ -128,8 +145,6 @@ class TextEncoder:
         """Run ``encode`` on ONNX Runtime over the graph exported to ``path`` (``onnx_runtime.export``), with as
         many threads as torch uses; None goes back to torch. Training (``forward``) always runs torch."""
         import torch
-
-        from xc_core.encoders.onnx_runtime import OnnxForward
 
         self.onnx = None if path is None else OnnxForward(Path(path), torch.get_num_threads())
 
