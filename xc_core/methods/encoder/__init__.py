@@ -96,3 +96,13 @@ def encoder_method(name: str) -> EncoderMethod:
     if not isinstance(method, EncoderMethod):
         raise ValueError(f"'{name}' is not a dual-encoder method: train it with `xc train`")
     return method
+
+
+#: ``<method>-clf`` is ``<method>``'s encoder followed by the classifier stage (``methods/classifier.py`` registers
+#: them; ``classifier=True``): its training reuses the base method's trained encoder when it can
+CLASSIFIER_SUFFIX = "-clf"
+
+
+def base_method_name(name: str) -> str:
+    """The method whose encoder ``name`` ends with: ``ramen-clf@links`` → ``ramen@links``."""
+    return name.replace(CLASSIFIER_SUFFIX, "", 1)

@@ -11,7 +11,7 @@ from typing import Any
 
 from xc_core.datasets.container import XCDataset
 from xc_core.methods.base import Fitted, TrainJob
-from xc_core.methods.encoder import EncoderMethod
+from xc_core.methods.encoder import EncoderMethod, base_method_name
 from xc_core.paths import model_dir
 from xc_core.profiles import Profile, encoder_config, train_settings
 from xc_core.provenance import outdated
@@ -141,8 +141,6 @@ def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str
     """The base method's finished run when a ``-clf`` method can start from its encoder: same data set,
     profile and seed, trained by the current code version, so the encoder is the one this method would train
     (identical switches)."""
-    from xc_core.methods.classifier import base_method_name
-
     if not method.classifier:
         return None
     path = model_dir(home, dataset, base_method_name(method.name), profile) / "train_summary.json"
