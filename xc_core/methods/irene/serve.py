@@ -13,11 +13,9 @@ import polars as pl
 
 from xc_core.datasets.container import XCDataset
 from xc_core.methods.base import Predictions, Scorer, Served, pyfunc_index_scorer
+from xc_core.methods.irene.stream import add_keywords, streamed_labels
 from xc_core.tracking.served import STREAMED_FILE
 from xc_core.training.record import TrainedModel
-
-#: in the index folder: keywords added after training (id, keyword_id, text); the served model reads it too
-STREAMED = STREAMED_FILE
 
 
 def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
@@ -44,7 +42,7 @@ def predict(dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse
     index_dir.mkdir(parents=True, exist_ok=True)
     streamed = streamed_labels(index_dir)  # keywords streamed into the index this one replaces
     index.save(index_dir)
-    (index_dir / STREAMED).unlink(missing_ok=True)  # a fresh index holds the data set's labels only…
+    (index_dir / STREAMED_FILE).unlink(missing_ok=True)  # a fresh index holds the data set's labels only…
     started = time.perf_counter()
     scores, ids = index.search(queries, k)
     ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
@@ -64,8 +62,6 @@ def _restream(dataset: XCDataset, trained: TrainedModel, index_dir: Path, stream
     after the data set's labels), except those that became labels of the data set (by id, or by text)."""
     if streamed.is_empty():
         return
-    from xc_core.methods.irene.stream import add_keywords
-
     home = index_dir.parents[2]  # paths.index_dir: <home>/indexes/<dataset>/<method>-<profile>
     with_ids = streamed.filter(pl.col("keyword_id").is_not_null())
     texts_only = streamed.filter(pl.col("keyword_id").is_null())
@@ -74,14 +70,6 @@ def _restream(dataset: XCDataset, trained: TrainedModel, index_dir: Path, stream
                      index_folder=index_dir)
     if len(texts_only):
         add_keywords(home, dataset.name, trained.profile, texts_only["text"].to_list(), index_folder=index_dir)
-
-
-def streamed_labels(index_dir: Path) -> pl.DataFrame:
-    """Keywords streamed into the index after training: ``id`` (the index id), ``keyword_id``, ``text``."""
-    path = index_dir / STREAMED
-    if path.exists():
-        return pl.read_parquet(path)
-    return pl.DataFrame(schema={"id": pl.Int64, "keyword_id": pl.String, "text": pl.String})
 
 
 def irene_scorer(served: Served) -> Scorer:

@@ -4,8 +4,8 @@ without a click, and retraining or rebuilding the index for each would leave the
 Each keyword is represented zero-shot exactly as training represented the data set's novel labels — the frozen
 encoder's E(z) → the K seen labels most similar by text (*shortlist*) → those whose classifier agrees,
 w_j · E(z) ≥ τ0, best |S| (*refine*) → the combiner — and added to the HNSW index under a new id after the largest
-one, so the next query can retrieve it. The index folder's ``streamed_labels.parquet`` (``serve.STREAMED``) names
-each new id; rebuilding the index (``xc index --method irene``) starts it afresh.
+one, so the next query can retrieve it. The index folder's ``streamed_labels.parquet`` (:func:`streamed_labels`)
+names each new id; rebuilding the index (``xc index --method irene``) starts it afresh.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from xc_core.logs.errors import IngestError
+from xc_core.tracking.served import STREAMED_FILE
 
 if TYPE_CHECKING:
     from xc_core.index import LabelIndex
@@ -65,6 +66,14 @@ def _column(path: Path, frame: pl.DataFrame, name: str) -> list[str]:
     return values
 
 
+def streamed_labels(index_dir: Path) -> pl.DataFrame:
+    """Keywords streamed into the index after training: ``id`` (the index id), ``keyword_id``, ``text``."""
+    path = index_dir / STREAMED_FILE
+    if path.exists():
+        return pl.read_parquet(path)
+    return pl.DataFrame(schema={"id": pl.Int64, "keyword_id": pl.String, "text": pl.String})
+
+
 def add_keywords(home: Path, dataset: str, profile: str, texts: Sequence[str],
                  keyword_ids: Sequence[str] | None = None, batch: int = 4096,
                  index_folder: Path | None = None) -> dict[str, Any]:
@@ -92,7 +101,6 @@ def _add(home: Path, dataset: str, trained: TrainedModel, folder: Path, texts: S
          keyword_ids: Sequence[str] | None, batch: int, started: float) -> dict[str, Any]:
     from xc_core.methods.irene import _encoder
     from xc_core.methods.irene.fit import MODEL, IreneModel
-    from xc_core.methods.irene.serve import STREAMED, streamed_labels
 
     index = _index(folder, trained)
     streamed = streamed_labels(folder)
@@ -112,10 +120,11 @@ def _add(home: Path, dataset: str, trained: TrainedModel, folder: Path, texts: S
     rows = pl.DataFrame({"id": np.arange(first_id, first_id + n, dtype=np.int64),
                          "keyword_id": [keyword_ids[i] for i in keep] if keyword_ids is not None else [None] * n,
                          "text": new_texts}, schema=streamed.schema)
-    tmp = folder / f".{STREAMED}.tmp-{os.getpid()}"
+    tmp = folder / f".{STREAMED_FILE}.tmp-{os.getpid()}"
     pl.concat([streamed, rows]).write_parquet(tmp)
     index.save(folder)
-    os.replace(tmp, folder / STREAMED)  # after the index: a crash in between leaves ids unnamed, never names unserved
+    # after the index: a crash in between leaves ids unnamed, never names unserved
+    os.replace(tmp, folder / STREAMED_FILE)
     return {**out, "ms_per_item": round(1000 * sum(steps.values()) / n, 4),
             "steps_ms_per_item": {step: round(1000 * s / n, 4) for step, s in steps.items()},
             "associated_mean": round(associated / n, 3), "first_id": first_id, "index_count": index.count,
