@@ -7,14 +7,20 @@ The layers, lowest first (a package imports only from the layers before it):
 2. ``logs`` → ``simulate`` → ``datasets`` (the container, graph tables, the data-set registry) → ``quality``
 3. ``encoders``, ``index`` — text encoders and label indexes, blind to data sets
 4. ``graphs`` (anchor sets) → ``evaluation`` (metrics, analyses, report) → ``training`` (the trainer) →
-   ``classifier`` → ``profiles`` → ``tracking`` (MLflow store, pyfunc, registry) → ``methods`` (each method
-   trains, logs and serves itself, so it stands on all of these)
+   ``classifier`` → ``profiles`` → ``tracking`` (MLflow store, registry, the served model) → ``methods`` (each
+   method trains, logs and serves itself, its pyfunc model included, so it stands on all of these)
 5. ``stages`` — what the CLI and Dagster run: a profile, the home and MLflow around the libraries above
 6. ``serving``, ``cli``
 
 Imports are read from the source (every ``import``/``from`` statement, inside functions and
 ``TYPE_CHECKING`` blocks too, and ``importlib.import_module("...")`` strings): a function-level import
 is a dependency all the same, it only fails later.
+
+Inside a package there are no circles either: among the modules of ``xc_core`` and among those of ``xc_assets``
+(the Dagster wiring, above all of xc_core: ``tests/test_cli.py`` checks that no xc_core module imports
+``xc_assets`` or ``dagster``), no module imports, directly or through others, a module that imports it back. A
+module's import of its own package (``from xc_core.methods.irene import NAME`` in ``irene/stream.py``) is not
+counted: Python initialises a package before any module in it, so that import orders nothing.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import xc_assets
 import xc_core
 
 ROOT = Path(xc_core.__file__).parent
+#: the packages whose modules must not import each other in a circle
+PACKAGES = (ROOT, Path(xc_assets.__file__).parent)
 #: the layers above, lowest first; a package may import only from packages in earlier layers
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("paths", "seeds", "provenance"), ("logs",), ("simulate",), ("datasets",), ("quality",), ("encoders", "index"),
@@ -109,6 +118,65 @@ def _strongconnect(start: str, graph: dict[str, set[str]], order: dict[str, int]
             low[node] = min(low[node], order[child])
 
 
+def module_files() -> dict[str, Path]:
+    """Module name → source file for every module of :data:`PACKAGES` (a package: its ``__init__.py``)."""
+    found: dict[str, Path] = {}
+    for root in PACKAGES:
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _module_targets(node: ast.AST, modules: dict[str, Path]) -> list[str]:
+    """The modules of ``modules`` one AST node imports: ``from pkg import mod`` imports ``pkg.mod`` when that is a
+    module, else ``pkg``; ``import pkg.mod.name`` the longest prefix that is one."""
+    names = [f"{node.module}.{a.name}" for a in node.names] if (
+        isinstance(node, ast.ImportFrom) and node.module and node.level == 0) else _imported(node)
+    targets = []
+    for name in names:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name:
+            targets.append(name)
+    return targets
+
+
+def module_imports() -> dict[Edge, list[str]]:
+    """(importing module, imported module) → every ``file:line`` that makes that edge, within :data:`PACKAGES`;
+    a module's import of a package it lies in is left out (see the module docstring)."""
+    modules = module_files()
+    edges: dict[Edge, list[str]] = defaultdict(list)
+    for source, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            for target in _module_targets(node, modules):
+                if target != source and not source.startswith(f"{target}."):
+                    edges[(source, target)].append(f"{path.relative_to(ROOT.parent)}:{getattr(node, 'lineno', 0)}")
+    return {edge: sorted(set(where), key=_file_line) for edge, where in edges.items()}
+
+
+def a_cycle(group: set[str], edges: dict[Edge, list[str]]) -> list[str]:
+    """One shortest circle through the first member of ``group`` (a strongly connected component), as
+    ``[a, b, …, a]``: what a failure names (breadth-first from ``a`` until an edge leads back to it)."""
+    start = min(group)
+    came_from: dict[str, str] = {start: start}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(b for a, b in edges if a == node and b in group):
+                if target == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if target not in came_from:
+                    came_from[target] = node
+                    following.append(target)
+        frontier = following
+    raise ValueError(f"{sorted(group)} is not a cycle")
+
+
 def _describe(edges: dict[Edge, list[str]], keep: set[Edge]) -> str:
     return "\n".join(f"  {a} → {b}: {', '.join(edges[(a, b)])}" for a, b in sorted(keep))
 
@@ -123,6 +191,30 @@ def test_a_function_level_import_is_an_edge() -> None:
                      "from xc_core import seeds\n")
     found = sorted(filter(None, (_package(m) for n in ast.walk(tree) for m in _imported(n))))
     assert found == ["graphs", "index", "seeds"]
+
+
+def test_a_cycle_names_the_circle_in_order() -> None:
+    edges = {("a", "b"): ["x"], ("b", "c"): ["x"], ("c", "a"): ["x"], ("b", "a"): ["x"], ("c", "d"): ["x"]}
+    assert a_cycle({"a", "b", "c"}, edges) == ["a", "b", "a"]
+    assert a_cycle({"b", "c", "a"}, {k: v for k, v in edges.items() if k != ("b", "a")}) == ["a", "b", "c", "a"]
+
+
+def test_a_module_importing_its_own_package_is_no_edge_but_a_package_importing_its_module_is() -> None:
+    edges = module_imports()
+    assert ("xc_core.methods.irene", "xc_core.methods.irene.serve") in edges  # the package's method calls it
+    assert ("xc_core.methods.irene.stream", "xc_core.methods.irene") not in edges  # ``from …irene import NAME``
+    assert ("xc_core.classifier.stage", "xc_core.classifier.fusion") in edges
+    assert any(a.startswith("xc_assets.") and b.startswith("xc_assets.") for a, b in edges), "xc_assets is read too"
+
+
+def test_no_import_circle_among_the_modules_of_xc_core_or_xc_assets() -> None:
+    edges = module_imports()
+    groups = cyclic_groups(edges)
+    circles = ["  " + " → ".join(a_cycle(g, edges)) + f"  (strongly connected: {', '.join(sorted(g))})"
+               for g in groups]
+    inside = {(a, b) for a, b in edges if any(a in g and b in g for g in groups)}
+    assert not groups, "import circles among modules:\n" + "\n".join(circles) + "\nthe edges inside them:\n" + (
+        _describe(edges, inside))
 
 
 def test_no_import_cycles_between_xc_core_packages() -> None:
