@@ -43,7 +43,8 @@ $(XC_DAGSTER_STATE):
 DATASET ?= synthetic
 COMMA := ,
 PROFILE ?= demo
-METHODS ?= pretrained,dual_encoder,ramen,dual_encoder-clf,ramen-clf
+# the registry's default run (every method declaring roles.run, each after what it requires)
+METHODS ?= $(shell $(BIN)/python -m xc_core.methods run)
 
 # xc run prints the results table and saves its JSON summary as $(XC_HOME)/last-run.json
 # (python -m xc_assets.summary $(XC_HOME)/last-run.json prints the table again)

@@ -1,5 +1,6 @@
 """A method added in one file (this one) goes through every stage with no other edit: ``xc train``, ``xc index``,
-``xc eval``, ``xc report``, registration and the promotion gate, then ``xc predict`` from the registry.
+``xc eval``, ``xc report``, registration and the promotion gate, then ``xc predict`` from the registry; by declaring
+its roles it joins the default run and the results job.
 
 The toy method is a label prior: it scores every label by its training frequency and ignores the query — its
 own trainer (a column count), its own artefact, its own MLflow model and its own scorer, no text encoder."""
@@ -19,7 +20,7 @@ from xc_core.cli import main
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.metrics import to_csr
 from xc_core.evaluation.record import fingerprint_test_split
-from xc_core.methods import METHODS, Fitted, Method, Predictions, Scorer, Served, TrainJob
+from xc_core.methods import METHODS, Fitted, Method, Predictions, Requires, Roles, Scorer, Served, TrainJob
 from xc_core.training.record import TrainedModel
 
 PRIOR = "prior.npy"
@@ -46,6 +47,8 @@ class LabelPrior:
     needs_anchor_sets = False
     baselines = ("pretrained",)
     ablation_of = None
+    requires = Requires()  # builds on no other method's model, needs no graph to answer
+    roles = Roles(run=True, results=True)  # trained by `make run` / `xc run` and on the results pages by default
 
     def train(self, job: TrainJob) -> Fitted:
         counts = np.asarray(job.dataset.y_train.sum(axis=0), dtype=np.float32).ravel()
@@ -119,3 +122,11 @@ def test_a_method_added_in_one_file_is_trained_evaluated_reported_registered_and
                  "--home", str(tmp_path))
     assert served["method"] == label_prior.name
     assert [row["label"] for row in served["labels"]] == [tiny_data.label_texts[i] for i in frequent[:3]]
+
+
+def test_a_method_added_in_one_file_joins_the_default_run_and_the_results_by_declaring_its_roles(
+        label_prior: Method) -> None:
+    from xc_core.methods import headline_methods, method_names, result_methods, run_methods
+
+    assert run_methods()[-1] == result_methods()[-1] == method_names()[-1] == label_prior.name
+    assert label_prior.name not in headline_methods()

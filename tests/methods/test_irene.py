@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import mlflow
 import numpy as np
 import polars as pl
 import pytest
@@ -195,18 +196,91 @@ def test_one_shot_reveals_a_clicking_query_per_novel_label_and_removes_it_from_e
         np.flatnonzero((np.diff(y.tocsc()[:, novel].tocsr().indptr) > 0) & ~removed))
 
 
+# -- stage I: named by config, recorded on the model ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def stage_one_home(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home of its own (its registry gets a champion) with two trained encoders: ``pretrained`` and
+    ``dual_encoder``, the latter the data set's champion."""
+    from xc_core.paths import anchors_dir
+    from xc_core.stages.training import train_method
+    from xc_core.tracking.registry import CHAMPION, model_name, register
+    from xc_core.tracking.store import tracking_uri
+    from xc_core.training.record import TrainedModel
+
+    home = tmp_path_factory.mktemp("stage-one")
+    data = XCDataset.load(anchors_dir(tiny_home, "synthetic"))
+    for method in ("pretrained", "dual_encoder"):
+        train_method(data, method, "tiny", home)
+    champion = TrainedModel.of(home, "synthetic", "dual_encoder", "tiny")
+    version = register(champion.model_uri, "synthetic", {"method": "dual_encoder", "profile": "tiny"},
+                       tracking_uri(home))
+    mlflow.MlflowClient(tracking_uri(home)).set_registered_model_alias(model_name("synthetic"), CHAMPION, version)
+    return home
+
+
+def test_irene_requires_the_stage_one_its_config_names() -> None:
+    from xc_core.methods import get_method, requirements
+    from xc_core.methods.irene import IRENE
+
+    assert get_method("irene").requires.methods == (IreneConfig().stage_one,) == ("ramen",)
+    assert replace(IRENE, cfg=IreneConfig(stage_one="dual_encoder")).requires.methods == ("dual_encoder",)
+    assert requirements("irene") == ["ramen"]
+
+
+def test_stage_one_is_the_configured_method_recorded_on_the_model_not_the_champion(
+        stage_one_home: Path, tiny_data: XCDataset) -> None:
+    from xc_core.methods.irene.fit import MODEL
+    from xc_core.stages.training import train_method
+    from xc_core.tracking.registry import champion_version
+    from xc_core.tracking.store import tracking_uri
+    from xc_core.training.record import TrainedModel
+
+    champion = champion_version("synthetic", tracking_uri(stage_one_home))
+    assert champion is not None and champion.tags["method"] == "dual_encoder"
+    record = train_method(tiny_data, "irene", "tiny", stage_one_home, overrides={"stage_one": "pretrained"})
+    base = TrainedModel.of(stage_one_home, "synthetic", "pretrained", "tiny")
+    assert record["stage_one"] == "pretrained" and record["encoder_dir"] == base.summary["encoder_dir"]
+    assert record["depends_on_run_id"] == base.mlflow_run_id and record["stage_one_model_uri"] == base.model_uri
+    params = mlflow.MlflowClient(tracking_uri(stage_one_home)).get_run(record["mlflow_run_id"]).data.params
+    assert params["stage_one"] == params["irene.stage_one"] == "pretrained"
+    assert params["stage_one_run_id"] == base.mlflow_run_id
+    saved = IreneModel.load(TrainedModel.of(stage_one_home, "synthetic", "irene", "tiny").folder / MODEL)
+    assert saved.cfg.stage_one == "pretrained"
+
+
+def test_a_stage_one_not_trained_in_the_home_names_the_command_that_trains_it(
+        stage_one_home: Path, tiny_data: XCDataset, capsys: pytest.CaptureFixture[str]) -> None:
+    """The default stage I (``ramen``) is not trained here: no fallback to the champion or another encoder."""
+    from xc_core.cli import main
+    from xc_core.paths import dataset_dir
+    from xc_core.stages.training import train_method
+
+    with pytest.raises(FileNotFoundError, match="xc train --dataset synthetic --method ramen --profile tiny"):
+        train_method(tiny_data, "irene", "tiny", stage_one_home)
+    tiny_data.save(dataset_dir(stage_one_home, tiny_data.name))
+    capsys.readouterr()
+    code = main(["train", "--dataset", "synthetic", "--method", "irene", "--profile", "tiny",
+                 "--home", str(stage_one_home), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "stage I is ramen's trained encoder" in err[0]
+
+
 # -- streaming novel keywords -----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def irene_home(tiny_home: Path) -> Path:
-    """IRENE trained and indexed on the tiny home (stage I: whatever encoder the session trained there, else the
-    tiny random BERT)."""
-    from xc_core.paths import anchors_dir
+    """IRENE trained and indexed on the tiny home, stage I the untrained encoder (``pretrained``: the tiny random
+    BERT), trained here unless the session already did."""
+    from xc_core.paths import anchors_dir, model_dir
     from xc_core.stages.evaluation import index_method
     from xc_core.stages.training import train_method
+    from xc_core.training.record import SUMMARY
 
     data = XCDataset.load(anchors_dir(tiny_home, "synthetic"))
-    train_method(data, "irene", "tiny", tiny_home)
+    if not (model_dir(tiny_home, "synthetic", "pretrained", "tiny") / SUMMARY).exists():
+        train_method(data, "pretrained", "tiny", tiny_home)
+    train_method(data, "irene", "tiny", tiny_home, overrides={"stage_one": "pretrained"})
     index_method(data, "irene", "tiny", tiny_home)
     return tiny_home
 
@@ -224,7 +298,7 @@ def _served(home: Path) -> tuple[Any, IreneModel, LabelIndex]:
 
 
 def test_a_streamed_keyword_is_retrievable_by_its_own_text_at_once(irene_home: Path) -> None:
-    from xc_core.methods.irene.serve import streamed_labels
+    from xc_core.methods.irene.stream import streamed_labels
     from xc_core.paths import index_dir
 
     encoder, model, before = _served(irene_home)
@@ -262,7 +336,7 @@ def test_irene_records_the_parameters_it_serves_with(irene_home: Path) -> None:
 
 
 def test_rebuilding_the_index_adds_the_streamed_keywords_back(irene_home: Path) -> None:
-    from xc_core.methods.irene.serve import streamed_labels
+    from xc_core.methods.irene.stream import streamed_labels
     from xc_core.paths import anchors_dir, index_dir
     from xc_core.stages.evaluation import index_method
 

@@ -1,11 +1,13 @@
-"""What a method costs, measured (RAMEN Table 5: train time, prediction time and model size relative to RAMEN).
+"""What a method costs, measured (RAMEN Table 5: train time, prediction time and model size relative to one
+reference method, the registry's ``cost_reference()``).
 
 Per method and data set, from what training and evaluation recorded plus one timing:
 
 - **train seconds per epoch**: the train summary's ``seconds_per_epoch``, else ``train_seconds`` (else the training
-  stage's ``seconds``) over ``epochs``; ``None`` (shown "n/a") for a method that trains no epoch (``pretrained``).
-  A method built on another run's encoder (:data:`BASE_RUN_KEYS`: a ``-clf`` method reusing its base, IRENE on
-  its stage I) adds that run's seconds, so the figure is what training it from scratch costs.
+  stage's ``seconds``) over ``epochs``; ``None`` (shown "n/a") for a method that trains no epoch (the untrained
+  encoder). A method built on another run's encoder (:data:`BASE_RUN_KEYS`: what its ``requires`` names, e.g. the
+  classifier stage reusing its base's encoder) adds that run's seconds, so the figure is what training it from
+  scratch costs.
 - **query inference ms**: ``total`` is measured here, the same way for every method — its serving scorer
   (``Method.scorer``, what ``xc predict`` runs) over the same N test queries, model loaded and warmed up first;
   ``encoder`` / ``graph`` / ``search`` are what the method's predictions recorded (:data:`SPLIT_KEYS` in the
@@ -14,7 +16,8 @@ Per method and data set, from what training and evaluation recorded plus one tim
   the weights of the model it serves (:func:`count_parameters`; the results stage names them: the encoder's
   weights, plus the classifier stage's W).
 
-:func:`with_ratios` divides each by the reference method's (``ramen``): the reference's own ratios are 1.0.
+:func:`with_ratios` divides each by the reference method's (the caller names it: ``xc_core.methods.cost_reference()``,
+a layer above this one): the reference's own ratios are 1.0.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ SPLIT_KEYS = {"encoder": "encoder_ms_per_query", "graph": "graph_ms_per_query", 
 #: where a train summary names the run whose encoder it reused or builds on (training it is part of the cost)
 BASE_RUN_KEYS = ("encoder_from_run", "depends_on_run_id")
 SEARCH_FALLBACK = "ms_per_query"  # the ANN search time every label-index method records
+#: compatibility only: ``xc_core.stages.results`` imports it until it passes ``xc_core.methods.cost_reference()``;
+#: the registry's cost reference is the one source (the ``cost_reference`` role), this name and the default go then
 REFERENCE = "ramen"
 TIMED_QUERIES = 256  # N: the first N test queries, the same for every method
 
@@ -60,8 +65,8 @@ class MethodCost:
 
 
 def base_run(summary: dict[str, Any]) -> str | None:
-    """The MLflow run whose trained encoder this model reused or builds on (a ``-clf`` method's base, IRENE's
-    stage I), whose training is part of this one's cost; None when it trained everything itself."""
+    """The MLflow run whose trained encoder this model reused or builds on (the method its ``requires`` names),
+    whose training is part of this one's cost; None when it trained everything itself."""
     found = next((summary[k] for k in BASE_RUN_KEYS if summary.get(k)), None)
     return str(found) if found else None
 

@@ -4,11 +4,14 @@ declares and find a method by name here, so none of them names a method or assum
 
 A method module builds an object that satisfies :class:`Method` and calls :func:`register`; ``xc_core.methods``
 imports every built-in module, so ``get_method(name)`` sees all of them. Adding a method is adding a module
-(README, "Adding a method"); the dual-encoder family is one implementation (``methods/encoder``).
+(README, "Adding a method"); the dual-encoder family is one implementation (``methods/encoder``). What a method
+needs (:class:`Requires`) and the parts it plays (:class:`Roles`) are declared on it, so run order, the default
+lists and the references come from the registry (``methods/roles.py``), never from a list of names.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +114,34 @@ def scorer_of(method: str, served: Served) -> Scorer:
     return get_method(method).scorer(served)
 
 
+@dataclass(frozen=True)
+class Requires:
+    """What a method needs besides its data set (and its anchor sets: ``Method.needs_anchor_sets``)."""
+
+    #: methods whose trained model this one builds on (a ``-clf`` its base's encoder, IRENE its stage I): run after
+    #: them wherever both run (:func:`xc_core.methods.roles.dependency_order`)
+    methods: tuple[str, ...] = ()
+    #: a test query needs the graph to be answered (linked nodes, neighbours): not a text-only model at serving
+    graph_at_inference: bool = False
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The parts a method plays in the default runs, the results and the comparisons (all off by default: a new
+    method joins a list by saying so here, with no other edit). Lists keep registration order, requirements first."""
+
+    headline: bool = False  # the headline comparison: listed first (CLI help, Dagster partitions)
+    run: bool = False  # trained and gated by default: ``make run``, ``xc run``, ``xc promote``, the nightly chain
+    results: bool = False  # on the results pages by default (``xc results``)
+    default: bool = False  # what a single-method command uses when none is named (one method)
+    control: bool = False  # the A/B tests' control arm, every method tested against it (one method)
+    cost_reference: bool = False  # the costs table's ratios are to this method's costs (one method)
+    #: paired against every other method on the results page; of two references the lower rank reads as the method
+    #: (``ramen − dual_encoder``, not both signs). None: not a reference
+    reference: int | None = None
+    keywords: bool = False  # novel keywords streamed in later go into its serving index (``xc add-keywords``)
+
+
 class Method(Protocol):
     """A training method: the unit the CLI, Dagster's method partitions, the report and the registry handle."""
 
@@ -133,6 +164,16 @@ class Method(Protocol):
     @property
     def ablation_of(self) -> str | None:
         """The full method this one switches an ingredient off; the report pairs full − this."""
+        ...
+
+    @property
+    def requires(self) -> Requires:
+        """What it builds on and needs at inference."""
+        ...
+
+    @property
+    def roles(self) -> Roles:
+        """The parts it plays by default (run, results, headline, control, references)."""
         ...
 
     def train(self, job: TrainJob) -> Fitted:
@@ -163,6 +204,9 @@ class Restrictable(Protocol):
 
 
 METHODS: dict[str, Method] = {}
+#: method name → the module that registered it: with the method's class module, the code its version covers
+#: (``xc_core.methods.versions``)
+REGISTERED_IN: dict[str, str] = {}
 M = TypeVar("M", bound=Method)
 
 
@@ -170,6 +214,7 @@ def register(method: M) -> M:
     if method.name in METHODS:
         raise ValueError(f"method '{method.name}' registered twice")
     METHODS[method.name] = method
+    REGISTERED_IN[method.name] = sys._getframe(1).f_globals.get("__name__", "")
     return method
 
 

@@ -7,19 +7,21 @@ encoder of the same profile and seed is reused instead of trained twice (``metho
 
 from dataclasses import replace
 
-from xc_core.methods.base import register
-from xc_core.methods.encoder import encoder_method
-
-SUFFIX = "-clf"
-BASES = ("pretrained", "dual_encoder", "ramen")
-
-
-def base_method_name(name: str) -> str:
-    """The method whose encoder ``name`` ends with: ``ramen-clf@links`` → ``ramen@links``."""
-    return name.replace(SUFFIX, "", 1)
+from xc_core.methods.base import Roles, register
+from xc_core.methods.dual_encoder import DUAL_ENCODER
+from xc_core.methods.encoder import CLASSIFIER_SUFFIX as SUFFIX
+from xc_core.methods.encoder import EncoderMethod
+from xc_core.methods.pretrained import PRETRAINED
+from xc_core.methods.ramen import RAMEN
 
 
-for _base in BASES:
-    _method = encoder_method(_base)
-    register(replace(_method, name=f"{_base}{SUFFIX}", classifier=True, baselines=(_base,),
-                     description=f"{_method.description}; then per-label classifiers fused with the encoder"))
+def with_classifier(base: EncoderMethod, roles: Roles) -> EncoderMethod:
+    """Register ``<base>-clf``: the base's encoder (trained first, or its trained one reused), then the stage."""
+    return register(replace(base, name=f"{base.name}{SUFFIX}", classifier=True, baselines=(base.name,),
+                            requires=replace(base.requires, methods=(base.name,)), roles=roles,
+                            description=f"{base.description}; then per-label classifiers fused with the encoder"))
+
+
+PRETRAINED_CLF = with_classifier(PRETRAINED, Roles(headline=True, results=True))
+DUAL_ENCODER_CLF = with_classifier(DUAL_ENCODER, Roles(headline=True, run=True, results=True))
+RAMEN_CLF = with_classifier(RAMEN, Roles(headline=True, run=True, results=True))

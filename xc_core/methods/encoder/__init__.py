@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Fitted, Method, Predictions, Scorer, Served, TrainJob, get_method
+from xc_core.methods.base import Fitted, Method, Predictions, Requires, Roles, Scorer, Served, TrainJob, get_method
 from xc_core.training.config import TrainConfig
 from xc_core.training.record import TrainedModel
 
@@ -30,6 +30,8 @@ class EncoderMethod:
     classifier: bool = False  # ends with the classifier stage: per-label vectors fused with the encoder (#18)
     baselines: tuple[str, ...] = ()  # reports pair this method against these (this − baseline); first: DIFF@k
     ablation_of: str | None = None  # the full method this one switches an ingredient off; reports pair full − this
+    requires: Requires = Requires()  # e.g. a ``-clf`` builds on its base's trained encoder
+    roles: Roles = Roles()  # the default lists and comparisons it is in
 
     def configure(self, base: TrainConfig) -> TrainConfig:
         return base.model_copy(update=self.overrides)

@@ -1,5 +1,6 @@
 """``irene``: IRENE (novel keywords represented from the classifiers of similar seen keywords) on a frozen trained
-encoder. Stage I is the encoder of the data set's champion (or the best trained encoder method of the profile);
+encoder. Stage I is the trained encoder of the method ``IreneConfig.stage_one`` names (``ramen`` unless configured;
+the method's ``requires``), recorded on the model (summary, MLflow params) whatever the registry's champion is;
 stage II trains the seen labels' classifiers and the combiner (``train.py``); every label, novel ones included,
 gets a representation the label index is built over, and novel keywords streamed in later get one the same way
 (``stream.py``) without retraining. ``settings.py`` evaluates IRENE's four settings against the encoder alone.
@@ -16,74 +17,68 @@ from typing import Any
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Fitted, Predictions, Scorer, Served, TrainJob, register
+from xc_core.methods.base import Fitted, Predictions, Requires, Roles, Scorer, Served, TrainJob, register
 from xc_core.methods.irene.config import IreneConfig
 from xc_core.training.record import TrainedModel
 
 NAME = "irene"
-STAGE_ONE = ("ramen", "dual_encoder", "pretrained")  # without a champion: the first of these trained at the profile
 ABLATIONS: dict[str, dict[str, str]] = {"irene (sum)": {"pooling": "sum"}, "irene (max)": {"pooling": "max"},
                                         "irene (weighted sum)": {"pooling": "weighted_sum"},
                                         "irene (embeddings, not classifiers)": {"inputs": "embeddings"}}
 
 
-def stage_one(home: Path, dataset: str, profile: str) -> TrainedModel | None:
-    """The trained encoder IRENE builds on: the registry champion's (when it is an encoder trained in this home),
-    else the first of :data:`STAGE_ONE` trained at ``profile``; None: the shipped encoder."""
+def stage_one(home: Path, dataset: str, profile: str, method: str) -> TrainedModel:
+    """The trained encoder IRENE builds on: ``method``'s model of this home, data set and profile (never the
+    registry's live champion: the command and its config decide)."""
     from xc_core.paths import model_dir
-    from xc_core.tracking.registry import champion_version
-    from xc_core.tracking.store import tracking_uri
+    from xc_core.training.record import SUMMARY
 
-    candidates = []
-    champion = champion_version(dataset, tracking_uri(home))
-    if champion is not None and champion.tags.get("method") != NAME:
-        candidates.append((champion.tags["method"], champion.tags.get("profile", profile)))
-    candidates += [(m, profile) for m in STAGE_ONE]
-    for method, method_profile in candidates:
-        folder = model_dir(home, dataset, method, method_profile)
-        if (folder / "train_summary.json").exists():
-            trained = TrainedModel.load(folder)
-            if "encoder_dir" in trained.summary:
-                return trained
-    return None
+    folder = model_dir(home, dataset, method, profile)
+    if not (folder / SUMMARY).exists():
+        raise FileNotFoundError(f"IRENE's stage I is {method}'s trained encoder and {folder} has none: train it "
+                                f"first (`xc train --dataset {dataset} --method {method} --profile {profile}`)")
+    trained = TrainedModel.load(folder)
+    if "encoder_dir" not in trained.summary:
+        raise ValueError(f"IRENE's stage I must be a method with a text encoder; {method} records none")
+    return trained
 
 
 @dataclass(frozen=True)
 class IreneMethod:
     name: str = NAME
     description: str = ("IRENE: every label represented by a combiner over its text embedding and the classifiers "
-                        "of up to 3 similar seen labels, on the champion's frozen encoder")
+                        "of up to 3 similar seen labels, on a trained method's frozen encoder (stage I)")
     needs_anchor_sets: bool = False
     baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
     ablation_of: str | None = None
     #: stage II's final fit trains on every training query, validation rows included: no validation score
     fits_on_validation: bool = True
     cfg: IreneConfig = field(default_factory=IreneConfig)
+    roles: Roles = Roles(results=True, keywords=True)
+
+    @property
+    def requires(self) -> Requires:
+        """Stage I: the configured method, trained first wherever both run."""
+        return Requires(methods=(self.cfg.stage_one,))
 
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
 
-        from xc_core.encoders.text import default_model_path, encoder_for
-        from xc_core.methods.encoder.training import encoder_config
+        from xc_core.encoders.text import encoder_for
+        from xc_core.methods.encoder.pyfunc import log_encoder
         from xc_core.methods.irene.fit import MODEL, embed, fit_irene
-        from xc_core.tracking.pyfunc import log_encoder
 
         own = {k: v for k, v in job.overrides.items() if k in IreneConfig.model_fields}  # the launchpad's TrainConfig
         cfg = IreneConfig(**{**self.cfg.model_dump(), "seed": job.profile.seed, **own})  # fields are not IRENE's
-        base = stage_one(job.home, job.dataset.name, job.profile.name)
-        if base is not None:
-            encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
-        else:
-            enc_cfg = encoder_config(job.profile, job.home)
-            # an empty model_path means the shipped encoder (Path("") would be the working directory)
-            encoder_dir, max_length = Path(enc_cfg.model_path or default_model_path()), enc_cfg.max_length
+        base = stage_one(job.home, job.dataset.name, job.profile.name, cfg.stage_one)
+        encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
         encoder = encoder_for(encoder_dir, max_length)
         vecs = embed(job.dataset, encoder, job.out, job.progress)
         model, summary = fit_irene(job.dataset, vecs, cfg, val_rows=stage_one_validation(job, base),
                                    progress=job.progress)
         model.save(job.out / MODEL)
         headline = novel_headline(job.dataset, vecs, model)
-        mlflow.log_params({"stage_one": base.method if base else "shipped",
+        mlflow.log_params({"stage_one": base.method, "stage_one_run_id": base.mlflow_run_id,
                            **{f"chosen.{k}": str(v) for k, v in asdict(model.choice).items()},
                            **{f"irene.{k}": str(v)[:250] for k, v in cfg.model_dump().items()}})
         for row in summary["history"]:
@@ -92,9 +87,9 @@ class IreneMethod:
         mlflow.log_metrics({k.replace("@", "_at_"): float(v) for k, v in headline.items()})
         info = log_encoder(encoder_dir, max_length, job.out, extra_artifacts={"irene": str(job.out / MODEL)})
         return Fitted(info.model_uri, {"encoder_dir": str(encoder_dir), "max_length": max_length,
-                                       "stage_one": base.method if base else "shipped",
+                                       "stage_one": base.method, "stage_one_model_uri": base.model_uri,
                                        # the registry tags the version with the encoder's run (register_evaluated)
-                                       "depends_on_run_id": base.mlflow_run_id if base else None,
+                                       "depends_on_run_id": base.mlflow_run_id,
                                        # what serving runs: the encoder, the seen classifiers and the combiner
                                        "parameters": encoder.parameter_count() + model.parameters,
                                        **headline, **summary})
@@ -138,15 +133,14 @@ class IreneMethod:
         return irene_scorer(served)
 
 
-def stage_one_validation(job: TrainJob, base: TrainedModel | None) -> np.ndarray:
+def stage_one_validation(job: TrainJob, base: TrainedModel) -> np.ndarray:
     """The training queries stage I held out for its own validation (its seed, the profile's sizes): IRENE chooses
     its settings on them, queries the frozen encoder never trained on."""
     from xc_core.profiles import train_settings
     from xc_core.training.trainer import split_validation
 
     cfg = train_settings(job.profile)
-    if base is not None:
-        cfg = cfg.model_copy(update={"seed": int(base.summary.get("seed", cfg.seed))})
+    cfg = cfg.model_copy(update={"seed": int(base.summary.get("seed", cfg.seed))})
     return split_validation(len(job.dataset.train_texts), cfg)[1]
 
 

@@ -15,6 +15,8 @@ Pooling = Literal["attention", "sum", "max", "weighted_sum"]
 
 
 class IreneConfig(BaseModel):
+    stage_one: str = Field(default="ramen", description="stage I: the method whose trained encoder (this home, data "
+                                                         "set and profile) IRENE freezes and builds on")
     pooling: Pooling = Field(default="attention", description="IRENE's self-attention with type embeddings, or the "
                                                               "simpler poolings of its Table 8")
     inputs: Literal["classifiers", "embeddings"] = Field(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Fitted, Predictions, Scorer, Served, TrainJob, register
+from xc_core.methods.base import Fitted, Predictions, Requires, Roles, Scorer, Served, TrainJob, register
 from xc_core.methods.oak.config import OakConfig
 from xc_core.training.record import TrainedModel
 
@@ -31,6 +31,8 @@ class OakMethod:
     needs_anchor_sets: bool = True
     baselines: tuple[str, ...] = ()
     ablation_of: str | None = None
+    requires: Requires = Requires(graph_at_inference=True)  # the query's linked nodes
+    roles: Roles = Roles()
     cfg: OakConfig = field(default_factory=OakConfig)
 
     def train(self, job: TrainJob) -> Fitted:
@@ -121,11 +123,13 @@ class OakMethod:
 OAK = register(OakMethod(
     "oak", "OAK (two-stage GCN): a query linked to graph nodes by text, one GCN layer over their embeddings, "
            "labels retrieved with the result; encoder and layer trained on true neighbours",
-    baselines=("ramen", "dual_encoder")))
+    baselines=("ramen", "dual_encoder"), roles=Roles(results=True)))
 OAK_ORACLE = register(OakMethod(
     "oak-oracle", "OAK with the oracle linker: a test query's true graph neighbours where it has any (RAMEN "
                   "Table 2's upper bound; served through the predicted linker)",
-    oracle=True, baselines=("oak", "ramen")))
+    oracle=True, baselines=(OAK.name, "ramen"),
+    # trains identically: reuses the oak model trained before it (reusable_oak) rather than training it again
+    requires=Requires(methods=(OAK.name,), graph_at_inference=True), roles=Roles(results=True)))
 
 
 def settings_fingerprint(cfg: OakConfig, train_cfg: Any, enc_cfg: Any) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Fitted, Predictions, Scorer, Served, TrainJob, register
+from xc_core.methods.base import Fitted, Predictions, Requires, Roles, Scorer, Served, TrainJob, register
 from xc_core.methods.textgnn.config import TextGNNConfig
 from xc_core.training.record import TrainedModel
 
@@ -40,6 +40,8 @@ class TextGNNMethod:
     needs_anchor_sets: bool = True
     baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
     ablation_of: str | None = None
+    requires: Requires = Requires(graph_at_inference=True)  # a query's behaviour-graph neighbours
+    roles: Roles = Roles(results=True)
     cfg: TextGNNConfig = field(default_factory=TextGNNConfig)
 
     def settings(self, job: TrainJob) -> tuple[Any, TextGNNConfig]:
