@@ -33,6 +33,7 @@ from xc_core.methods import (
     result_methods,
     run_methods,
 )
+from xc_core.methods.base import REGISTERED_IN
 from xc_core.methods.encoder import EncoderMethod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,10 +42,12 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def registry() -> Iterator[None]:
     """The real registry; what a test registers is gone afterwards."""
-    saved = dict(METHODS)
+    saved, modules = dict(METHODS), dict(REGISTERED_IN)
     yield
     METHODS.clear()
     METHODS.update(saved)
+    REGISTERED_IN.clear()
+    REGISTERED_IN.update(modules)
 
 
 def toy(name: str, *, roles: Roles | None = None, needs: tuple[str, ...] = ()) -> EncoderMethod:
