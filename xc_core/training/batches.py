@@ -37,6 +37,10 @@ class Batch:
     positive_mask: np.ndarray  # (B, B): label of row j is a true positive of document i
     doc_anchors: dict[str, AnchorSide] = field(default_factory=dict)
     label_anchors: dict[str, AnchorSide] = field(default_factory=dict)
+    #: one extra negative label per row (-1: none) and its text ("" for none): ``training.attributes``' labels of
+    #: another brand / place; None when the builder has no negative pool
+    hard_label_ids: np.ndarray | None = None
+    hard_texts: list[str] = field(default_factory=list)
 
 
 def _pick(matrix: sp.csr_matrix, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -83,10 +87,14 @@ class BatchBuilder:
     y: sp.csr_matrix  # train documents × labels
     doc_side: dict[str, tuple[sp.csr_matrix, list[str]]]  # set → (docs × anchors, anchor texts)
     label_side: dict[str, tuple[sp.csr_matrix, list[str]]]
+    #: (train documents, M) label indices, -1 padded (valid ones first): each row's pool of extra negatives
+    #: (``training.attributes.mine_negatives``); None: no extra negative and no extra random draw
+    hard_pool: np.ndarray | None = None
 
     @classmethod
     def from_anchor_sets(cls, doc_texts: list[str], label_texts: list[str], y: sp.csr_matrix,
-                         anchor_sets: dict[str, AnchorSet], doc_sets: list[str], label_sets: list[str]) -> BatchBuilder:
+                         anchor_sets: dict[str, AnchorSet], doc_sets: list[str], label_sets: list[str],
+                         hard_pool: np.ndarray | None = None) -> BatchBuilder:
         n_docs, n_labels = len(doc_texts), len(label_texts)
         return cls(
             doc_texts, label_texts, sp.csr_matrix(y),
@@ -94,6 +102,7 @@ class BatchBuilder:
              if len(anchor_sets[s].doc_edges)},
             {s: (anchor_sets[s].label_matrix(n_labels), anchor_sets[s].texts) for s in label_sets
              if len(anchor_sets[s].label_edges)},
+            hard_pool,
         )
 
     def build(self, doc_ids: np.ndarray, rng: np.random.Generator) -> Batch:
@@ -103,8 +112,27 @@ class BatchBuilder:
         doc_texts, label_texts = [self.doc_texts[i] for i in doc_ids], [self.label_texts[j] for j in labels]
         positive = _membership(self.y, doc_ids, labels) | same_text(doc_texts, label_texts)
         np.fill_diagonal(positive, True)
-        return Batch(
+        batch = Batch(
             doc_ids=doc_ids, label_ids=labels, doc_texts=doc_texts, label_texts=label_texts, positive_mask=positive,
             doc_anchors={s: _side(m, doc_ids, t, rng, doc_texts) for s, (m, t) in self.doc_side.items()},
             label_anchors={s: _side(m, labels, t, rng, label_texts) for s, (m, t) in self.label_side.items()},
         )
+        if self.hard_pool is not None:  # drawn last: without a pool every other draw is as before
+            batch.hard_label_ids = self._hard(doc_ids, labels, doc_texts, label_texts, rng)
+            batch.hard_texts = [self.label_texts[j] if j >= 0 else "" for j in batch.hard_label_ids]
+        return batch
+
+    def _hard(self, doc_ids: np.ndarray, labels: np.ndarray, doc_texts: list[str], label_texts: list[str],
+              rng: np.random.Generator) -> np.ndarray:
+        """One label of each row's pool, uniformly (-1 for an empty pool), never a positive of the row's document
+        nor a text equal to the row's document or label."""
+        assert self.hard_pool is not None
+        pool = self.hard_pool[doc_ids]
+        counts = (pool >= 0).sum(axis=1)
+        offset = (rng.random(len(doc_ids)) * np.maximum(counts, 1)).astype(np.int64)
+        hard = np.where(counts > 0, pool[np.arange(len(doc_ids)), np.minimum(offset, pool.shape[1] - 1)], -1)
+        texts = [self.label_texts[j] if j >= 0 else None for j in hard]
+        clash = np.array([t is not None and (t == d or t == lab) for t, d, lab in zip(texts, doc_texts, label_texts,
+                                                                                      strict=True)], dtype=bool)
+        own = np.array([j >= 0 and self.y[d, j] != 0 for d, j in zip(doc_ids, hard, strict=True)], dtype=bool)
+        return np.where(clash | own, -1, hard)

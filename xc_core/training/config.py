@@ -39,6 +39,14 @@ class TrainConfig(BaseModel):
     anchor_pairs: bool = Field(default=False, description="control for label-side anchor sets of documents (e.g. "
                                "the click graph): add each (anchor document, label) edge as a training pair instead "
                                "of a regularizer, so 'more labelled pairs' and 'graph signal' can be told apart")
+    attribute_negatives: int = Field(default=0, ge=0, description="brand/location-safe hard negatives (issue #32, "
+                                     "training/attributes.py): before every epoch, per training document whose text "
+                                     "names a brand or place some label carries, mine this many of the encoder's most "
+                                     "similar labels carrying another value; each step adds one to the row's softmax "
+                                     "(0: off; nothing changes on data sets without item metadata; softmax loss only)")
+    attribute_anchor_filter: bool = Field(default=False, description="drop anchor edges whose two ends carry "
+                                          "different brands / places (item metadata, query text; issue #32); a no-op "
+                                          "on data sets without item metadata")
     select_best: bool = Field(default=True, description="serve the epoch with the best validation recall on half "
                               "the validation rows when it beats epoch 0 (the starting encoder) on the other half "
                               "(``fallback``), else epoch 0: a fine-tune is never worse than its start out of sample")

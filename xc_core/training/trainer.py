@@ -53,6 +53,10 @@ def validation_label_space(n_labels: int, truth: Any, val_idx: np.ndarray, cfg: 
     sample = seeds.rng(cfg.seed, Stream.VALIDATION_LABELS).choice(others, min(take, len(others)), replace=False)
     return np.sort(np.concatenate([positives, sample]))
 
+#: cut-offs of the validation brand / place mismatch (the A/B shows 5 of an arm's top-100)
+VAL_MISMATCH_KS = (5, 100)
+
+
 class MetricSink(Protocol):
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
 
@@ -139,9 +143,18 @@ class Trainer:
                                                                       replace=False)
             self.train_idx = np.sort(self.train_idx[keep])
         self.heldout_anchor_edges: dict[str, int] = {}
+        self.attribute_anchor_edges: dict[str, int] = {}  # edges dropped by attribute_anchor_filter, per set
         self.anchor_pairs_added = 0
+        from xc_core.training.attributes import AttributeIndex
+
+        #: the data set's item metadata (brand / location per label); None without any (aol-1000, XC folders)
+        self.attributes = AttributeIndex.build(dataset.label_attributes, dataset.label_texts)
+        if cfg.attribute_negatives and cfg.loss != "softmax":
+            raise ValueError("attribute_negatives adds a negative to the softmax task loss: use loss='softmax'")
+        #: (train documents, attribute_negatives) mined negatives, -1 padded (None: none mined)
+        self.hard_pool: np.ndarray | None = None
         graph_used = cfg.regularize or cfg.anchor_pairs
-        clean = self._reachable(self._without_heldout(dataset.anchor_sets)) if graph_used else {}
+        clean = self._attribute_safe(self._reachable(self._without_heldout(dataset.anchor_sets))) if graph_used else {}
         if cfg.anchor_pairs:
             self._add_anchor_pairs(clean)
         self.full_anchors = clean if cfg.regularize else {}
@@ -249,9 +262,52 @@ class Trainer:
                                   label_proxy=np.asarray(a.label_proxy)[keep_label])
         return out
 
+    def _attribute_safe(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
+        """``attribute_anchor_filter``: every set without its edges whose ends carry different brands / places
+        (training/attributes.py); unchanged when off or when the data set has no item metadata."""
+        if not self.cfg.attribute_anchor_filter or self.attributes is None:
+            return anchor_sets
+        from xc_core.training.attributes import without_crossing_edges
+
+        out = {}
+        for name, a in anchor_sets.items():
+            out[name], self.attribute_anchor_edges[name] = without_crossing_edges(a, self.attributes,
+                                                                                   self.data.train_texts)
+        log.info("attribute-crossing anchor edges dropped (per set): %s", self.attribute_anchor_edges)
+        return out
+
+    @cached_property
+    def _mismatch(self) -> sp.csr_matrix:
+        """(train_idx rows, labels): the labels carrying a brand / place the row's document does not name."""
+        from xc_core.training.attributes import mismatch_matrix
+
+        assert self.attributes is not None
+        return mismatch_matrix(self.attributes, [self.data.train_texts[i] for i in self.train_idx])
+
+    def _mine_negatives(self, epoch: int) -> None:
+        """``attribute_negatives``: each training document's pool of labels of another brand / place, the current
+        encoder's most similar first (training/attributes.py); nothing without item metadata."""
+        if not self.cfg.attribute_negatives or self.attributes is None or not self._mismatch.nnz:
+            return
+        from xc_core.training.attributes import mine_negatives
+
+        mismatch = self._mismatch
+        rows = np.flatnonzero(np.diff(mismatch.indptr))
+        labels = np.unique(mismatch.indices)
+        doc_emb = self.encode([self.data.train_texts[self.train_idx[r]] for r in rows])
+        label_emb = np.zeros((len(self.data.label_texts), doc_emb.shape[1]), dtype=np.float32)
+        label_emb[labels] = self.encode([self.data.label_texts[j] for j in labels])
+        positives = sp.csr_matrix(self.data.y_train)[self.train_idx[rows]]
+        mined = mine_negatives(doc_emb, label_emb, mismatch[rows], positives, self.cfg.attribute_negatives)
+        pool = np.full((len(self.data.train_texts), self.cfg.attribute_negatives), -1, dtype=np.int64)
+        pool[self.train_idx[rows]] = mined
+        self.hard_pool = pool
+        log.info("epoch %d: attribute negatives mined for %d documents", epoch, int((mined[:, 0] >= 0).sum()))
+        self.builder = self._builder()
+
     def _builder(self) -> BatchBuilder:
         return BatchBuilder.from_anchor_sets(self.data.train_texts, self.data.label_texts, self.data.y_train,
-                                             self.anchors, self.doc_sets, self.label_sets)
+                                             self.anchors, self.doc_sets, self.label_sets, hard_pool=self.hard_pool)
 
     def _optimizer(self, total_steps: int) -> tuple[Any, Any]:
         import torch
@@ -278,10 +334,13 @@ class Trainer:
         def side(s):
             return type(s)([s.texts[i] for i in rows], s.valid[rows], s.neighbour_mask[pick])
 
+        hard = batch.hard_label_ids
         return Batch(batch.doc_ids[rows], batch.label_ids[rows], [batch.doc_texts[i] for i in rows],
                      [batch.label_texts[i] for i in rows], batch.positive_mask[pick],
                      {k: side(v) for k, v in batch.doc_anchors.items()},
-                     {k: side(v) for k, v in batch.label_anchors.items()})
+                     {k: side(v) for k, v in batch.label_anchors.items()},
+                     hard[rows] if hard is not None else None, [batch.hard_texts[i] for i in rows] if hard is not None
+                     else [])
 
     def losses(self, batch: Batch) -> dict[str, Any]:
         """Every term of the objective for one batch, from one encoder pass over all its texts."""
@@ -292,14 +351,25 @@ class Trainer:
                  *(("label", s, batch.label_anchors[s]) for s in self.label_sets if s in batch.label_anchors)]
         anchor_texts = [t for _, _, side in sides for t in side.texts]
         b = len(batch.doc_texts)
+        hard_rows = (np.flatnonzero(batch.hard_label_ids >= 0) if batch.hard_label_ids is not None
+                     else np.zeros(0, np.int64))
+        texts += [batch.hard_texts[i] for i in hard_rows]
         if self.cfg.anchor_grad:  # RAMEN eq. 2 as written: gradients flow into the anchors' encodings too
             emb = self.encoder.forward(texts + anchor_texts)
-            anchor_emb = emb[2 * b:]
+            anchor_emb = emb[len(texts):]
         else:
             emb = self.encoder.forward(texts)
             anchor_emb = self._encode_fixed(anchor_texts)
         docs, labels = emb[:b], emb[b: 2 * b]
-        out = {"task": self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))}
+        if len(hard_rows):  # the rows' labels of another brand / place (training/attributes.py)
+            index = torch.from_numpy(hard_rows).to(emb.device)
+            hard_emb = torch.zeros_like(docs).index_copy(0, index, emb[2 * b: len(texts)])
+            valid = torch.zeros(b, dtype=torch.bool, device=emb.device).index_fill(0, index, True)
+            task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask), hard_emb=hard_emb,
+                                  hard_valid=valid)
+        else:
+            task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))
+        out = {"task": task}
         for i, (kind, name, side) in enumerate(sides):
             anchors = anchor_emb[i * b: (i + 1) * b]
             nodes = docs if kind == "doc" else labels
@@ -331,11 +401,30 @@ class Trainer:
         truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
         labels = self.encode([self.data.label_texts[i] for i in space])
         k = self.cfg.val_k
-        top = self._last_top = top_k_exact(docs, labels, max(k, 5),
-                                           exclude=self.data.own_label_pairs(self.val_idx, space))
+        depth = max(k, 5, *(VAL_MISMATCH_KS if self.attributes is not None else ()))
+        ranked = top_k_exact(docs, labels, depth, exclude=self.data.own_label_pairs(self.val_idx, space))
+        top = self._last_top = ranked[:, :max(k, 5)]
         return {f"recall@{k}": recall_at_k(top[:, :k], truth),
                 "P@1": float(precision_per_row(truth, top, 1).mean()),
-                "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan")}
+                "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan"),
+                **self._validation_mismatch(space[ranked] if ranked.size else ranked)}
+
+    def _validation_mismatch(self, top: np.ndarray) -> dict[str, float]:
+        """Brand / place mismatch@k of the validation documents naming one (evaluation/mismatch.py: ranks models
+        as the A/B's bad-match rates do, issue #32), from item metadata and query text; {} without metadata."""
+        if self.attributes is None:
+            return {}
+        from xc_core.evaluation.mismatch import mismatch_counts
+
+        texts = [self.data.train_texts[i] for i in self.val_idx]
+        out = {}
+        for attribute in self.attributes.attributes:
+            counts = mismatch_counts(texts, top, self.data.label_attributes[attribute], attribute, VAL_MISMATCH_KS)
+            for k in VAL_MISMATCH_KS:
+                rate = counts.rate(k)
+                if rate is not None:
+                    out[f"{attribute}_mismatch@{k}"] = rate
+        return out
 
     def validation_recall(self) -> float:
         return self.validation_metrics()[f"recall@{self.cfg.val_k}"]
@@ -443,6 +532,8 @@ class Trainer:
         for name, a in self.anchors.items():
             arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"] = a.doc_edges, a.label_edges
         arrays.update(self.choice.arrays())
+        if self.hard_pool is not None:
+            arrays["attribute_negatives"] = self.hard_pool
         state = {"epoch": epoch, "step": step, "global_step": global_step, "history": history, "prune_log": prune_log,
                  "best": self.best}
         torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
@@ -460,6 +551,8 @@ class Trainer:
         self.bandit.load_state_dict(torch_state["bandit"])
         for name, full in self.full_anchors.items():
             self.anchors[name] = AnchorSet(name, full.texts, arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"])
+        if "attribute_negatives" in arrays:
+            self.hard_pool = arrays["attribute_negatives"]
         self.builder = self._builder()
         assign = arrays["assign"] if arrays["assign"].size else None
         self.choice.restore(arrays, state.get("best", self.best))
@@ -545,12 +638,17 @@ class Trainer:
             history.append(self._validate(0, 0, float("nan")))
             if len(self.terms) > 1:  # also for a fixed bandit (ramen_no_bandit): it records every period's change
                 self.bandit.begin(self.validation_task_loss())
+        if self.attribute_anchor_edges and self.rank == 0:
+            self.sink.log_metrics({f"attribute_anchor_edges/{s}": float(n)
+                                   for s, n in self.attribute_anchor_edges.items()}, global_step)
         started, examples, task_value = time.perf_counter(), 0, float("nan")
         for epoch in range(start_epoch, cfg.epochs):
             if cfg.batching == "clusters" and (assign is None or (epoch % cfg.cluster_refresh_every == 0
                                                                   and start_step == 0)):
                 assign = self._cluster(epoch)
             batches = self._epoch_batches(epoch, assign)
+            if start_step == 0 or self.hard_pool is None:  # mid-epoch resume: the checkpoint's pool
+                self._mine_negatives(epoch)
             self.encoder.model.train()
             bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="batch",
                        disable=not self.progress or self.rank != 0, initial=start_step)

@@ -31,6 +31,23 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
     return F.cross_entropy(logits[rows], target[rows])
 
 
+def softmax_with_row_negative(scores: torch.Tensor, negatives: torch.Tensor, row_scores: torch.Tensor,
+                              row_valid: torch.Tensor, scale: float) -> torch.Tensor:
+    """:func:`in_batch_softmax` (every row valid) with one more candidate in row i's softmax: ``row_scores[i]``
+    = cos(x_i, h_i) of the row's own extra negative h_i, where ``row_valid[i]``; a row without one is scored
+    exactly as by :func:`in_batch_softmax`.
+
+        L = mean_i −log( exp(τ s_ii) / (exp(τ s_ii) + Σ_{j ∈ N_i} exp(τ s_ij) + [h_i] exp(τ cos(x_i, h_i))) )
+    """
+    _check(scores, negatives, "negatives")
+    allowed = negatives.to(device=scores.device, dtype=torch.bool).clone()
+    allowed.fill_diagonal_(True)
+    logits = (scale * scores).masked_fill(~allowed, float("-inf"))
+    extra = (scale * row_scores).masked_fill(~row_valid.to(device=scores.device, dtype=torch.bool), float("-inf"))
+    target = torch.arange(scores.shape[0], device=scores.device)
+    return F.cross_entropy(torch.cat([logits, extra[:, None]], dim=1), target)
+
+
 class InBatchSoftmaxLoss(nn.Module):
     """Task loss L as an in-batch softmax: each document must pick its label among the batch's labels.
 
@@ -62,10 +79,19 @@ class InBatchSoftmaxLoss(nn.Module):
         super().__init__()
         self.scale = scale
 
-    def forward(self, doc_emb: torch.Tensor, label_emb: torch.Tensor, positive_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, doc_emb: torch.Tensor, label_emb: torch.Tensor, positive_mask: torch.Tensor,
+                hard_emb: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None) -> torch.Tensor:
+        """``hard_emb`` [B, d] (optional): one extra negative per row (``hard_valid`` [B] marks the rows that have
+        one), added to that row's softmax only (``training.attributes``: a label of another brand / place)."""
         scores = doc_emb @ label_emb.T
         _check(scores, positive_mask, "positive_mask")
-        return in_batch_softmax(scores, ~positive_mask.to(device=scores.device, dtype=torch.bool), self.scale)
+        negatives = ~positive_mask.to(device=scores.device, dtype=torch.bool)
+        if hard_emb is None:
+            return in_batch_softmax(scores, negatives, self.scale)
+        if hard_emb.shape != doc_emb.shape or hard_valid is None or hard_valid.shape != scores.shape[:1]:
+            raise ValueError(f"hard_emb must have the shape of doc_emb {tuple(doc_emb.shape)} and hard_valid "
+                             f"({scores.shape[0]},)")
+        return softmax_with_row_negative(scores, negatives, (doc_emb * hard_emb).sum(dim=1), hard_valid, self.scale)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"
