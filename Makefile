@@ -65,7 +65,7 @@ run: $(STAMP) $(XC_DAGSTER_STATE)
 	@echo "Dagster UI:  make ui  → http://127.0.0.1:3000 (this run is in Runs; assets, checks and plots in Assets)"
 	@echo "MLflow UI:   make mlflow-ui → http://127.0.0.1:5000 (store: $(MLFLOW_STORE); xc predict reads the same)"
 
-# docs/RESULTS.md: every method of xc_core/stages/results.py RESULT_METHODS on RESULTS_DATASETS at PROFILE, in one
+# docs/RESULTS.md: every method of the registry's result_methods() on RESULTS_DATASETS at PROFILE, in one
 # home; the PECOS peer is scored between two passes (the second reuses every model and evaluation and adds it)
 RESULTS_DATASETS ?= synthetic,wikispeedia,aol-1000
 RESULTS_OUT ?= docs

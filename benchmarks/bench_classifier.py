@@ -43,7 +43,7 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
     from xc_core.index import LabelIndex
     from xc_core.methods.encoder import artefacts
     from xc_core.paths import index_dir
-    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.anchor_sets import load_with_anchors
     from xc_core.training.record import TrainedModel
 
     data = load_with_anchors(home, dataset)

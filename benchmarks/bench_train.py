@@ -37,8 +37,8 @@ def main() -> None:
     from xc_core.paths import anchors_dir
     from xc_core.profiles import encoder_config, get_profile
     from xc_core.simulate.pipeline import current_simulation, simulate_into_store
-    from xc_core.stages.datasets import materialize_dataset
-    from xc_core.stages.graphs import materialize_anchor_sets
+    from xc_core.stages.anchor_sets import materialize_anchor_sets
+    from xc_core.stages.dataset import materialize_dataset
     from xc_core.training.trainer import Trainer
 
     home = Path(args.home)

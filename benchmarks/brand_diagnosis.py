@@ -315,7 +315,7 @@ def run(home: Path, dataset: str, profile: str, control: str, with_checkpoints: 
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import abtest_dir, dataset_dir, eval_root
     from xc_core.stages.abtest import ground_truth
-    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.anchor_sets import load_with_anchors
 
     started = time.perf_counter()
     data = load_with_anchors(home, dataset)

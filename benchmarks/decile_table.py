@@ -21,7 +21,7 @@ def build(home: Path, dataset: str, profile: str, methods: list[str], k: int) ->
     from xc_core.classifier.tradeoff import decile_table
     from xc_core.evaluation.metrics import propensity
     from xc_core.paths import eval_dir
-    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.anchor_sets import load_with_anchors
 
     data = load_with_anchors(home, dataset)
     tops = {m: np.load(eval_dir(home, dataset, m, profile) / "top100.npy") for m in methods}

@@ -65,8 +65,8 @@ def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
 
 def evaluate_peer(dataset_name: str, profile: str, homes: list[Path]) -> dict:
     from xc_core.paths import eval_dir
-    from xc_core.stages.evaluation import evaluate_scores
-    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.anchor_sets import load_with_anchors
+    from xc_core.stages.evaluate import evaluate_scores
 
     dataset = load_with_anchors(homes[0], dataset_name)
     started = time.perf_counter()

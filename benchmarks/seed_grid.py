@@ -1,6 +1,6 @@
 """Resumable method × seed grid on one data set: one home per seed, each step skipped when its output exists (a
-model or evaluation only when the current code version made it: ``xc_core.provenance.outdated``, the results job's
-rule).
+model or evaluation only when the current code version made it: ``xc_core.provenance.outdated``; the results job
+reads Dagster's records instead, per method: ``xc_assets.defs.freshness``).
 
     .venv/bin/python benchmarks/seed_grid.py --dataset wikispeedia --profile cpu --seeds 0 1 2 \
         --methods pretrained,dual_encoder,ramen --root /tmp/xc-grid [--anchors-profile cpu]

@@ -9,7 +9,7 @@ The seed homes are ``<root>/<dataset>-s<seed>`` as ``benchmarks/seed_grid.py`` l
 TrainConfig fields, ``--tag`` names it) gets a home per seed, ``<root>/<dataset>-s<seed>-<tag>``, that links the seed
 home's data lineage (the results job's :func:`~xc_core.stages.results.share_data`): every variant trains on the same
 anchor sets and is scored on the same test queries; its models, evaluations and MLflow store stay apart. A step whose
-output exists and was made by the current code version (``xc_core.provenance.outdated``, the results job's rule) is
+output exists and was made by the current code version (``xc_core.provenance.outdated``: the whole package) is
 skipped, so a killed grid restarts where it stopped; a finished training's resume checkpoint and selection copy are
 removed (disk).
 
@@ -63,10 +63,10 @@ def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str,
     from xc_core.paths import eval_dir, model_dir
     from xc_core.profiles import get_profile
     from xc_core.provenance import code_version, outdated
-    from xc_core.stages.evaluation import evaluate_method
-    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.anchor_sets import load_with_anchors
+    from xc_core.stages.evaluate import evaluate_method
     from xc_core.stages.results import share_data
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
     from xc_core.training.record import SUMMARY
 
     base, home = root / f"{dataset}-s{seed}", variant_home(root, dataset, seed, tag)

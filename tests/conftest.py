@@ -60,8 +60,8 @@ def write_tgz(path: Path, files: dict[str, bytes]) -> Path:
 def tiny_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from xc_core.profiles import get_profile
     from xc_core.simulate.pipeline import simulate_into_store
-    from xc_core.stages.datasets import materialize_dataset
-    from xc_core.stages.graphs import materialize_anchor_sets
+    from xc_core.stages.anchor_sets import materialize_anchor_sets
+    from xc_core.stages.dataset import materialize_dataset
 
     home = tmp_path_factory.mktemp("train-home")
     simulate_into_store("tiny", 0, home)

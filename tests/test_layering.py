@@ -9,8 +9,10 @@ The layers, lowest first (a package imports only from the layers before it):
 4. ``graphs`` (anchor sets) → ``evaluation`` (metrics, analyses, report) → ``training`` (the trainer) →
    ``classifier`` → ``profiles`` → ``tracking`` (MLflow store, registry, the served model) → ``methods`` (each
    method trains, logs and serves itself, its pyfunc model included, so it stands on all of these)
-5. ``stages`` — what the CLI and Dagster run: a profile, the home and MLflow around the libraries above
-6. ``serving``, ``cli``
+5. ``serving`` — the champion over HTTP, from the registry alone
+6. ``stages`` — one module per command: what the CLI and Dagster run (a profile, the home and MLflow around the
+   libraries above; ``xc predict`` and ``xc serve`` call ``serving``)
+7. ``cli``
 
 Imports are read from the source (every ``import``/``from`` statement, inside functions and
 ``TYPE_CHECKING`` blocks too, and ``importlib.import_module("...")`` strings): a function-level import
@@ -39,7 +41,7 @@ PACKAGES = (ROOT, Path(xc_assets.__file__).parent)
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("paths", "seeds", "provenance"), ("logs",), ("simulate",), ("datasets",), ("quality",), ("encoders", "index"),
     ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",), ("tracking",), ("methods",),
-    ("abtest",), ("stages",), ("serving",), ("cli",))
+    ("abtest",), ("serving",), ("stages",), ("cli",))
 
 Edge = tuple[str, str]
 

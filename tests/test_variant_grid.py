@@ -26,10 +26,10 @@ def test_a_variant_trains_apart_on_the_seed_homes_data_and_is_paired_with_it(tin
                                                                             tmp_path: Path) -> None:
     from xc_core.paths import anchors_dir, model_dir
     from xc_core.profiles import get_profile
-    from xc_core.stages.evaluation import evaluate_method
-    from xc_core.stages.graphs import load_with_anchors
+    from xc_core.stages.anchor_sets import load_with_anchors
+    from xc_core.stages.evaluate import evaluate_method
     from xc_core.stages.results import share_data
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
 
     base = tmp_path / "synthetic-s0"
     share_data(tiny_home, base)

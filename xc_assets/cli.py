@@ -1,8 +1,9 @@
-"""The ``xc`` script: xc_core's commands plus ``run`` and ``promote``, which go through Dagster.
+"""The ``xc`` script: xc_core's commands plus ``run``, ``promote`` and ``results``, which go through Dagster.
 
 They live here, in the Dagster layer, so that ``xc_core`` never imports Dagster (``python -m xc_core.cli``
-runs the library's commands alone). Both print a table for people (``xc_assets.summary``), or their JSON summary
-with ``--json``; ``run`` also saves that JSON as ``<home>/last-run.json``.
+runs the library's commands alone), and are registered with the stages' commands (``xc_core.stages.register``),
+so the parser is built from one list. ``run`` and ``promote`` print a table for people (``xc_assets.summary``),
+``results`` its headline; each its JSON with ``--json``; ``run`` also saves that JSON as ``<home>/last-run.json``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from xc_core import cli as core
 from xc_core.datasets.registry import resolve_dataset
 from xc_core.paths import resolve_home
 from xc_core.profiles import PROFILE_NAMES
+from xc_core.stages import Command, register
 
 
 def _methods(args: argparse.Namespace) -> tuple[str, ...]:
@@ -59,36 +62,111 @@ def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     return summary
 
 
-def add_dagster_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    from xc_assets.summary import table
-    from xc_core.methods import RUN_METHODS
+def cmd_results(args: argparse.Namespace) -> dict[str, object]:
+    from xc_assets.results import run_results
+    from xc_core.stages.results import validate_methods
 
-    run = sub.add_parser("run", parents=[common], help="materialize the asset graph in-process through Dagster")
-    promote = sub.add_parser("promote", parents=[common],
-                             help="register evaluated methods in turn and run the promotion gate (Dagster)")
-    for command in (run, promote):
-        command.add_argument("--dataset", default="synthetic",
-                             help="a built-in data set, one defined in the home (`xc dataset --name NAME "
-                                  "--from-events`), or PATH (an XC-repository folder, defined in the home by its "
-                                  "folder name on first use) (default: synthetic)")
-        command.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
-        command.add_argument("--methods", default=",".join(RUN_METHODS),
-                             help="comma-separated methods to train and evaluate, or 'all'"
-                                  + (" (empty: data stages only)" if command is run else ""))
-        command.add_argument("--min-lead", type=_min_lead, default=0.0, metavar="LEAD",
-                             help="promote only if the primary metric's lead over the champion (point estimate, "
-                                  "a fraction: 0.005 = half a P@1 point) is at least LEAD, besides being "
-                                  "significant (default 0: any significant lead)")
-        command.add_argument("--json", action="store_true", help="print the summary as one JSON line, not a table")
-        command.set_defaults(render=table)
-    run.add_argument("--reuse-data", action="store_true",
-                     help="skip the data lineage run and train on the anchor sets already materialized in --home")
-    run.set_defaults(func=cmd_run)
-    promote.set_defaults(func=cmd_promote)
+    methods = validate_methods([m for m in args.methods.split(",") if m])  # before the home is made
+    home = resolve_home(args.home)
+    summary = run_results(home, args.profile, [d for d in args.datasets.split(",") if d], methods,
+                          seeds=_seeds(args.seeds), out=Path(args.out) if args.out else None, retrain=args.retrain)
+    return {"results": summary["results"], "json": summary["json"], "header": summary["header"],
+            "datasets": summary["datasets"], "ran": summary["ran"]}
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as err:
+        raise SystemExit(f"xc results --seeds {text}: comma-separated integers, e.g. 0,1,2") from err
+
+
+def _results_table(payload: dict[str, object]) -> str:
+    """``xc results`` for people: per data set and method P@1 / PSP@1 with their 95% CIs and the costs, then where
+    the page is."""
+    from typing import cast
+
+    def cell(value: list[float | None] | None) -> str:
+        """[value, low, high] (fractions; no interval: low and high None) in points."""
+        value_, low, high = value or (None, None, None)
+        if value_ is None:
+            return "–"
+        interval = f" [{100 * low:.2f}, {100 * high:.2f}]" if low is not None and high is not None else ""
+        return f"{100 * value_:.2f}{interval}"
+
+    lines = []
+    for data in cast(list[dict[str, Any]], payload["datasets"]):
+        costs = {c["method"]: c for c in data["costs"]}
+        lines.append(f"{data['dataset']}:")
+        lines.append(f"  {'method':<22} {'P@1 [95% CI]':<24} {'PSP@1 [95% CI]':<24} {'ms/query':>9} {'parameters':>12}")
+        for row in data["methods"]:
+            cost = costs.get(row["method"], {})
+            ms, params = cost.get("ms_per_query"), cost.get("parameters")
+            lines.append(f"  {row['method']:<22} {cell(row.get('P@1')):<24} {cell(row.get('PSP@1')):<24} "
+                         f"{'–' if ms is None else f'{ms:.3f}':>9} {'–' if params is None else f'{params:,}':>12}")
+    header = cast(dict[str, Any], payload["header"])
+    lines += [f"results: {payload['results']} (and {payload['json']}; MLflow run {header['mlflow_run_id']} of "
+              "experiment xc-results)"]
+    return "\n".join(lines)
+
+
+def _results_arguments(command: argparse.ArgumentParser) -> None:
+    from xc_core.methods import result_methods
+    from xc_core.stages.results import DEFAULT_DATASETS
+
+    command.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
+    command.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
+                         help=f"comma-separated data sets (default: {','.join(DEFAULT_DATASETS)})")
+    command.add_argument("--methods", default=",".join(result_methods()),
+                         help=f"comma-separated registered methods, run in the order their requirements give "
+                              f"(default: {','.join(result_methods())})")
+    command.add_argument("--out", default="", help="folder for RESULTS.md and results.json (default: ./docs)")
+    command.add_argument("--seeds", default="0", help="comma-separated training seeds: the tables are the first's, "
+                                                      "more add a mean ± sd table (default 0)")
+    command.add_argument("--retrain", action="store_true", help="train every method anew (default: only what is "
+                                                                "missing, or stale: its code or data changed)")
+    command.add_argument("--json", action="store_true", help="print the whole results JSON as one line")
+
+
+def _pipeline_arguments(command: argparse.ArgumentParser, run: bool) -> None:
+    from xc_core.methods import run_methods
+
+    command.add_argument("--dataset", default="synthetic",
+                         help="a built-in data set, one defined in the home (`xc dataset --name NAME "
+                              "--from-events`), or PATH (an XC-repository folder, defined in the home by its "
+                              "folder name on first use) (default: synthetic)")
+    command.add_argument("--profile", default="demo", choices=PROFILE_NAMES)
+    command.add_argument("--methods", default=",".join(run_methods()),
+                         help="comma-separated methods to train and evaluate, or 'all'"
+                              + (" (empty: data stages only)" if run else ""))
+    command.add_argument("--min-lead", type=_min_lead, default=0.0, metavar="LEAD",
+                         help="promote only if the primary metric's lead over the champion (point estimate, "
+                              "a fraction: 0.005 = half a P@1 point) is at least LEAD, besides being "
+                              "significant (default 0: any significant lead)")
+    command.add_argument("--json", action="store_true", help="print the summary as one JSON line, not a table")
+    if run:
+        command.add_argument("--reuse-data", action="store_true", help="skip the data lineage run and train on the "
+                                                                       "anchor sets already materialized in --home")
+
+
+def _table(payload: dict[str, object]) -> str:
+    from xc_assets.summary import table
+
+    return table(payload)
+
+
+# the commands that go through Dagster, registered beside the stages' own (xc_core.stages)
+register(Command("run", "materialize the asset graph in-process through Dagster",
+                 lambda command: _pipeline_arguments(command, run=True), cmd_run, _table))
+register(Command("promote", "register evaluated methods in turn and run the promotion gate (Dagster)",
+                 lambda command: _pipeline_arguments(command, run=False), cmd_promote, _table))
+register(Command("results", "every method on every data set at one profile → RESULTS.md + results.json, logged "
+                            "to MLflow (xc-results); trains and evaluates what is missing or stale first",
+                 _results_arguments, cmd_results, _results_table))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return core.build_parser(extend=add_dagster_commands)
+    return core.build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,11 +17,10 @@ from typing import Any
 import dagster as dg
 
 from xc_assets.defs.assets import abtest_assets, ingest_assets, simulate_assets
-from xc_assets.defs.assets.graph_assets import prefix
+from xc_assets.defs.constants import prefix
 from xc_assets.defs.family import DatasetFamily, family
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.registry import RawEvents, get_dataset_spec
-from xc_core.methods import RUN_METHODS
 from xc_core.simulate.config import PROFILE_SCALE
 
 SUMMARY_KEYS = ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "documents", "labels",
@@ -86,7 +85,6 @@ def _partition_tags(dataset: str, profile: str, home: Path | None = None) -> dic
     return {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
 
 
-DEFAULT_METHODS = RUN_METHODS
 DEFAULT_CONTROL = abtest_assets.ABTestConfig().control  # make run prints each method's A/B lifts against it
 
 
@@ -223,14 +221,18 @@ def _finish(summary: dict[str, object], home: Path, started: float) -> dict[str,
     return summary
 
 
-def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] = DEFAULT_METHODS,
+def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] | None = None,
                  reuse_data: bool = False, min_lead: float = 0.0) -> dict[str, object]:
     """Data lineage in one run (with its checks), then training/evaluation per method and the report.
 
     ``reuse_data`` skips the lineage run when its anchor sets are already materialized in ``home`` (e.g. to
     train more methods on aol-1000 without re-ingesting); it refuses when they are missing. ``min_lead`` goes
-    to the promotion gate (as in :func:`promote_methods`)."""
+    to the promotion gate (as in :func:`promote_methods`). ``methods``: default the registry's ``run_methods()``;
+    each trains after the methods it builds on."""
+    from xc_core.methods import dependency_order, run_methods
+
     started = time.perf_counter()
+    methods = tuple(dependency_order(run_methods() if methods is None else methods))
     if reuse_data:
         return _reuse_data(dataset, profile, home, methods, started, min_lead)
     assets, checks = _selection(dataset, home)

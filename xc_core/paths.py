@@ -66,6 +66,11 @@ def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
     return eval_root(home, dataset) / f"{method}-{profile}"
 
 
+def results_path(home: Path, dataset: str, profile: str) -> Path:
+    """One data set's tables of the results page (the ``<data set>/results`` asset's output)."""
+    return home / "results" / f"{dataset_slug(dataset)}-{profile}.json"
+
+
 def report_path(home: Path, dataset: str, profile: str) -> Path:
     return home / "reports" / f"{dataset_slug(dataset)}-{profile}.html"
 

@@ -6,8 +6,10 @@ only docs or tests changes HEAD without changing what a model runs."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +57,58 @@ def outdated(record: dict[str, Any], current: str | None = None) -> str | None:
     if found != now:
         return f"it was made by code version {found} (commit {record.get('git_commit', 'unknown')}), now {now}"
     return None
+
+
+def _module_file(module: str, root: Path = SOURCE_ROOT) -> Path | None:
+    """The source file of an ``xc_core`` module (a package: its ``__init__.py``); of another module only when it is
+    imported (a method a user registers from their own module); else None."""
+    parts = module.split(".")
+    if parts[0] != "xc_core":
+        found = getattr(sys.modules.get(module), "__file__", None)
+        return Path(found) if found else None
+    base = root.joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports_of(path: Path) -> set[str]:
+    """Every xc_core module ``path`` imports, at module level or inside functions (``from pkg import mod`` names
+    ``pkg.mod`` when that is a module, else ``pkg``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if _module_file(child) is not None else node.module)
+    return {m for m in found if m.split(".")[0] == "xc_core"}
+
+
+def import_closure(modules: tuple[str, ...] | list[str], stop: tuple[str, ...] = ()) -> dict[str, Path]:
+    """Module → source file for ``modules`` and every xc_core module they import, transitively (function-level
+    imports too: they run all the same), in name order. A module in ``stop`` is not entered: a registry package
+    such as ``xc_core.methods`` imports every method, and a stage's version must not change with every method's."""
+    seen: dict[str, Path] = {}
+    todo = [m for m in modules if m not in stop]
+    while todo:
+        module = todo.pop()
+        path = _module_file(module)
+        if module in seen or path is None:
+            continue
+        seen[module] = path
+        todo.extend(m for m in _imports_of(path) if m not in seen and m not in stop)
+    return dict(sorted(seen.items()))
+
+
+def sources_version(modules: tuple[str, ...] | list[str], stop: tuple[str, ...] = ()) -> str:
+    """:func:`code_version` over the import closure of ``modules`` only: what a stage or a method runs, so a change
+    elsewhere in xc_core leaves its records current (``xc results`` retrains what a change touches, no more)."""
+    digest = hashlib.sha256()
+    for module, path in import_closure(modules, stop).items():
+        data = path.read_bytes()
+        digest.update(f"{module}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()[:12]

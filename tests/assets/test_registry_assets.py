@@ -12,8 +12,8 @@ import mlflow
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
 from xc_core.paths import anchors_dir, eval_dir
-from xc_core.stages.evaluation import evaluate_method
-from xc_core.stages.training import train_method
+from xc_core.stages.evaluate import evaluate_method
+from xc_core.stages.train import train_method
 from xc_core.tracking.registry import CHALLENGER, model_name
 from xc_core.tracking.store import tracking_uri
 

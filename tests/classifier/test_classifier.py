@@ -110,8 +110,8 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     import mlflow
 
     from xc_core.paths import eval_dir
-    from xc_core.stages.evaluation import evaluate_method
-    from xc_core.stages.training import train_method
+    from xc_core.stages.evaluate import evaluate_method
+    from xc_core.stages.train import train_method
     from xc_core.tracking.store import activate, tracking_uri
 
     base = train_method(tiny_data, "pretrained", "tiny", tmp_path)
@@ -163,8 +163,8 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     from xc_core.paths import dataset_dir, index_dir
     from xc_core.profiles import get_profile
     from xc_core.serving import predict_from_champion
-    from xc_core.stages.evaluation import evaluate_method
-    from xc_core.stages.training import train_method
+    from xc_core.stages.evaluate import evaluate_method
+    from xc_core.stages.train import train_method
     from xc_core.tracking.registry import promote_if_better, register_evaluated
 
     tiny_data.save(dataset_dir(tmp_path, tiny_data.name))

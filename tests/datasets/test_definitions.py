@@ -239,7 +239,7 @@ def test_an_xc_folder_whose_anchor_text_equals_a_test_document_builds_with_a_war
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A category called "green" and a test headword "green" are different nodes of a folder: counted, not fatal."""
     from tests.datasets.test_xc_repo import plain_folder
-    from xc_core.stages.datasets import materialize_dataset
+    from xc_core.stages.dataset import materialize_dataset
 
     folder = plain_folder(tmp_path / "LF-Cats", **{"tst_X.txt": "green\n"})
     (folder / "anchors" / "categories").mkdir(parents=True)

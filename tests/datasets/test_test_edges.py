@@ -180,7 +180,7 @@ def test_the_test_window_never_enters_the_train_tables_or_train_edges(events_dat
 
 def test_a_simulated_data_set_links_test_queries_only_within_their_test_window_sessions(tmp_path: Path) -> None:
     from xc_core.simulate.pipeline import simulate_into_store
-    from xc_core.stages.datasets import materialize_dataset
+    from xc_core.stages.dataset import materialize_dataset
 
     simulate_into_store("tiny", 0, tmp_path)
     data, summary = materialize_dataset("synthetic", tmp_path)

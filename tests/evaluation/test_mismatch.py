@@ -15,7 +15,8 @@ from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.mismatch import HEADLINE_K, mismatch_counts, mismatch_rows, named_values, words
 from xc_core.evaluation.record import EvaluationRecord
 from xc_core.paths import anchors_dir, dataset_dir, eval_dir, report_path
-from xc_core.stages.evaluation import build_report, evaluate_scores
+from xc_core.stages.evaluate import evaluate_scores
+from xc_core.stages.report import build_report
 
 PROFILE = "tiny"
 

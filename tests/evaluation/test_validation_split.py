@@ -53,7 +53,7 @@ def titles_folder(folder: Path, train_filter: bool, n_labels: int = 150, n_train
 def _p_at_1(home: Path, data: XCDataset, split: str) -> tuple[float, float]:
     """(P@1, its bootstrap interval's half-width) of the untrained tiny encoder on ``split``."""
     from xc_core.evaluation.record import EvaluationRecord
-    from xc_core.stages.evaluation import evaluate_method, split_dirs
+    from xc_core.stages.evaluate import evaluate_method, split_dirs
 
     summary = evaluate_method(data, "pretrained", "tiny", home, split=split)
     record = EvaluationRecord.load(split_dirs(home, data.name, "pretrained", "tiny", split)[1])
@@ -66,7 +66,7 @@ def _p_at_1(home: Path, data: XCDataset, split: str) -> tuple[float, float]:
 def test_encoder_only_validation_p_at_1_matches_test_within_noise(tmp_path: Path, train_filter: bool) -> None:
     from xc_core.datasets.xc_repo import read_xc_repo
     from xc_core.paths import dataset_dir
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
 
     home = tmp_path / "home"
     data = read_xc_repo(titles_folder(tmp_path / "LF-Titles", train_filter))
@@ -85,7 +85,7 @@ def test_encoder_only_validation_p_at_1_matches_test_within_noise(tmp_path: Path
 
 def test_validation_split_reads_only_training_documents_and_keeps_its_own_folders(tmp_path: Path) -> None:
     from xc_core.datasets.xc_repo import read_xc_repo
-    from xc_core.stages.evaluation import split_dirs, validation_split
+    from xc_core.stages.evaluate import split_dirs, validation_split
     from xc_core.training.record import TrainedModel
 
     data = read_xc_repo(titles_folder(tmp_path / "LF-Titles", train_filter=True, n_train=300, n_test=50))

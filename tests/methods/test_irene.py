@@ -203,7 +203,7 @@ def stage_one_home(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """A home of its own (its registry gets a champion) with two trained encoders: ``pretrained`` and
     ``dual_encoder``, the latter the data set's champion."""
     from xc_core.paths import anchors_dir
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
     from xc_core.tracking.registry import CHAMPION, model_name, register
     from xc_core.tracking.store import tracking_uri
     from xc_core.training.record import TrainedModel
@@ -231,7 +231,7 @@ def test_irene_requires_the_stage_one_its_config_names() -> None:
 def test_stage_one_is_the_configured_method_recorded_on_the_model_not_the_champion(
         stage_one_home: Path, tiny_data: XCDataset) -> None:
     from xc_core.methods.irene.fit import MODEL
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
     from xc_core.tracking.registry import champion_version
     from xc_core.tracking.store import tracking_uri
     from xc_core.training.record import TrainedModel
@@ -254,7 +254,7 @@ def test_a_stage_one_not_trained_in_the_home_names_the_command_that_trains_it(
     """The default stage I (``ramen``) is not trained here: no fallback to the champion or another encoder."""
     from xc_core.cli import main
     from xc_core.paths import dataset_dir
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
 
     with pytest.raises(FileNotFoundError, match="xc train --dataset synthetic --method ramen --profile tiny"):
         train_method(tiny_data, "irene", "tiny", stage_one_home)
@@ -273,8 +273,8 @@ def irene_home(tiny_home: Path) -> Path:
     """IRENE trained and indexed on the tiny home, stage I the untrained encoder (``pretrained``: the tiny random
     BERT), trained here unless the session already did."""
     from xc_core.paths import anchors_dir, model_dir
-    from xc_core.stages.evaluation import index_method
-    from xc_core.stages.training import train_method
+    from xc_core.stages.index import index_method
+    from xc_core.stages.train import train_method
     from xc_core.training.record import SUMMARY
 
     data = XCDataset.load(anchors_dir(tiny_home, "synthetic"))
@@ -338,7 +338,7 @@ def test_irene_records_the_parameters_it_serves_with(irene_home: Path) -> None:
 def test_rebuilding_the_index_adds_the_streamed_keywords_back(irene_home: Path) -> None:
     from xc_core.methods.irene.stream import streamed_labels
     from xc_core.paths import anchors_dir, index_dir
-    from xc_core.stages.evaluation import index_method
+    from xc_core.stages.index import index_method
 
     add_keywords(irene_home, "synthetic", "tiny", ["quillwort lantern rental"], ["rebuild-1"])
     before = streamed_labels(index_dir(irene_home, "synthetic", "irene", "tiny"))

@@ -201,8 +201,9 @@ def oak_home(tiny_home: Path) -> Path:
     last epoch is served (on 40 validation rows no trained epoch can show a gain, so selection would serve the
     untrained start and the trained path would go unserved); selection is tested below with ``train_oak``."""
     from xc_core.paths import anchors_dir
-    from xc_core.stages.evaluation import evaluate_method, index_method
-    from xc_core.stages.training import train_method
+    from xc_core.stages.evaluate import evaluate_method
+    from xc_core.stages.index import index_method
+    from xc_core.stages.train import train_method
 
     data = _with_test_edges(XCDataset.load(anchors_dir(tiny_home, "synthetic")))
     for method in ("oak", "oak-oracle"):
@@ -315,7 +316,7 @@ def test_oak_oracle_reuses_oaks_model_and_trains_the_same_one_without_it(oak_hom
     import xc_core.methods.oak as oak_method
     import xc_core.methods.oak.train as oak_train
     from xc_core.paths import anchors_dir
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
 
     plain, reused = _trained(oak_home, "oak").summary, _trained(oak_home, "oak-oracle").summary
     assert reused["reused_model_from"] == "oak" and reused["train_seconds"] == 0.0

@@ -243,7 +243,7 @@ def textgnn_home(tiny_home: Path) -> Path:
     gain, so selection would serve the untrained start and the trained path would go unserved)."""
     from xc_core.paths import anchors_dir
     from xc_core.profiles import get_profile
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
 
     profile = get_profile("tiny")
     profile = profile.model_copy(update={"train": profile.train.model_copy(update={"select_best": False})})
@@ -254,7 +254,8 @@ def textgnn_home(tiny_home: Path) -> Path:
 def test_train_index_evaluate_and_serve_on_the_tiny_synthetic_home(textgnn_home: Path) -> None:
     from xc_core.methods import Served, get_method
     from xc_core.paths import anchors_dir
-    from xc_core.stages.evaluation import evaluate_method, index_method
+    from xc_core.stages.evaluate import evaluate_method
+    from xc_core.stages.index import index_method
     from xc_core.training.record import TrainedModel
 
     data = XCDataset.load(anchors_dir(textgnn_home, "synthetic"))

@@ -33,8 +33,8 @@ def home(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from xc_core.evaluation.fallback import FallbackPolicy
     from xc_core.paths import anchors_dir
     from xc_core.profiles import get_profile
-    from xc_core.stages.evaluation import evaluate_method
-    from xc_core.stages.training import train_method
+    from xc_core.stages.evaluate import evaluate_method
+    from xc_core.stages.train import train_method
     from xc_core.tracking.registry import promote_if_better, register_evaluated
 
     home = tmp_path_factory.mktemp("serve") / "home"

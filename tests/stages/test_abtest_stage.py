@@ -17,8 +17,9 @@ import pytest
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.registry import DATASETS, DatasetSpec
 from xc_core.paths import anchors_dir, dataset_dir, eval_dir, model_dir
-from xc_core.stages.evaluation import build_report, evaluate_method
-from xc_core.stages.training import train_method
+from xc_core.stages.evaluate import evaluate_method
+from xc_core.stages.report import build_report
+from xc_core.stages.train import train_method
 from xc_core.tracking.store import tracking_uri
 
 ARM_KEYS = {"queries", "impressions", "clicks", "ctr", "iy", "brand_bmr", "location_bmr", "revenue"}

@@ -14,8 +14,9 @@ from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.metrics import filter_predictions
 from xc_core.methods import get_method
 from xc_core.paths import anchors_dir, eval_dir, index_dir
-from xc_core.stages.evaluation import _examples, build_report, evaluate_method
-from xc_core.stages.training import train_method
+from xc_core.stages.evaluate import evaluate_method
+from xc_core.stages.report import _examples, build_report
+from xc_core.stages.train import train_method
 from xc_core.training.record import TrainedModel
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from xc_core.methods import METHODS
 from xc_core.methods.encoder import encoder_method
-from xc_core.stages.evaluation import report_pairs
+from xc_core.stages.report import report_pairs
 
 
 def test_pairs_follow_the_declarations_of_the_evaluated_methods() -> None:

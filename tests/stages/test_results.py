@@ -1,13 +1,16 @@
-"""The results stage on ``tiny``: RESULTS.md + results.json with the provenance header, one row per method with its
-95% CI and the commits its model was trained and evaluated at, measured costs with ratios to ramen, one MLflow run
-holding both files; the Dagster ``results`` job and ``xc results`` write the same tables from the same records; a
-model or evaluation made by another code version is made anew; an unknown method is refused before anything is
-written. The costs' own rules (train seconds per epoch, recorded splits, parameter counts) on hand-made records."""
+"""The results job on ``tiny``: RESULTS.md + results.json with the provenance header, one row per method with its
+95% CI and the commits its model was trained and evaluated at, measured costs with ratios to the cost reference, one
+MLflow run holding both files. The job goes through Dagster: each method partition's steps are materializations on
+the home's instance, the data set's tables are the ``<data set>/results`` asset and the page ``results_page``; a
+second run finds everything current and trains nothing, a method whose code changed is retrained (and only it),
+and an unknown method is refused before anything is written. The costs' own rules on hand-made records."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +23,21 @@ COMMIT = r"([0-9a-f]{40}( \(with uncommitted changes\))?|unknown)"  # a recorded
 
 
 @pytest.fixture(scope="module")
-def tiny_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def tiny_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """One results run on a fresh tiny home: the data lineage, three trainings, evaluations, A/B tests, costs."""
-    from xc_core.stages.results import run_results
+    from xc_assets.results import run_results
 
     root = tmp_path_factory.mktemp("results")
-    summary = run_results(root / "home", "tiny", ["synthetic"], METHODS, out=root / "out", ab_queries=300,
-                          timed_queries=64)
-    return {"home": root / "home", "root": root, **summary}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("DAGSTER_HOME", raising=False)  # the job's instance lives under its home
+        summary = run_results(root / "home", "tiny", ["synthetic"], METHODS, out=root / "out", ab_queries=300,
+                              timed_queries=64)
+        yield {"home": root / "home", "root": root, **summary}
+
+
+@pytest.fixture
+def own_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
 
 
 def _section(page: str, title: str) -> str:
@@ -61,16 +71,19 @@ def test_run_results_writes_the_page_with_its_header_a_ci_row_per_method_and_the
     saved = json.loads(Path(tiny_results["json"]).read_text())
     [synthetic] = saved["datasets"]
     assert [m["method"] for m in synthetic["methods"]] == METHODS
+    # a fresh home: every method's every step ran, and says why
+    ran = tiny_results["ran"]["synthetic"]["seed 0"]
+    assert {m: r["steps"] for m, r in ran.items()} == {
+        m: ["encoder", "label_index", "offline_eval", "ab_vs_control"] for m in METHODS}
+    assert all(r["why"] == "training: not trained in this home" for r in ran.values())
     for row in synthetic["methods"]:
         value, low, high = row["P@1"]
         assert low <= value <= high
-        # the commits the row's model and evaluation recorded (with the code version they are reused by)
+        # the commits the row's model and evaluation recorded
         trained = json.loads((model_dir(home, "synthetic", row["method"], "tiny") / "train_summary.json").read_text())
         evaluated = json.loads((eval_dir(home, "synthetic", row["method"], "tiny") / "metrics.json").read_text())
         assert row["commits"] == {"training": trained["git_commit"], "evaluation": evaluated["git_commit"]}
         assert re.fullmatch(COMMIT, trained["git_commit"]) and re.fullmatch(COMMIT, evaluated["git_commit"])
-        assert len(trained["code_version"]) == 12 and len(evaluated["code_version"]) == 12
-        assert row["reused"] == {"training": False, "evaluation": False}
         short = [c[:7] + ("+" if c.endswith("(with uncommitted changes)") else "") for c in row["commits"].values()]
         assert re.search(rf"^\| {row['method']} \| .* \| {re.escape(' / '.join(short))} \|$", metrics, re.MULTILINE)
     assert saved["header"]["profile"] == "tiny" and saved["header"]["machine"]["cores"] >= 1
@@ -83,7 +96,30 @@ def test_run_results_writes_the_page_with_its_header_a_ci_row_per_method_and_the
         assert f"| {row['method']} {cells}" in top, row["method"]
 
 
-def test_costs_are_measured_for_every_method_and_ramen_is_its_own_unit(tiny_results: dict[str, Any]) -> None:
+def test_every_step_is_a_dagster_materialization_stamped_with_its_code_version(tiny_results: dict[str, Any]) -> None:
+    """What the job ran is in the home's Dagster instance, each record naming the home, profile, seed and the code
+    version of what it ran — what the next run compares."""
+    import dagster as dg
+
+    from xc_assets.defs.freshness import home_key, latest, lineage, lineage_code_version
+    from xc_core.methods.versions import method_code_version
+
+    home = tiny_results["home"]
+    instance = dg.DagsterInstance.local_temp(tempdir=str(home / "dagster"))
+    anchors = lineage(instance, "synthetic", home)
+    assert anchors is not None and anchors.metadata["code_version"] == lineage_code_version()
+    for method in METHODS:
+        model = latest(instance, ["synthetic", "encoder"], method, home=home_key(home), profile="tiny", seed=0)
+        assert model is not None and model.metadata["lineage"] == anchors.storage_id
+        assert model.metadata["code_version"] == method_code_version(method, "train")
+        evaluation = latest(instance, ["synthetic", "offline_eval"], method, home=home_key(home), profile="tiny")
+        assert evaluation is not None and evaluation.metadata["mlflow_run_id"] == model.metadata["mlflow_run_id"]
+    assert method_code_version("ramen", "train") != method_code_version("dual_encoder", "train")
+    page = latest(instance, ["results_page"])
+    assert page is not None and page.metadata["results"] == tiny_results["results"]
+
+
+def test_costs_are_measured_for_every_method_and_the_reference_is_its_own_unit(tiny_results: dict[str, Any]) -> None:
     [synthetic] = tiny_results["datasets"]
     costs = {c["method"]: c for c in synthetic["costs"]}
     assert list(costs) == METHODS
@@ -118,53 +154,62 @@ def test_one_mlflow_run_of_xc_results_holds_the_page_and_the_json(tiny_results: 
     assert f"run {run.info.run_id} of experiment xc-results" in logged.read_text()
 
 
-def test_the_dagster_job_and_the_cli_reuse_the_models_and_write_the_same_tables(
-        tiny_results: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_dagster_job_and_the_cli_find_everything_current_and_write_the_same_tables(
+        tiny_results: dict[str, Any], own_instance: None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     import dagster as dg
 
+    from xc_assets.cli import main
     from xc_assets.definitions import defs
-    from xc_core.cli import main
 
     home, root = tiny_results["home"], tiny_results["root"]
     monkeypatch.setenv("XC_HOME", str(home))  # the job's xc_home resource
-    config = {"profile": "tiny", "datasets": ["synthetic"], "methods": METHODS, "out": str(root / "dagster")}
+    tables = {"profile": "tiny", "methods": METHODS, "timed_queries": 16}
+    page = {"profile": "tiny", "datasets": ["synthetic"], "methods": METHODS, "out": str(root / "dagster")}
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("results").execute_in_process(
-            instance=instance, run_config={"ops": {"write_results": {"config": config}}})
-    assert result.success and result.output_for_node("write_results") == str(root / "dagster" / "RESULTS.md")
+            instance=instance, asset_selection=[dg.AssetKey(["synthetic", "results"]), dg.AssetKey("results_page")],
+            run_config={"ops": {"synthetic__results": {"config": tables}, "results_page": {"config": page}}})
+    assert result.success
     first = Path(tiny_results["results"]).read_text()
     by_job = (root / "dagster" / "RESULTS.md").read_text()
-    assert "dagster job results (run " in by_job
+    assert "dagster asset results_page (run " in by_job
     for title in ("Test-split metrics", "Paired differences"):  # the same records: the same numbers
         assert _section(by_job, title) == _section(first, title)
-    reused = json.loads((root / "dagster" / "results.json").read_text())["datasets"][0]["methods"]
-    assert all(m["reused"] == {"training": True, "evaluation": True} for m in reused)
-    # a reused row keeps the commits its model and evaluation were made at
-    assert [m["commits"] for m in reused] == [m["commits"] for m in tiny_results["datasets"][0]["methods"]]
 
+    assert main(["results", "--profile", "tiny", "--datasets", "synthetic", "--methods", ",".join(METHODS),
+                 "--home", str(home), "--out", str(root / "cli"), "--quiet", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["ran"] == {"synthetic": {}}  # nothing stale: no training, evaluation or A/B test ran
+    for title in ("Test-split metrics", "Paired differences", "Simulated A/B tests"):
+        assert _section((root / "cli" / "RESULTS.md").read_text(), title) == _section(first, title)
+    # a kept row keeps the commits its model and evaluation were made at
+    kept = again["datasets"][0]["methods"]
+    assert [m["commits"] for m in kept] == [m["commits"] for m in tiny_results["datasets"][0]["methods"]]
     assert main(["results", "--profile", "tiny", "--datasets", "synthetic", "--methods", ",".join(METHODS),
                  "--home", str(home), "--out", str(root / "cli"), "--quiet"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "synthetic:" and lines[1].split()[:2] == ["method", "P@1"]
     assert [line.split()[0] for line in lines[2:5]] == METHODS
     assert lines[-1].startswith(f"results: {root / 'cli' / 'RESULTS.md'} ")
-    assert _section((root / "cli" / "RESULTS.md").read_text(), "Test-split metrics") == _section(
-        first, "Test-split metrics")
 
 
-def test_more_seeds_add_a_table_over_seeds_each_trained_in_its_own_home(tiny_results: dict[str, Any]) -> None:
-    from xc_core.stages.results import run_results
+def test_more_seeds_add_a_table_over_seeds_each_trained_in_its_own_home(tiny_results: dict[str, Any],
+                                                                        own_instance: None) -> None:
+    from xc_assets.results import run_results
 
     home, root = tiny_results["home"], tiny_results["root"]
     summary = run_results(home, "tiny", ["synthetic"], ["pretrained", "dual_encoder"], seeds=(0, 1),
                           out=root / "seeds", abtests=False, timed_queries=16)
+    assert set(summary["ran"]["synthetic"]) == {"seed 1"}  # seed 0 is the home's, current
     [synthetic] = summary["datasets"]
     first = {m["method"]: m for m in tiny_results["datasets"][0]["methods"]}
     for row in synthetic["seeds"]:
         assert row["seeds"] == [0, 1] and len(row["P@1"]["values"]) == 2
         assert row["P@1"]["values"][0] == pytest.approx(first[row["method"]]["P@1"][0])  # seed 0: the home's model
     seed_home = home / "seeds" / "s1"
-    assert (seed_home / "models" / "synthetic" / "dual_encoder-tiny" / "train_summary.json").exists()
+    trained = json.loads((seed_home / "models" / "synthetic" / "dual_encoder-tiny" / "train_summary.json").read_text())
+    assert trained["seed"] == 1
     # the seed home reads the same data lineage (TextGNN's relevance head finds the world there) but keeps its own
     # models and MLflow store
     from xc_core.methods.textgnn import ground_truth
@@ -179,47 +224,47 @@ def test_more_seeds_add_a_table_over_seeds_each_trained_in_its_own_home(tiny_res
                      re.MULTILINE)
 
 
-def test_a_model_or_evaluation_of_another_code_version_is_made_anew_and_says_why(
-        tiny_results: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
-    import mlflow
+def test_a_method_whose_code_changed_is_retrained_and_only_it(
+        tiny_results: dict[str, Any], own_instance: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pretrained``'s code is pointed at a module of this test's (as if its registering module were edited):
+    the next results run retrains and re-evaluates pretrained, and re-runs the A/B tests that served it, while the
+    other methods' models stay; editing the module again makes it stale again."""
+    from xc_assets.results import run_results
+    from xc_core.methods.base import REGISTERED_IN
+    from xc_core.methods.versions import method_code_version
 
-    from xc_core.paths import eval_dir, model_dir
-    from xc_core.profiles import get_profile
-    from xc_core.provenance import code_version
-    from xc_core.stages.results import evaluate_or_reuse, prepare_data, train_or_reuse
+    module = tmp_path / "xc_edited_method.py"
+    module.write_text("# the registering module of a method\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    __import__("xc_edited_method")
+    monkeypatch.setitem(REGISTERED_IN, "pretrained", "xc_edited_method")
+    before = method_code_version("pretrained", "train")
+    home, root = tiny_results["home"], tiny_results["root"]
+    summary = run_results(home, "tiny", ["synthetic"], METHODS, out=root / "edited", ab_queries=300,
+                          timed_queries=16)
+    ran = summary["ran"]["synthetic"]["seed 0"]
+    assert ran["pretrained"]["steps"] == ["encoder", "label_index", "offline_eval", "ab_vs_control"]
+    assert ran["pretrained"]["why"].startswith("training: code_version")
+    assert ran["dual_encoder"]["steps"] == ["ab_vs_control"]  # its A/B control was retrained
+    assert ran["ramen"]["steps"] == ["ab_vs_control"] and "retrained" in ran["ramen"]["why"]
+    rows = {m["method"]: m for m in summary["datasets"][0]["methods"]}
+    kept = {m["method"]: m for m in tiny_results["datasets"][0]["methods"]}
+    assert rows["ramen"]["mlflow_run_id"] == kept["ramen"]["mlflow_run_id"]
+    assert rows["pretrained"]["mlflow_run_id"] != kept["pretrained"]["mlflow_run_id"]
 
-    home, profile = tiny_results["home"], get_profile("tiny")
-    data = prepare_data("synthetic", home, profile, anchors=False)
-    model, reused = train_or_reuse(data, "pretrained", profile, home)
-    assert reused and model.summary["code_version"] == code_version()
-    tags = mlflow.MlflowClient(model.tracking_uri).get_run(model.mlflow_run_id).data.tags
-    assert tags["code_version"] == code_version() and tags["git_commit"] == model.summary["git_commit"]
-
-    summary = model_dir(home, "synthetic", "pretrained", "tiny") / "train_summary.json"
-    summary.write_text(json.dumps({**model.summary, "code_version": "0123456789ab"}))
-    with caplog.at_level("WARNING", logger="xc_core.stages.results"):
-        retrained, reused = train_or_reuse(data, "pretrained", profile, home)
-    assert not reused and retrained.mlflow_run_id != model.mlflow_run_id
-    assert retrained.summary["code_version"] == code_version()
-    assert "training tiny anew" in caplog.text and "0123456789ab" in caplog.text
-    # the retrained model is evaluated anew, though the saved evaluation was made by the current code
-    record, evaluation_reused = evaluate_or_reuse(data, retrained, home, model_reused=False)
-    assert not evaluation_reused and record.mlflow_run_id == retrained.mlflow_run_id
-    assert record.summary["git_commit"] and record.summary["code_version"] == code_version()
-
-    caplog.clear()
-    metrics = eval_dir(home, "synthetic", "pretrained", "tiny") / "metrics.json"
-    metrics.write_text(json.dumps({k: v for k, v in record.summary.items() if k != "code_version"}))
-    with caplog.at_level("WARNING", logger="xc_core.stages.results"):
-        assert not evaluate_or_reuse(data, retrained, home)[1]
-    assert "evaluating tiny anew" in caplog.text and "records no code version" in caplog.text
-    assert evaluate_or_reuse(data, retrained, home)[1], "made by this code: reused"
+    module.write_text("# the registering module of a method, edited\n")
+    assert method_code_version("pretrained", "train") != before
+    again = run_results(home, "tiny", ["synthetic"], ["pretrained"], out=root / "edited-again", abtests=False,
+                        timed_queries=16)
+    assert list(again["ran"]["synthetic"]["seed 0"]) == ["pretrained"]
+    sys.modules.pop("xc_edited_method", None)
 
 
 def test_an_unknown_method_is_refused_before_anything_is_built_or_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from xc_core.cli import main
-    from xc_core.stages.results import UnknownMethodError, run_results
+    from xc_assets.cli import main
+    from xc_assets.results import run_results
+    from xc_core.stages.results import UnknownMethodError
 
     home, out = tmp_path / "home", tmp_path / "out"
     with pytest.raises(UnknownMethodError, match=r"unknown method\(s\) no_such_method: .*ramen"):
@@ -234,10 +279,18 @@ def test_an_unknown_method_is_refused_before_anything_is_built_or_written(
     assert not out.exists()
 
 
-def test_the_default_methods_are_registered() -> None:
-    from xc_core.stages.results import RESULT_METHODS, validate_methods
+def test_the_page_needs_every_record_and_says_which_are_missing(tmp_path: Path) -> None:
+    from xc_core.stages.results import MissingRecordError, load_records
 
-    assert validate_methods(RESULT_METHODS) == RESULT_METHODS
+    with pytest.raises(MissingRecordError, match=r"pretrained \(not trained\).*xc results --profile tiny"):
+        load_records(tmp_path, "synthetic", "tiny", ("pretrained",))
+
+
+def test_the_default_methods_are_registered() -> None:
+    from xc_core.methods import result_methods
+    from xc_core.stages.results import validate_methods
+
+    assert validate_methods(result_methods()) == tuple(result_methods())
 
 
 # ---- the costs' rules on hand-made records (xc_core/evaluation/costs.py) -----------------------------------------
@@ -293,7 +346,7 @@ def test_ratios_divide_by_the_reference_on_the_same_data_set_and_are_none_withou
         MethodCost("ramen", "a", seconds_per_epoch=2.0, ms_per_query=1.0, parameters=100),
         MethodCost("oak", "a", seconds_per_epoch=3.0, ms_per_query=2.0, parameters=350),
         MethodCost("pretrained", "a", seconds_per_epoch=None, ms_per_query=0.5, parameters=100),
-        MethodCost("oak", "b", seconds_per_epoch=3.0, ms_per_query=2.0, parameters=350)])
+        MethodCost("oak", "b", seconds_per_epoch=3.0, ms_per_query=2.0, parameters=350)], reference="ramen")
     assert [r.ratios for r in rows] == [
         {"train": 1.0, "predict": 1.0, "size": 1.0}, {"train": 1.5, "predict": 2.0, "size": 3.5},
         {"train": None, "predict": 0.5, "size": 1.0}, {"train": None, "predict": None, "size": None}]

@@ -14,7 +14,8 @@ import scipy.sparse as sp
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.record import EvaluationRecord
 from xc_core.paths import eval_dir
-from xc_core.stages.evaluation import build_report, evaluate_scores
+from xc_core.stages.evaluate import evaluate_scores
+from xc_core.stages.report import build_report
 from xc_core.stages.results import DatasetResults, _ci_rows, _dataset_section, _references, _run_metrics, headline
 
 PROFILE = "tiny"

@@ -103,7 +103,7 @@ def test_a_graph_method_on_a_data_set_without_anchor_sets_is_an_error(tiny_data:
 def test_train_cli_refuses_a_graph_method_without_anchor_sets_and_runs_pretrained(tmp_path: Path) -> None:
     from xc_core.cli import main
     from xc_core.simulate.pipeline import simulate_into_store
-    from xc_core.stages.datasets import materialize_dataset
+    from xc_core.stages.dataset import materialize_dataset
 
     home = tmp_path / "home"
     simulate_into_store("tiny", 0, home)

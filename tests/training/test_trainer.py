@@ -85,7 +85,7 @@ def test_mlflow_run_holds_params_metrics_curves_and_a_loadable_pyfunc(tiny_data:
                                                                      method: str) -> None:
     import mlflow
 
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
 
     summary = train_method(tiny_data, method, "tiny", tiny_home)
     client = mlflow.MlflowClient(summary["tracking_uri"])

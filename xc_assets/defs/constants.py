@@ -5,6 +5,12 @@ from datetime import date
 
 from xc_core.paths import resolve_home
 
+
+def prefix(dataset: str) -> str:
+    """A data set's asset group and key prefix (``aol-1000`` → ``aol_1000``: Dagster names allow no dash)."""
+    return dataset.replace("-", "_")
+
+
 #: The simulator's default calendar starts on the AOL log's first day: partitions start there at the latest.
 DEFAULT_PARTITIONS_START = "2006-03-01"
 

@@ -19,6 +19,8 @@ from xc_assets.defs.assets import (
     keyword_assets,
     model_assets,
     registry_assets,
+    results_assets,
+    stage_assets,
 )
 
 
@@ -33,12 +35,18 @@ class DatasetFamily:
     label_index: dg.AssetsDefinition
     offline_eval: dg.AssetsDefinition
     ab_vs_control: dg.AssetsDefinition
-    eval_report: dg.AssetsDefinition
     challenger: dg.AssetsDefinition
     ab_test: dg.AssetsDefinition
     promotion_check: dg.AssetChecksDefinition
     champion: dg.AssetsDefinition
     streamed_keywords: dg.AssetsDefinition
+    results: dg.AssetsDefinition  # the data set's tables of the results page
+    #: the assets the stages declare where they register their command (``xc_core.stages.StageAsset``), by name
+    declared: dict[str, dg.AssetsDefinition]
+
+    @property
+    def eval_report(self) -> dg.AssetsDefinition:
+        return self.declared["eval_report"]
 
     @property
     def lineage(self) -> list[dg.AssetsDefinition]:
@@ -56,8 +64,8 @@ class DatasetFamily:
 
     @property
     def assets(self) -> list[dg.AssetsDefinition]:
-        return [*self.lineage, *self.method_steps, self.eval_report, self.challenger, self.ab_test, self.champion,
-                self.streamed_keywords]
+        return [*self.lineage, *self.method_steps, self.challenger, self.ab_test, self.champion,
+                self.streamed_keywords, self.results, *self.declared.values()]
 
     @property
     def checks(self) -> list[dg.AssetChecksDefinition]:
@@ -78,12 +86,13 @@ def family(dataset: str, events: bool) -> DatasetFamily:
         label_index=eval_assets._label_index(dataset),
         offline_eval=eval_assets._offline_eval(dataset),
         ab_vs_control=abtest_assets._ab_vs_control(dataset),
-        eval_report=eval_assets._eval_report(dataset),
         challenger=registry_assets._challenger(dataset),
         ab_test=abtest_assets._ab_test(dataset),
         promotion_check=registry_assets._check(dataset),
         champion=registry_assets._champion(dataset),
         streamed_keywords=keyword_assets._streamed_keywords(dataset),
+        results=results_assets._dataset_results(dataset),
+        declared=stage_assets.declared_assets(dataset),
     )
 
 

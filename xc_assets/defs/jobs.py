@@ -1,12 +1,10 @@
-from pathlib import Path
+from typing import Any
 
 import dagster as dg
-from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import prefix
-from xc_assets.defs.constants import OPERATED_DATASET
-from xc_assets.defs.resources import XcHome
-from xc_core.stages.results import DEFAULT_DATASETS, RESULT_METHODS
+from xc_assets.defs.assets.results_assets import PAGE
+from xc_assets.defs.constants import OPERATED_DATASET, prefix
+from xc_core.stages import commands
 
 P = prefix(OPERATED_DATASET)  # the operated data set's asset group and key prefix
 
@@ -21,11 +19,12 @@ ingest_job = dg.define_asset_job(
 #: checks). Ingestion is not in it (the landing sensor and ``ingest_job`` fill the store). After a nightly rebuild
 #: the chain sensors (``sensors.py``) run ``train_eval_job`` per configured method, then ``report_job`` and one
 #: ``promotion_job`` per method, one at a time (tag ``xc/promotion``; dagster.yaml limits it to one run).
+#: every asset of the operated family downstream of the lineage: the method steps, the gate, the stages' own assets
+_NOT_LINEAGE = ("encoder", "label_index", "offline_eval", "ab_vs_control", "challenger", "ab_test", "champion",
+                "streamed_keywords", "results", *(c.asset.name for c in commands() if c.asset is not None))
 retrain_job = dg.define_asset_job(
     "retrain_job",
-    selection=dg.AssetSelection.groups(P) - dg.AssetSelection.assets(
-        *([P, step] for step in ("encoder", "label_index", "offline_eval", "ab_vs_control", "eval_report", "challenger",
-                                 "ab_test", "champion", "streamed_keywords"))),
+    selection=dg.AssetSelection.groups(P) - dg.AssetSelection.assets(*([P, step] for step in _NOT_LINEAGE)),
     description="Rebuild graphs → data set → anchor sets (with their checks) from the events in the store.",
 )
 
@@ -55,40 +54,11 @@ add_keywords_job = dg.define_asset_job(
                 "without retraining or rebuilding it.")
 
 
-class ResultsConfig(dg.Config):
-    """What the ``results`` job runs (``xc results`` takes the same options)."""
-
-    profile: str = Field(default="demo", description="one profile for every method and data set: tiny, demo, cpu, "
-                                                     "full")
-    datasets: list[str] = Field(default_factory=lambda: list(DEFAULT_DATASETS),
-                                description="data sets of the home (built in or defined), each trained, "
-                                            "evaluated and tabulated")
-    methods: list[str] = Field(default_factory=lambda: list(RESULT_METHODS),
-                               description="registered methods, in training order (a -clf after its base, irene "
-                                           "after the encoders)")
-    seeds: list[int] = Field(default_factory=lambda: [0], description="training seeds: the tables are the "
-                             "first's, more add a mean ± sd table")
-    out: str = Field(default="", description="folder for RESULTS.md and results.json (empty: docs/ of the "
-                                             "working directory)")
-
-
-@dg.op(description="Train or reuse, evaluate and compare every method on every data set; write RESULTS.md and "
-                   "results.json and log them to MLflow (experiment xc-results).")
-def write_results(context: dg.OpExecutionContext, config: ResultsConfig, xc_home: XcHome) -> dg.Output[str]:
-    from xc_core.stages.results import run_results
-
-    command = f"dagster job results (run {context.run_id}): {config.model_dump_json()}"
-    summary = run_results(xc_home.path, config.profile, config.datasets, config.methods, seeds=tuple(config.seeds),
-                          out=Path(config.out) if config.out else None, command=command)
-    header = summary["header"]
-    context.log.info(f"results: {summary['results']} (MLflow run {header['mlflow_run_id']})")
-    return dg.Output(summary["results"], metadata={
-        "results": dg.MetadataValue.path(summary["results"]), "json": dg.MetadataValue.path(summary["json"]),
-        "mlflow_run_id": header["mlflow_run_id"], "git_commit": header["git_commit"],
-        "seconds": header["seconds"]})
-
-
-@dg.job(name="results", description="RESULTS.md: every method on every data set at one profile — metrics with 95% "
-                                    "CIs, paired differences, ablations, A/B tests and measured costs (issue #16).")
-def results_job() -> None:
-    write_results()
+def results_job(datasets: list[str]) -> Any:  # an unresolved asset job (no public name in dagster)
+    """The results page over ``datasets`` from the records in the home: each data set's ``results`` asset, then
+    ``results_page``. ``xc results`` first trains and evaluates whatever is missing or stale (``xc_assets.results``)."""
+    return dg.define_asset_job(
+        "results", selection=dg.AssetSelection.assets(PAGE, *([prefix(d), "results"] for d in datasets)),
+        description="RESULTS.md: every method on every data set at one profile — metrics with 95% CIs, paired "
+                    "differences, ablations, A/B tests and measured costs — from the evaluated method partitions "
+                    "(`xc results` materializes the missing and stale ones first).")

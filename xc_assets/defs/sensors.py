@@ -86,16 +86,17 @@ def keyword_profile() -> str:
                        "$XC_KEYWORD_LANDING into IRENE's serving index, exactly once; waits while there is no "
                        "IRENE index")
 def keyword_landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    from xc_core.methods import keyword_method
     from xc_core.paths import index_dir, resolve_home
 
-    folder, profile = keyword_landing_dir(), keyword_profile()
+    folder, profile, method = keyword_landing_dir(), keyword_profile(), keyword_method()
     files = sorted(p for p in folder.glob("*") if p.suffix.lower() in KEYWORD_SUFFIXES) if folder.exists() else []
     done = set(json.loads(context.cursor)) if context.cursor else set()
-    index = index_dir(resolve_home(), OPERATED_DATASET, "irene", profile)
+    index = index_dir(resolve_home(), OPERATED_DATASET, method, profile)
     if files and not (index / "manifest.json").exists():  # the files wait: none is marked done
         return dg.SensorResult(cursor=context.cursor, skip_reason=(
             f"{len(files)} keyword file(s) waiting: no IRENE index at {index} — run `xc train` then `xc index "
-            f"--dataset {OPERATED_DATASET} --method irene --profile {profile}`"))
+            f"--dataset {OPERATED_DATASET} --method {method} --profile {profile}`"))
     requests = []
     for path in files:
         key = file_run_key(path)
@@ -120,9 +121,9 @@ def retrain_profile() -> str:
 
 def retrain_methods() -> list[str]:
     """``XC_RETRAIN_METHODS`` (comma-separated) or ``xc run``'s default list; every name must be registered."""
-    from xc_core.methods import RUN_METHODS, get_method
+    from xc_core.methods import get_method, run_methods
 
-    methods = [m for m in os.environ.get("XC_RETRAIN_METHODS", ",".join(RUN_METHODS)).split(",") if m]
+    methods = [m for m in os.environ.get("XC_RETRAIN_METHODS", ",".join(run_methods())).split(",") if m]
     for method in methods:
         get_method(method)  # an unknown name fails the tick with the registry's message
     return methods

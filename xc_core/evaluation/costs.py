@@ -37,9 +37,6 @@ SPLIT_KEYS = {"encoder": "encoder_ms_per_query", "graph": "graph_ms_per_query", 
 #: where a train summary names the run whose encoder it reused or builds on (training it is part of the cost)
 BASE_RUN_KEYS = ("encoder_from_run", "depends_on_run_id")
 SEARCH_FALLBACK = "ms_per_query"  # the ANN search time every label-index method records
-#: compatibility only: ``xc_core.stages.results`` imports it until it passes ``xc_core.methods.cost_reference()``;
-#: the registry's cost reference is the one source (the ``cost_reference`` role), this name and the default go then
-REFERENCE = "ramen"
 TIMED_QUERIES = 256  # N: the first N test queries, the same for every method
 
 
@@ -155,9 +152,10 @@ def _ratio(value: float | None, reference: float | None) -> float | None:
     return value / reference
 
 
-def with_ratios(costs: Iterable[MethodCost], reference: str = REFERENCE) -> list[MethodCost]:
-    """Each cost's train (s/epoch), predict (ms/query) and size (parameters) over the reference method's on the
-    same data set; None where either side is missing (no reference evaluated, an untrained method)."""
+def with_ratios(costs: Iterable[MethodCost], reference: str) -> list[MethodCost]:
+    """Each cost's train (s/epoch), predict (ms/query) and size (parameters) over the ``reference`` method's on the
+    same data set (the registry's ``cost_reference()``); None where either side is missing (no reference evaluated,
+    an untrained method)."""
     rows = list(costs)
     refs = {c.dataset: c for c in rows if c.method == reference}
     for c in rows:

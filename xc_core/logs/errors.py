@@ -9,14 +9,12 @@ class IngestError(Exception):
         super().__init__(f"{path}: {problem}; expected {expected}. Nothing was written.")
 
 
-class NothingAcceptedError(IngestError):
-    """Every row read was rejected, or there was none: no event was stored (the rejects are in the quarantine).
+class NothingStoredError(IngestError):
+    """An ingestion stored no event and found none already stored (``xc_core.stages.ingest``'s one rule, for the
+    CLI and the ``raw_events`` asset): the message says why and what to do. An :class:`IngestError`, so that the
+    CLI reports it as bad input (one line, exit code 2); ``summary`` keeps the counts."""
 
-    An :class:`IngestError`, so that the CLI reports it as bad input (one line, exit code 2).
-    """
-
-    def __init__(self, read: int, rejected: int, files: int) -> None:
-        self.path = f"{files} file(s)"
-        what = f"all {rejected:,} rows read were rejected" if read else "they hold no rows"
-        where = "; the rejected rows are in the quarantine" if read else ""
-        Exception.__init__(self, f"nothing accepted from {files} file(s): {what}; no event was stored{where}")
+    def __init__(self, message: str, summary: object) -> None:
+        self.path = "the input"
+        self.summary = summary
+        Exception.__init__(self, message)

@@ -197,6 +197,17 @@ class Method(Protocol):
 
 
 @runtime_checkable
+class TakesKeywords(Protocol):
+    """A method whose serving index takes novel keywords without retraining (the ``keywords`` role's method):
+    ``xc add-keywords`` and the ``streamed_keywords`` asset call this, naming no method."""
+
+    def add_keywords(self, home: Path, dataset: str, profile: str, path: Path, batch: int = 4096) -> dict[str, Any]:
+        """Stream the keywords of a CSV/Parquet file into the method's serving index of ``dataset`` at ``profile``;
+        what was added and skipped, and the index after it."""
+        ...
+
+
+@runtime_checkable
 class Restrictable(Protocol):
     """A graph method that can be restricted to some anchor sets (``ramen@links``)."""
 

@@ -1,3 +1,79 @@
-"""The stages the CLI and Dagster both run, one module each: they put a profile, the home's folders and MLflow
-around the libraries below (datasets, graphs, training, classifier, evaluation, tracking), which never import
-them. A stage may use the stages before it (evaluation reads what training wrote)."""
+"""The floor plan: one module per ``xc`` command and Dagster asset group, named after what it does.
+
+    ingest → simulate → graph_tables → dataset → anchor_sets → train → index → evaluate → report → abtest →
+    keywords → predict → serve → results
+
+Each module holds its stage's run function(s), which the CLI and the Dagster assets both call, and registers its
+``xc`` command (:class:`Command`: its options and how it runs) with :func:`register`; ``xc_core.cli`` builds its
+parser from :data:`COMMANDS` in this order, and the Dagster layer adds the commands that go through Dagster
+(``run``, ``promote``, ``results``) to the same registry. A command may also declare its asset
+(:class:`StageAsset`, no Dagster here): every data set's asset family (``xc_assets.defs.family``) then has it. A
+new stage is one module that calls :func:`register`; the stages whose assets need Dagster's own shapes (multi-assets,
+blocking checks, the registry's gate) keep a factory in ``xc_assets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+Payload = dict[str, object]
+
+
+class Markdown(str):
+    """A metadata value shown as markdown (the Dagster layer turns it into Dagster's markdown value)."""
+
+
+@dataclass(frozen=True)
+class StageAsset:
+    """A stage's asset in each data set's Dagster family, declared without Dagster: ``materialize(home, data set,
+    method or None, options)`` returns its metadata (a :class:`Markdown` or ``Path`` value is shown as such)."""
+
+    name: str  # the asset key under the data set's prefix
+    description: str
+    materialize: Callable[[Path, str, str | None, Any], dict[str, Any]]
+    deps: tuple[str, ...] = ()  # the assets of the same family it reads
+    per_method: bool = False  # one partition per registered method
+    options: type[BaseModel] | None = None  # its run config, as Dagster's launchpad shows it
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``xc`` subcommand: its options and what it runs (each prints a JSON line, or ``render``'s text), and the
+    asset the stage adds to every data set's Dagster family, if any."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], Payload]
+    render: Callable[[Payload], str] | None = None
+    asset: StageAsset | None = None
+
+
+COMMANDS: dict[str, Command] = {}
+
+#: the built-in stage modules, in pipeline order (the order of ``xc --help``)
+STAGES = ("ingest", "simulate", "graph_tables", "dataset", "anchor_sets", "train", "index", "evaluate", "report",
+          "abtest", "keywords", "predict", "serve", "results")
+
+
+def register(command: Command) -> Command:
+    if command.name in COMMANDS:
+        raise ValueError(f"command '{command.name}' registered twice")
+    COMMANDS[command.name] = command
+    return command
+
+
+def commands() -> list[Command]:
+    """Every registered command: the built-in stages' in pipeline order (importing a stage module registers its
+    command), then the others in the order they were registered."""
+    for stage in STAGES:
+        importlib.import_module(f"xc_core.stages.{stage}")
+    order = {f"xc_core.stages.{stage}": i for i, stage in enumerate(STAGES)}
+    return sorted(COMMANDS.values(), key=lambda command: order.get(command.run.__module__, len(order)))

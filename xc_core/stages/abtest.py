@@ -4,6 +4,7 @@ HTML in ``paths.abtest_dir`` and an MLflow run in the ``xc-abtest-<data set>`` e
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import time
@@ -14,7 +15,9 @@ from xc_core.abtest import ABConfig, Arm, ModelArm, Simulation, aa_calibration, 
 from xc_core.abtest.replay import replay
 from xc_core.abtest.report import render_page, render_section
 from xc_core.datasets.registry import DATASETS
-from xc_core.paths import abtest_cache_dir, abtest_dir, dataset_dir, dataset_slug, eval_dir
+from xc_core.paths import abtest_cache_dir, abtest_dir, dataset_dir, dataset_slug, eval_dir, resolve_home
+from xc_core.stages import Command, Payload, register
+from xc_core.stages.options import add_dataset, add_profile
 
 
 def ground_truth(dataset: str, home: Path) -> Any | None:
@@ -144,3 +147,39 @@ def saved_results(home: Path, dataset: str, profile: str) -> list[dict[str, Any]
 def report_section(home: Path, dataset: str, profile: str) -> str | None:
     results = saved_results(home, dataset, profile)
     return render_section(results, dataset) if results else None
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    add_dataset(command)
+    arms = "a model URI (models:/xc-encoder-synthetic@champion), a trained method's name, bm25, oracle or random"
+    command.add_argument("--control", default=None, help=f"control arm: {arms} (default: the registry's control "
+                                                         "method)")
+    command.add_argument("--treatment", help=f"treatment arm: {arms}")
+    add_profile(command, help="profile of arms named by method")
+    command.add_argument("--queries", type=int, default=20_000, help="query events served (default 20000)")
+    command.add_argument("--seed", type=int, default=0)
+    command.add_argument("--paired", action="store_true", help="both arms serve the same events (common random "
+                         "numbers); default: users split by a salted hash")
+    command.add_argument("--slots", type=int, default=5, help="ads shown per query at most")
+    command.add_argument("--candidates", type=int, default=100, help="top-K ads each arm retrieves")
+    command.add_argument("--reserve", type=float, default=0.05, help="reserve price per click")
+    command.add_argument("--aa-runs", type=int, default=0, help="instead: A/A calibration of --control over N seeds")
+    command.add_argument("--no-mlflow", action="store_true", help="do not log the test to MLflow")
+
+
+def _run(args: argparse.Namespace) -> Payload:
+    from xc_core.abtest import SelectionConfig
+    from xc_core.methods import control_method
+
+    selection = SelectionConfig(slots=args.slots, candidates=args.candidates, reserve=args.reserve)
+    cfg = ABConfig(queries=args.queries, seed=args.seed, paired=args.paired, selection=selection)
+    stage = ABStage(args.dataset, resolve_home(args.home), args.profile)
+    control = args.control or control_method()
+    if args.aa_runs:
+        return stage.calibrate(control, cfg, args.aa_runs)
+    if args.treatment is None:
+        raise LookupError("xc abtest needs --treatment (or --aa-runs N for an A/A calibration of --control)")
+    return stage.run(control, args.treatment, cfg, log=not args.no_mlflow)
+
+
+COMMAND = register(Command("abtest", "simulated A/B test of two arms (replay without a world)", _arguments, _run))

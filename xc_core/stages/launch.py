@@ -26,11 +26,11 @@ def parameter_digest(model: torch.nn.Module) -> str:
 
 
 def main() -> None:
-    from xc_core.methods import DEFAULT_METHOD
+    from xc_core.methods import default_method
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--anchors", required=True, help="an XC data-set folder with anchor sets")
-    parser.add_argument("--method", default=DEFAULT_METHOD, help="a dual-encoder method (this drives its trainer)")
+    parser.add_argument("--method", default=default_method(), help="a dual-encoder method (this drives its trainer)")
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--home", required=True)
     parser.add_argument("--digest-dir", default="")

@@ -1,16 +1,15 @@
-"""The results stage (``xc results`` and Dagster's ``results`` job): every method on every data set at one profile,
-trained or reused, evaluated, compared and costed, written as ``RESULTS.md`` + ``results.json`` and logged to one
-MLflow run of the ``xc-results`` experiment. Every number in the page comes from this run's records.
+"""The results page (``xc results`` / ``make results``, Dagster assets ``<data set>/results`` and ``results_page``):
+every method on every data set at one profile, compared and costed, written as ``RESULTS.md`` + ``results.json`` and
+logged to one MLflow run of the ``xc-results`` experiment. Every number in the page comes from the records it names.
 
-Per data set (any name the registry knows): its data lineage as ``xc run`` builds it (events → graph tables → data
-set → anchor sets) unless already materialized; per method the training and evaluation stages (``train_method``,
-``evaluate_method``), reused when the home already holds a model of the same seed trained by the current code
-version (``xc_core.provenance``) and its evaluation on the same test split made by that code version; the HTML
-report; then the tables: metrics with bootstrap 95% CIs (RAMEN Table 4, TextGNN Table 4) and the commits each
-model was trained and evaluated at, paired differences against the references (:data:`REFERENCES` and the PECOS peer
-where evaluated), ablation and ``@set`` rows (RAMEN Table 6), subsets (seen / novel queries, novel labels, deciles:
-RAMEN Table 8), each method's own tables (IRENE Table 7), simulated A/B tests where the data set has a world, and
-the costs (RAMEN Table 5).
+This module tabulates; it trains nothing. What is trained and evaluated is the Dagster layer's business
+(``xc_assets.results``): it materializes every method partition that is missing or stale (its code version or its
+lineage changed) through the same assets ``xc run`` runs, then these tables are built from the records: metrics with
+bootstrap 95% CIs (RAMEN Table 4, TextGNN Table 4) and the commits each model was trained and evaluated at, paired
+differences against the references (the registry's ``references()`` and the PECOS peer where evaluated), ablation
+and ``@set`` rows (RAMEN Table 6), subsets (seen / novel queries, novel labels, deciles: RAMEN Table 8), each
+method's own tables (IRENE Table 7), simulated A/B tests where the data set has a world, and the costs (RAMEN
+Table 5).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import json
 import logging
 import os
 import platform
-import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +27,6 @@ import numpy as np
 
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.costs import (
-    REFERENCE,
     TIMED_QUERIES,
     MethodCost,
     base_run,
@@ -40,29 +37,18 @@ from xc_core.evaluation.costs import (
     with_ratios,
 )
 from xc_core.evaluation.fallback import FALLBACK_TABLE, fallback_rows
-from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
-from xc_core.paths import anchors_dir, dataset_dir, eval_dir, eval_root, model_dir
-from xc_core.profiles import Profile, get_profile
-from xc_core.provenance import git_commit, outdated
-from xc_core.simulate.config import PROFILE_SCALE
-from xc_core.training.record import SUMMARY, TrainedModel
+from xc_core.evaluation.record import EvaluationRecord
+from xc_core.methods.roles import cost_reference
+from xc_core.paths import eval_dir, eval_root, model_dir
+from xc_core.provenance import git_commit
+from xc_core.training.record import TrainedModel
 
 log = logging.getLogger(__name__)
 
-#: What the results job runs by default: the registered headline methods, IRENE last (its stage I is a trained
-#: encoder). New methods are appended here.
-#: every method of the papers' tables: the floor, text-only and RAMEN (each with the classifier stage), IRENE, the
-#: GNN baselines that need the graph at inference (TextGNN; OAK with a predicted and an oracle linker — oak before
-#: oak-oracle, which reuses its model) and two RAMEN ablations (Table 6)
-RESULT_METHODS: tuple[str, ...] = ("pretrained", "dual_encoder", "ramen", "pretrained-clf", "dual_encoder-clf",
-                                   "ramen-clf", "irene", "textgnn", "oak", "oak-oracle", "ramen_no_bandit",
-                                   "ramen_no_pruning")
 DEFAULT_DATASETS: tuple[str, ...] = ("synthetic", "wikispeedia", "aol-1000")
 METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
 HEADLINE = ("P@1", "PSP@1")  # the headline table's columns per data set (the first with its interval)
-REFERENCES = (REFERENCE, "dual_encoder", "pretrained")  # every method is paired against these (and the peers)
 EXPERIMENT = "xc-results"
-AB_CONTROL = "pretrained"  # as `xc abtest` and xc run's ab_vs_control: every method against the untrained encoder
 AB_QUERIES = 10_000  # as xc run's ab_vs_control
 
 
@@ -86,74 +72,33 @@ def validate_methods(methods: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(methods)
 
 
-# ---- train or reuse, evaluate or reuse ----------------------------------------------------------------------
+# ---- the records a page is built from --------------------------------------------------------------------
 
-def prepare_data(name: str, home: Path, profile: Profile, anchors: bool, progress: bool = False) -> XCDataset:
-    """The data set with its anchor sets, as ``xc run``'s lineage leaves it: reused when materialized, else built
-    (a simulated source is simulated at the profile's scale first when the home has no simulation; the other
-    sources' events are ingested by the build when the store lacks them)."""
-    from xc_core.datasets.registry import get_dataset_spec
-    from xc_core.stages.datasets import materialize_dataset
-    from xc_core.stages.graphs import load_with_anchors, materialize_anchor_sets
-
-    built = (dataset_dir(home, name) / "meta.json").exists()
-    if (anchors_dir(home, name) / "meta.json").exists() or (built and not anchors):
-        return load_with_anchors(home, name)
-    raw = get_dataset_spec(name, home).raw
-    if raw is not None and raw.source == "simulated":  # other sources fetch their events while building
-        from xc_core.simulate.pipeline import current_simulation, simulate_into_store
-
-        if current_simulation(home) is None:
-            simulate_into_store(PROFILE_SCALE[profile.name], 0, home, progress=progress)
-    dataset = XCDataset.load(dataset_dir(home, name)) if built else materialize_dataset(name, home)[0]
-    if not anchors:
-        return dataset
-    stage = materialize_anchor_sets(dataset, home, profile, progress=progress)
-    if not stage.summary["coverage_checks_passed"]:
-        log.warning("%s: anchor-set coverage below its thresholds (xc run's blocking check would stop here)", name)
-    return stage.dataset
+class MissingRecordError(LookupError):
+    """A method on the page has no model or evaluation in the home (a LookupError: the CLI prints one line)."""
 
 
-def train_or_reuse(dataset: XCDataset, method: str, profile: Profile, home: Path, retrain: bool = False,
-                   progress: bool = False) -> tuple[TrainedModel, bool]:
-    """The method's model at ``profile`` (and its seed) in ``home``, trained unless one of that seed trained by the
-    current code version is there (a retrain says why in one line); (model, reused)."""
-    from xc_core.stages.training import train_method
-
-    folder = model_dir(home, dataset.name, method, profile.name)
-    if not retrain and (folder / SUMMARY).exists():
-        trained = TrainedModel.load(folder)
-        seed = trained.summary.get("seed", profile.seed)
-        why = outdated(trained.summary) or (f"it was trained with seed {seed}" if seed != profile.seed else None)
-        if why is None:
-            return trained, True
-        log.warning("%s on %s: training %s anew, the saved model is stale: %s", method, dataset.name, profile.name,
-                    why)
-    train_method(dataset, method, profile, home, progress=progress)
-    return TrainedModel.load(folder), False
-
-
-def evaluate_or_reuse(dataset: XCDataset, trained: TrainedModel, home: Path, progress: bool = False,
-                      model_reused: bool = True) -> tuple[EvaluationRecord, bool]:
-    """The model's evaluation: reused when the current code version scored this model on this test split, else
-    evaluated anew (always when ``model_reused`` is false: the model was just trained); (record, reused)."""
-    from xc_core.stages.evaluation import evaluate_method
-
-    folder = eval_dir(home, dataset.name, trained.method, trained.profile)
-    record = EvaluationRecord.load(folder)
-    if record is not None:
-        why = ("its model was trained anew" if not model_reused
-               else "it scored another model" if record.mlflow_run_id != trained.mlflow_run_id
-               else "it scored another test split" if record.test_split != fingerprint_test_split(dataset)
-               else outdated(record.summary))
-        if why is None:
-            return record, True
-        log.warning("%s on %s: evaluating %s anew, the saved evaluation is stale: %s", trained.method, dataset.name,
-                    trained.profile, why)
-    evaluate_method(dataset, trained.method, trained.profile, home, progress=progress)
-    found = EvaluationRecord.load(folder)
-    assert found is not None  # evaluate_method saved it
-    return found, False
+def load_records(home: Path, dataset: str, profile: str, methods: tuple[str, ...],
+                 ) -> tuple[dict[str, TrainedModel], dict[str, EvaluationRecord]]:
+    """Each method's trained model and evaluation at ``profile`` in ``home``, or one error naming every one
+    missing and the command that makes them."""
+    trained, records, missing = {}, {}, []
+    for method in methods:
+        folder = model_dir(home, dataset, method, profile)
+        record = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
+        try:
+            trained[method] = TrainedModel.load(folder)
+        except FileNotFoundError:
+            missing.append(f"{method} (not trained)")
+            continue
+        if record is None:
+            missing.append(f"{method} (not evaluated)")
+        else:
+            records[method] = record
+    if missing:
+        raise MissingRecordError(f"{dataset} in {home} at {profile}: {', '.join(missing)}; `xc results --profile "
+                                 f"{profile} --datasets {dataset} --home {home}` trains and evaluates what is missing")
+    return trained, records
 
 
 # ---- tables ---------------------------------------------------------------------------------------------------
@@ -190,11 +135,14 @@ def paired_rows(a: EvaluationRecord, b: EvaluationRecord, seen: bool = False) ->
 
 def _references(records: dict[str, EvaluationRecord], peers: dict[str, EvaluationRecord]) -> list[dict[str, Any]]:
     """Every method against every reference and peer it is not; two references are paired once, the one listed
-    first in :data:`REFERENCES` as the method (ramen − dual_encoder, not both signs). A row against a peer is
+    ranked first by the registry (``references()``) as the method (a − b, not both signs). A row against a peer is
     marked ``peer`` and holds the same differences in the seen-label view under ``seen_labels``: the linear peer
     cannot score labels without a training positive, and that view shows how much of a lead is left without them."""
-    refs = {**{r: records[r] for r in REFERENCES if r in records}, **peers}
-    rank = {r: i for i, r in enumerate(REFERENCES)}
+    from xc_core.methods import references
+
+    ranked = references()
+    refs = {**{r: records[r] for r in ranked if r in records}, **peers}
+    rank = {r: i for i, r in enumerate(ranked)}
     return [{"method": m, "vs": ref, **paired_rows(records[m], refs[ref]),
              **({"peer": True, "seen_labels": paired_rows(records[m], refs[ref], seen=True)} if ref in peers else {})}
             for m in records for ref in refs if ref != m and rank.get(m, -1) < rank.get(ref, len(rank))]
@@ -230,28 +178,29 @@ def _peers(home: Path, dataset: str, profile: str) -> dict[str, EvaluationRecord
     return {p: r for p, r in found.items() if r is not None}
 
 
-def _abtests(dataset: str, home: Path, profile: str, trained: dict[str, TrainedModel], queries: int,
-             ) -> list[dict[str, Any]]:
-    """Each method against the control and its declared baselines in the data set's simulated world (none without
-    one): a saved result of the same two models is reused, else the test runs (and is saved and logged)."""
-    from xc_core.abtest import ABConfig
+def _abtests(dataset: str, home: Path, profile: str, trained: dict[str, TrainedModel]) -> list[dict[str, Any]]:
+    """Each method against the control and its declared baselines, as the ``ab_vs_control`` step saved them for
+    exactly these models (none without a simulated world; a pair whose models changed since is not shown: the
+    results job re-runs the step)."""
     from xc_core.abtest.report import headline
-    from xc_core.methods import get_method
-    from xc_core.stages.abtest import ABStage, ground_truth, saved_results
+    from xc_core.methods import control_method, get_method
+    from xc_core.stages.abtest import ground_truth, saved_results
 
     if ground_truth(dataset, home) is None:
         return []
     saved = saved_results(home, dataset, profile)
-    stage, rows = ABStage(dataset, home, profile), []
+    rows = []
     for method, model in trained.items():
-        for control in dict.fromkeys((AB_CONTROL, *get_method(method).baselines)):
+        for control in dict.fromkeys((control_method(), *get_method(method).baselines)):
             if control == method or control not in trained:
                 continue
             uris = (trained[control].model_uri, model.model_uri)
             result = next((r for r in saved if (r.get("control_arm", {}).get("model_uri"),
                                                 r.get("treatment_arm", {}).get("model_uri")) == uris), None)
             if result is None:
-                result = stage.run(control, method, ABConfig(queries=queries, seed=0, paired=True))
+                log.warning("%s on %s: no A/B test of %s against %s for these models", method, dataset, method,
+                            control)
+                continue
             rows.append({"treatment": method, "control": control, "mode": result["mode"],
                          "design": result.get("design", ""), "headline": headline(result),
                          "delta_pct": result["delta_pct"], "ci95": result["ci95"], "p_value": result["p_value"]})
@@ -308,7 +257,7 @@ def _costs(dataset: XCDataset, home: Path, trained: dict[str, TrainedModel], rec
                                base=base.method if base else "", seconds_per_epoch=per_epoch, ms_per_query=ms,
                                split_ms=inference_split(records[name].summary), timed_queries=len(texts),
                                parameters=parameters, parameters_from=counted))
-    return [c.to_dict() for c in with_ratios(rows)]
+    return [c.to_dict() for c in with_ratios(rows, reference=cost_reference())]
 
 
 #: what a seed home shares with the home it is a seed of: the data lineage and the home's settings, so a method that
@@ -326,21 +275,17 @@ def share_data(home: Path, seed_home: Path) -> None:
             target.symlink_to(source.resolve(), target_is_directory=source.is_dir())
 
 
-def seed_rows(dataset: XCDataset, home: Path, profile: Profile, methods: tuple[str, ...], seeds: tuple[int, ...],
-              first: dict[str, EvaluationRecord], retrain: bool = False,
-              progress: bool = False) -> list[dict[str, Any]]:
-    """Each method's metrics over ``seeds``: the first seed's evaluation (``first``), each other seed trained (or
-    reused) and evaluated in its own home ``<home>/seeds/s<seed>`` on the same data set (its data lineage linked
-    from ``home``: :func:`share_data`); per metric the values, their mean and standard deviation (fractions)."""
-    per_seed = [first]
-    for seed in seeds[1:]:
-        seeded, seed_home = profile.model_copy(update={"seed": seed}), home / "seeds" / f"s{seed}"
-        share_data(home, seed_home)
-        records = {}
-        for method in methods:
-            model, model_reused = train_or_reuse(dataset, method, seeded, seed_home, retrain, progress)
-            records[method] = evaluate_or_reuse(dataset, model, seed_home, progress, model_reused)[0]
-        per_seed.append(records)
+def seed_home(home: Path, seed: int) -> Path:
+    """Where a training seed other than the page's first is trained: its own home, the lineage linked."""
+    return home / "seeds" / f"s{seed}"
+
+
+def seed_rows(dataset: str, home: Path, profile: str, methods: tuple[str, ...], seeds: tuple[int, ...],
+              first: dict[str, EvaluationRecord]) -> list[dict[str, Any]]:
+    """Each method's metrics over ``seeds``: the first seed's evaluation (``first``), each other seed's from its
+    home :func:`seed_home` (the same data set, its lineage linked from ``home``: :func:`share_data`); per metric
+    the values, their mean and standard deviation (fractions)."""
+    per_seed = [first] + [load_records(seed_home(home, seed), dataset, profile, methods)[1] for seed in seeds[1:]]
     values = {m: {k: [float(r[m].metrics.get(k, float("nan"))) for r in per_seed] for k in METRICS} for m in methods}
     return [{"method": m, "seeds": list(seeds),
              **{k: {"values": v, "mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0}
@@ -368,45 +313,47 @@ class DatasetResults:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)  # each learned choice against its fallback
 
 
-def dataset_results(name: str, home: Path, profile: Profile, methods: tuple[str, ...], retrain: bool = False,
-                    abtests: bool = True, ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES,
-                    progress: bool = False, seeds: tuple[int, ...] = ()) -> DatasetResults:
-    """Train or reuse, evaluate or reuse, report and tabulate every method on data set ``name`` (``profile``'s seed;
-    more ``seeds``: the seed table too)."""
-    from xc_core.methods import get_method
+    def save(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2, default=str) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> DatasetResults:
+        return cls(**json.loads(path.read_text()))
+
+
+def dataset_results(data: XCDataset, home: Path, profile: str, methods: tuple[str, ...], abtests: bool = True,
+                    timed_queries: int = TIMED_QUERIES, seeds: tuple[int, ...] = ()) -> DatasetResults:
+    """The tables of every method on ``data`` from the records in ``home`` (each model and evaluation must be
+    there: :class:`MissingRecordError`), its HTML report rebuilt; more ``seeds``: the seed table too."""
+    from xc_core.evaluation import trained_labels, untrained_positive_share
     from xc_core.stages.evaluation import build_report
 
-    anchors = any(get_method(m).needs_anchor_sets for m in methods)
-    data = prepare_data(name, home, get_profile(profile.name), anchors, progress)  # the lineage xc run builds
-    trained, records, reused = {}, {}, {}
-    for method in methods:
-        trained[method], model_reused = train_or_reuse(data, method, profile, home, retrain, progress)
-        records[method], eval_reused = evaluate_or_reuse(data, trained[method], home, progress, model_reused)
-        reused[method] = {"training": model_reused, "evaluation": eval_reused}
+    name = data.name
+    trained, records = load_records(home, name, profile, methods)
     out = DatasetResults(dataset=name, summary={k: v for k, v in data.summary().items() if not isinstance(v, dict)})
-    out.report = str(build_report(data, profile.name, home)["report"])
-    peers = _peers(home, name, profile.name)
+    out.report = str(build_report(data, profile, home)["report"])
+    peers = _peers(home, name, profile)
     shown = {**records, **peers}
     for row in _ci_rows(shown):
         model = trained.get(row["method"])
         commits = {"training": model.summary.get("git_commit") if model else None,
                    "evaluation": shown[row["method"]].summary.get("git_commit")}
-        out.methods.append({**row, "peer": model is None, "reused": reused.get(row["method"]), "commits": commits,
+        out.methods.append({**row, "peer": model is None, "commits": commits,
                             "mlflow_run_id": model.mlflow_run_id if model else ""})
     out.paired = _references(records, peers)
-    out.ablations = _ablations(home, name, profile.name, records)
+    out.ablations = _ablations(home, name, profile, records)
     out.subsets = [{"method": m, "subset": s, **v} for m, r in records.items()
                    for s, v in r.summary.get("subsets", {}).items()]
-    from xc_core.evaluation import trained_labels, untrained_positive_share
-
     out.untrained = untrained_positive_share(data.y_test, trained_labels(data.y_train))
     out.tables = [{"method": m, "title": t, "rows": rows} for m, r in records.items()  # fallbacks: own section
                   for t, rows in r.summary.get("tables", {}).items() if t != FALLBACK_TABLE]
     out.fallbacks = [row for m, model in trained.items() for row in fallback_rows(m, model.summary)]
-    out.abtests = _abtests(name, home, profile.name, trained, ab_queries) if abtests else []
+    out.abtests = _abtests(name, home, profile, trained) if abtests else []
     out.costs = _costs(data, home, trained, records, timed_queries)
     if len(seeds) > 1:
-        out.seeds = seed_rows(data, home, profile, methods, seeds, records, retrain, progress)
+        out.seeds = seed_rows(name, home, profile, methods, seeds, records)
     return out
 
 
@@ -450,9 +397,10 @@ def _costs_table(costs: list[dict[str, Any]]) -> list[str]:
                      _num(ratios["predict"]), _num(c["parameters"]), c["parameters_from"] or "–",
                      _num(ratios["size"])])
     n = costs[0]["timed_queries"] if costs else 0
-    return _table(["method", "train s", "epochs", "train s/epoch", f"train × {REFERENCE}",
-                   f"ms/query (total, {n} queries)", "encoder ms", "graph ms", "search ms", f"predict × {REFERENCE}",
-                   "parameters", "counted", f"size × {REFERENCE}"], rows)
+    unit = cost_reference()
+    return _table(["method", "train s", "epochs", "train s/epoch", f"train × {unit}",
+                   f"ms/query (total, {n} queries)", "encoder ms", "graph ms", "search ms", f"predict × {unit}",
+                   "parameters", "counted", f"size × {unit}"], rows)
 
 
 def _short_commit(commit: str | None) -> str:
@@ -489,8 +437,8 @@ def _dataset_section(r: DatasetResults) -> list[str]:
              f"({_num(s.get('novel_labels'))} novel). HTML report: `{r.report}`.", "",
              "### Test-split metrics (RAMEN Table 4, TextGNN Table 4)", "",
              "%, with the 95% bootstrap interval over test queries. Trained / evaluated at: the commit the model "
-             "was trained at and the one it was evaluated at (7 digits; +: with uncommitted changes), a reused "
-             "model's or evaluation's own.", ""]
+             "was trained at and the one it was evaluated at (7 digits; +: with uncommitted changes); a model "
+             "whose code has not changed since is kept, so its commit can be older than the page's.", ""]
     lines += _table(["method", *METRICS, "trained / evaluated at"],
                     [[_row_label(m), *(_with_ci(m.get(k)) for k in METRICS), _commits_cell(m.get("commits"))]
                      for m in r.methods])
@@ -545,7 +493,7 @@ def _dataset_section(r: DatasetResults) -> list[str]:
               "on), per epoch (n/a: no epoch trained); ms/query timed with each method's serving scorer over the "
               "same test queries, model loaded and warmed up (encoder / graph / search: what the method's "
               "predictions recorded); parameters recorded by the method or counted from the weights it serves; "
-              f"× {REFERENCE}: the ratio to {REFERENCE}'s.", ""]
+              f"× {cost_reference()}: the ratio to {cost_reference()}'s.", ""]
     return lines + _costs_table(r.costs)
 
 
@@ -600,9 +548,10 @@ def headline(results: list[DatasetResults]) -> list[str]:
 
 def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> str:
     lines = ["# Results", "",
-             "Written by the `results` job (`xc results` / Dagster job `results`); every number below comes from "
-             "the run this header describes. Its git commit is the page's; each method's model and evaluation carry "
-             "their own (a reused one was made earlier by the same code version), in the metrics tables.", ""]
+             "Written by the `results` job (`xc results` / Dagster job `results`: the assets `<data set>/results` and "
+             "`results_page`); every number below comes from the records this header's run read. Its git commit is "
+             "the page's; each method's model and evaluation carry their own, in the metrics tables (the job "
+             "retrains and re-evaluates a method whose code or data changed, and keeps the others).", ""]
     lines += _table(["", ""], [["command", f"`{header['command']}`"], ["git commit", header["git_commit"]],
                                ["profile", header["profile"]], ["seeds", ", ".join(map(str, header["seeds"]))],
                                ["machine", header["machine"]["text"]],
@@ -682,33 +631,14 @@ def _write_and_log(home: Path, header: dict[str, Any], results: list[DatasetResu
     return {**body, "results": str(page), "json": str(data)}
 
 
-def run_results(home: Path, profile: str, datasets: tuple[str, ...] | list[str] = DEFAULT_DATASETS,
-                methods: tuple[str, ...] | list[str] = RESULT_METHODS, seeds: tuple[int, ...] = (0,),
-                out: Path | None = None, command: str | None = None, retrain: bool = False, abtests: bool = True,
-                ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES,
-                progress: bool = False) -> dict[str, Any]:
-    """Every method on every data set at ``profile``; writes ``<out>/RESULTS.md`` and ``<out>/results.json`` and
-    logs both to one MLflow run of ``xc-results``; returns the JSON (with the files' paths and the run id).
+def page_header(profile: str, datasets: tuple[str, ...], methods: tuple[str, ...], seeds: tuple[int, ...],
+                home: Path, command: str, seconds: float) -> dict[str, Any]:
+    """The page's provenance: the command, the checkout's commit, the machine, the date, what it covers."""
+    return {"command": command, "git_commit": git_commit(), "profile": profile, "seeds": list(seeds),
+            "machine": machine(), "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "datasets": list(datasets), "methods": list(methods), "home": str(home), "seconds": round(seconds, 1)}
 
-    ``seeds``: training seeds; every table is the first seed's (trained in ``home``, as ``xc run`` trains), more
-    seeds add a table of each metric's mean and standard deviation over them (each trained in
-    ``<home>/seeds/s<seed>``). ``retrain``: train even where a model of
-    that seed is in ``home``. Unknown methods or data sets raise before anything is built or written."""
-    from xc_core.datasets.registry import DATASETS, get_dataset_spec
 
-    started = time.perf_counter()
-    methods, datasets = validate_methods(tuple(methods)), tuple(datasets)
-    for name in datasets:
-        if name not in DATASETS or home.exists():  # a home's definitions are read from it (which creates it)
-            get_dataset_spec(name, home)  # an unknown name raises UnknownDatasetError naming the choices
-    if not seeds:
-        raise ValueError("seeds: give at least one training seed")
-    chosen = get_profile(profile).model_copy(update={"seed": seeds[0]})
-    out = Path(out) if out is not None else Path.cwd() / "docs"
-    results = [dataset_results(name, home, chosen, methods, retrain, abtests, ab_queries, timed_queries, progress,
-                               tuple(seeds)) for name in datasets]
-    header = {"command": command or default_command(profile, datasets, methods, out, home, tuple(seeds)),
-              "git_commit": git_commit(), "profile": profile, "seeds": list(seeds), "machine": machine(),
-              "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "datasets": list(datasets),
-              "methods": list(methods), "home": str(home), "seconds": round(time.perf_counter() - started, 1)}
-    return _write_and_log(home, header, results, out)
+def write_page(home: Path, header: dict[str, Any], results: list[DatasetResults], out: Path) -> dict[str, Any]:
+    """``RESULTS.md`` and ``results.json`` in ``out`` and their MLflow run (:func:`_write_and_log`)."""
+    return _write_and_log(home, header, results, Path(out))

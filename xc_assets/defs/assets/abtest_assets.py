@@ -7,14 +7,17 @@ A data set without a simulated world gets the labelled replay estimate over held
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import prefix
 from xc_assets.defs.assets.model_assets import method_partitions
+from xc_assets.defs.constants import prefix
 from xc_assets.defs.resources import XcHome
+from xc_core.methods import control_method
 
 
 class ABTestConfig(dg.Config):
     profile: str = Field(default="demo", description="profile of the arms named by method")
-    control: str = Field(default="pretrained", description="control arm: a method, a model URI, bm25, oracle, random")
+    control: str = Field(default_factory=control_method,
+                         description="control arm: a method (default: the registry's control), a model URI, bm25, "
+                                     "oracle, random")
     queries: int = Field(default=10_000, ge=10, description="query events of the test period served")
     seed: int = Field(default=0, ge=0)
     paired: bool = Field(default=True, description="both arms serve the same events (common random numbers); "
@@ -33,18 +36,20 @@ def _ab_vs_control(dataset: str) -> dg.AssetsDefinition:
     @dg.asset(key=[p, "ab_vs_control"], deps=[[p, "offline_eval"]], partitions_def=method_partitions, group_name=p,
               kinds={"numpy"}, description="Simulated A/B tests of the method against the control (default: the "
                                            "untrained encoder) and against each baseline it declares that is "
-                                           "trained (ramen vs dual_encoder): CTR, IY, Brand/Location BMR, "
+                                           "trained (e.g. the graph method vs its text-only baseline): CTR, IY, Brand/Location BMR, "
                                            "quick-backs, revenue by segment and market with delta-method CIs; a "
                                            "replay estimate without a simulated world")
     def ab_vs_control(context: dg.AssetExecutionContext, config: ABTestConfig,
                       xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_assets.defs.freshness import stamp
         from xc_core.abtest.report import headline, headline_markdown
         from xc_core.methods import get_method
+        from xc_core.methods.versions import method_code_version
         from xc_core.stages.abtest import ABStage
 
         method = context.partition_key
         stage = ABStage(dataset, xc_home.path, config.profile)
-        summaries, skipped = [], {}
+        summaries, skipped, arms = [], {}, {}
         for control in dict.fromkeys((config.control, *get_method(method).baselines)):
             if control == method:
                 continue
@@ -54,13 +59,18 @@ def _ab_vs_control(dataset: str) -> dg.AssetsDefinition:
                 skipped[control] = str(error)
                 continue
             result = stage.run(control, method, _config(config))
+            arms.update({control: result.get("control_arm", {}).get("model_uri", ""),
+                         method: result.get("treatment_arm", {}).get("model_uri", "")})
             context.log.info(f"{method} vs {control}: {headline(result)}")
             summaries.append(headline_markdown(result))
         if skipped:
             context.log.info(f"no A/B test against {', '.join(skipped)}: not trained in {xc_home.path}")
         return dg.MaterializeResult(metadata={
             "summary": dg.MetadataValue.md("\n\n".join(summaries) or "no trained control"),
-            "tests": len(summaries), "skipped": dg.MetadataValue.json(skipped)})
+            "tests": len(summaries), "skipped": dg.MetadataValue.json(skipped),
+            # the models each test served: a retrained arm makes this record stale (xc_assets.results)
+            "arms": dg.MetadataValue.json(arms), **stamp(xc_home.path, config.profile,
+                                                         method_code_version(method, "abtest"))})
 
     return ab_vs_control
 

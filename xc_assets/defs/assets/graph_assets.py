@@ -12,6 +12,7 @@ import polars as pl
 from pydantic import Field
 
 from xc_assets.defs.assets.ingest_assets import markdown_table, png_markdown
+from xc_assets.defs.constants import prefix
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.graph_tables import TABLES
@@ -23,10 +24,6 @@ from xc_core.paths import graphs_dir
 #: (a folder named in run config)
 DATASETS = (*dataset_names(skip_broken=True), "xc-repo")
 EVENT_DATASETS = event_datasets(skip_broken=True)
-
-
-def prefix(dataset: str) -> str:
-    return dataset.replace("-", "_")
 
 
 class DatasetConfig(dg.Config):
@@ -52,7 +49,7 @@ def _graph_tables(dataset: str) -> dg.AssetsDefinition:
                for t in TABLES],
     )
     def graph_tables(context: dg.AssetExecutionContext, xc_home: XcHome):
-        from xc_core.stages.datasets import materialize_graph_tables
+        from xc_core.stages.graph_tables import materialize_graph_tables
 
         out = graphs_dir(xc_home.path, dataset)
         summary = materialize_graph_tables(dataset, xc_home.path)
@@ -105,7 +102,7 @@ def _xc_dataset(dataset: str, events: bool | None = None) -> dg.AssetsDefinition
     @dg.asset(key=[p, "xc_dataset"], deps=deps, group_name=p, kinds={"parquet", "scipy"},
               description=f"The {dataset} XC data set: texts, train/test CSR matrices, native anchor sets")
     def xc_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.stages.datasets import materialize_dataset
+        from xc_core.stages.dataset import materialize_dataset
 
         name = dataset if dataset != "xc-repo" else config.xc_repo_path
         if not name:
@@ -138,10 +135,11 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
         ],
     )
     def anchor_sets(context: dg.AssetExecutionContext, config: AnchorSetsConfig, xc_home: XcHome):
+        from xc_assets.defs.freshness import lineage_code_version, stamp
         from xc_core.paths import dataset_dir
         from xc_core.profiles import get_profile
         from xc_core.quality.coverage import default_thresholds
-        from xc_core.stages.graphs import materialize_anchor_sets
+        from xc_core.stages.anchor_sets import materialize_anchor_sets
 
         source = XCDataset.load(_dataset_path(xc_home.path, dataset, dataset_dir))
         result = materialize_anchor_sets(source, xc_home.path, get_profile(config.profile),
@@ -162,7 +160,8 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
             "proxy_edges": result.summary["proxy_edges"],
             "reachable_train_labels": result.summary["reachable_train_labels"],
             "degree_histogram": dg.MetadataValue.md(png_markdown(_degree_plot(result))),
-            "path": dg.MetadataValue.path(str(result.path)),
+            "path": dg.MetadataValue.path(str(result.path.resolve())),  # resolved: how trainings find their lineage
+            **stamp(xc_home.path, config.profile, lineage_code_version()),
         })
 
     return anchor_sets

@@ -4,7 +4,7 @@ No ``from __future__ import annotations`` here: Dagster reads the Config/resourc
 """
 
 import warnings
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -16,9 +16,10 @@ from xc_assets.defs.constants import INGEST_GROUP
 from xc_assets.defs.partitions import daily_partitions
 from xc_assets.defs.resources import XcHome
 from xc_core.logs.config import load_ingest_config
-from xc_core.logs.errors import IngestError
-from xc_core.logs.ingest import IngestSummary, Source, SourceKind, ingest, rejected_file_message
+from xc_core.logs.errors import IngestError, NothingStoredError
+from xc_core.logs.ingest import IngestSummary, Source, SourceKind, rejected_file_message
 from xc_core.paths import aol_archive
+from xc_core.stages.ingest import ingest_files, rejected_files
 
 # BackfillPolicy is "beta" in Dagster 1.13; single-run backfills are what make a 92-day ingest one read.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
@@ -66,20 +67,6 @@ def _default_paths(source: str, xc_home: XcHome, start: datetime, end: datetime)
     raise dg.Failure("source 'events' needs config paths: canonical Parquet/CSV/TSV/JSON Lines files")
 
 
-def _nothing_stored(summary: IngestSummary, start: datetime, end: datetime, home: Path) -> str:
-    """Why an ingestion stored no event, and what to do about it."""
-    window = f"{start.date()} .. {(end - timedelta(days=1)).date()}"
-    if summary.read == 0:
-        return f"stored no events: the input has no rows (partitions {window})"
-    if summary.first_event is None:
-        files = " ".join(rejected_file_message(entry, home) for entry in summary.rejected_files)
-        return (f"stored no events: all {summary.rejected} of {summary.read} rows were rejected: {files} "
-                f"(run config 'markets' and the other options override <home>/xc.yaml)")
-    return (f"stored no events: the valid events read lie between {summary.first_event} and {summary.last_event}, "
-            f"outside this run's partitions {window} ({summary.outside_window} rows); launch the run for those "
-            f"dates (the landing sensor does so from the file's own dates)")
-
-
 @dg.asset(
     deps=["simulated_events"],
     partitions_def=daily_partitions,
@@ -98,15 +85,17 @@ def raw_events(context: dg.AssetExecutionContext, config: RawEventsConfig, xc_ho
                                  session_gap_minutes=config.session_gap_minutes)
     except IngestError as exc:  # a bad xc.yaml or run config: say which key, no retry would help
         raise dg.Failure(description=str(exc), allow_retries=False) from exc
-    summary = ingest([Source(kind, p) for p in paths], xc_home.path, cfg,
-                     window=(window.start, window.end), progress=False)
+    try:  # the stage's one rule: a run that stored nothing (and found nothing stored) fails, saying why
+        summary = ingest_files([Source(kind, p) for p in paths], xc_home.path, cfg, window=(window.start, window.end))
+    except NothingStoredError as exc:
+        missed = exc.summary
+        assert isinstance(missed, IngestSummary)
+        raise dg.Failure(description=" ".join([str(exc), *rejected_files(missed, xc_home.path)]), metadata={
+            "rows_read": missed.read, "rows_rejected": missed.rejected,
+            "rows_outside_partitions": missed.outside_window}, allow_retries=False) from exc  # same input, same end
     context.log.info(f"ingested {summary.to_dict()}")
     for entry in summary.rejected_files:  # a file that gave nothing must not pass unnoticed
         context.log.warning(rejected_file_message(entry, xc_home.path))
-    if summary.stored == 0 and summary.already_stored == 0:  # a green run that stored nothing would hide the miss
-        raise dg.Failure(description=_nothing_stored(summary, window.start, window.end, xc_home.path), metadata={
-            "rows_read": summary.read, "rows_rejected": summary.rejected,
-            "rows_outside_partitions": summary.outside_window}, allow_retries=False)  # same input, same outcome
     rejects = xc_home.event_store().read_quarantine().filter(pl.col("disposition") == "rejected")
     return dg.MaterializeResult(metadata={
         "rows_read": summary.read,

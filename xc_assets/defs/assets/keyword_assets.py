@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import prefix
+from xc_assets.defs.constants import prefix
 from xc_assets.defs.resources import XcHome
 
 
@@ -32,16 +32,16 @@ def _streamed_keywords(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
     @dg.asset(key=[p, "streamed_keywords"], deps=[[p, "label_index"]], group_name=p, kinds={"faiss", "parquet"},
-              description="Novel keywords streamed into IRENE's serving index (encode → shortlist → refine → "
-                          "combine → add), served by the next query; already-served keyword ids are skipped")
+              description="Novel keywords streamed into the keyword method's serving index (IRENE's: encode → "
+                          "shortlist → refine → combine → add), served by the next query; already-served keyword ids "
+                          "are skipped")
     def streamed_keywords(context: dg.AssetExecutionContext, config: StreamedKeywordsConfig,
                           xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.methods.irene.stream import add_keywords, read_keywords
+        from xc_core.stages.keywords import stream_keywords
 
         results = []
         for path in config.paths:
-            texts, ids = read_keywords(Path(path))
-            result = {"file": path, **add_keywords(xc_home.path, dataset, config.profile, texts, ids)}
+            result = {**stream_keywords(xc_home.path, dataset, config.profile, Path(path)), "file": path}
             context.log.info(f"{path}: {result['added']} added, {result['skipped']} skipped, "
                              f"{result['ms_per_item']:.3f} ms per keyword")
             results.append(result)

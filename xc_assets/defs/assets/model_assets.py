@@ -8,7 +8,7 @@ training from running on a graph that is too thin.
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import prefix
+from xc_assets.defs.constants import prefix
 from xc_assets.defs.resources import XcHome
 from xc_core.methods import method_names
 
@@ -21,6 +21,7 @@ class EncoderConfig(dg.Config):
     lr: float = Field(default=0.0, ge=0, description="override the profile's learning rate (0: keep)")
     batch_size: int = Field(default=0, ge=0, description="override the profile's batch size (0: keep)")
     resume: bool = Field(default=False, description="continue from the last checkpoint")
+    seed: int = Field(default=-1, ge=-1, description="training seed (-1: the profile's)")
 
 
 def _encoder(dataset: str) -> dg.AssetsDefinition:
@@ -31,11 +32,18 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
               description="The partition's method trained (RAMEN, baselines, ablations, any registered method); one "
                           "MLflow run each, logged as the method's MLflow model")
     def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_core.stages.graphs import load_with_anchors
-        from xc_core.stages.training import train_method
+        from xc_assets.defs.freshness import lineage, stamp
+        from xc_core.methods.versions import method_code_version
+        from xc_core.profiles import get_profile
+        from xc_core.stages.anchor_sets import load_with_anchors
+        from xc_core.stages.train import train_method
 
         name = dataset if dataset != "xc-repo" else _latest_repo(xc_home)
         data = load_with_anchors(xc_home.path, name)
+        profile = get_profile(config.profile)
+        if config.seed >= 0:
+            profile = profile.model_copy(update={"seed": config.seed})
+        made_from = lineage(context.instance, name, xc_home.path)  # the anchor sets it trains on
         overrides = {k: v for k, v in (("epochs", config.epochs), ("lr", config.lr),
                                        ("batch_size", config.batch_size)) if v}
 
@@ -43,9 +51,12 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
             shown = {k: round(v, 4) for k, v in metrics.items() if k.startswith(("loss/task", "val/", "lambda/task"))}
             context.log.info(f"step {step}: {shown}")
 
-        summary = train_method(data, context.partition_key, config.profile, xc_home.path, resume=config.resume,
-                               overrides=overrides, on_metrics=report)
-        return dg.MaterializeResult(metadata=_scalars(summary))
+        method = context.partition_key
+        summary = train_method(data, method, profile, xc_home.path, resume=config.resume, overrides=overrides,
+                               on_metrics=report)
+        return dg.MaterializeResult(metadata={
+            **_scalars(summary), **stamp(xc_home.path, profile.name, method_code_version(method, "train"),
+                                         seed=profile.seed, lineage=made_from.storage_id if made_from else -1)})
 
     return encoder
 

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.graph_assets import prefix
+from xc_assets.defs.constants import prefix
 from xc_assets.defs.resources import XcHome
-from xc_core.methods import DEFAULT_METHOD
+from xc_core.methods import default_method
 
 
 class ChallengerConfig(dg.Config):
-    method: str = Field(default=DEFAULT_METHOD, description="which evaluated method to register")
+    method: str = Field(default_factory=default_method, description="which evaluated method to register")
     profile: str = Field(default="demo")
 
 

@@ -127,6 +127,13 @@ class IreneMethod:
         return {"tables": {"IRENE settings (IRENE Fig. 3, Table 8 ablations; %, paired 95% CI vs the encoder)":
                            rows}, "irene_settings_seconds": round(time.perf_counter() - started, 2)}
 
+    def add_keywords(self, home: Path, dataset: str, profile: str, path: Path, batch: int = 4096) -> dict[str, Any]:
+        """Novel keywords from a file into the serving index, represented as IRENE represents novel labels."""
+        from xc_core.methods.irene.stream import add_keywords, read_keywords
+
+        texts, ids = read_keywords(Path(path))
+        return add_keywords(home, dataset, profile, texts, ids, batch=batch)
+
     def scorer(self, served: Served) -> Scorer:
         from xc_core.methods.irene.serve import irene_scorer
 

@@ -1,7 +1,8 @@
-"""The anchor-set stage as the CLI and Dagster both run it: proxies → RWR → pruning, saved with coverage."""
+"""``xc anchors`` and the ``anchor_sets`` asset: ANN proxies → RWR expansion → pruning, saved with coverage."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import time
@@ -12,10 +13,11 @@ from typing import Any
 import polars as pl
 
 from xc_core.datasets.container import XCDataset
-from xc_core.graphs.anchors import AnchorConfig, build_anchor_stage
-from xc_core.paths import anchors_dir, dataset_dir
+from xc_core.paths import anchors_dir, dataset_dir, resolve_home
 from xc_core.profiles import Profile, encoder_config
 from xc_core.quality.coverage import CoverageThreshold, check_coverage, default_thresholds
+from xc_core.stages import Command, Payload, register
+from xc_core.stages.options import add_dataset, add_profile
 
 
 @dataclass
@@ -42,6 +44,8 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
 
         def embed(texts: list[str]) -> Any:
             return encoder.encode(texts, progress=progress)
+
+    from xc_core.graphs.anchors import AnchorConfig, build_anchor_stage
 
     cfg = AnchorConfig(rwr=profile.rwr.model_copy(update={"seed": profile.seed}))
     stage = build_anchor_stage(dataset, cfg, embed=embed, progress=progress)
@@ -74,7 +78,28 @@ def _coverage_summary(table: pl.DataFrame) -> dict[str, dict[str, dict[str, floa
     return out
 
 
+def anchors_built(home: Path, name: str) -> bool:
+    """Whether the anchor stage has saved ``name``'s anchor sets in ``home``."""
+    return (anchors_dir(home, name) / "meta.json").is_file()
+
+
 def load_with_anchors(home: Path, name: str) -> XCDataset:
     """The data set with its expanded anchor sets when the anchor stage has run, else as built."""
-    folder = anchors_dir(home, name)
-    return XCDataset.load(folder if (folder / "meta.json").exists() else dataset_dir(home, name))
+    return XCDataset.load(anchors_dir(home, name) if anchors_built(home, name) else dataset_dir(home, name))
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    add_dataset(command)
+    add_profile(command)
+
+
+def _run(args: argparse.Namespace) -> Payload:
+    from xc_core.profiles import get_profile
+    from xc_core.stages.dataset import built_or_build
+
+    home = resolve_home(args.home)
+    dataset = built_or_build(args.dataset, home)
+    return materialize_anchor_sets(dataset, home, get_profile(args.profile), progress=not args.quiet).summary
+
+
+COMMAND = register(Command("anchors", "ANN proxies → RWR expansion → pruning, coverage", _arguments, _run))

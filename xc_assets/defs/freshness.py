@@ -1,0 +1,79 @@
+"""What is current, read from the Dagster instance: the results job materializes only what is missing or stale.
+
+Each materialization of a data set's lineage (``anchor_sets``) and of a method partition (``encoder``,
+``offline_eval``, ``ab_vs_control``) records where and how it was made (:func:`stamp`): the home, the profile
+and seed, the code version of what it ran (``xc_core.methods.versions``, per method and stage) and what it was
+made from (the lineage's materialization, the model's MLflow run). A record is current when the latest
+materialization for that home and profile carries today's code version and the same upstream; a home or profile
+never materialized through Dagster is simply missing. Nothing here reads marker files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from xc_assets.defs.constants import prefix
+
+#: how far back the latest materialization of one home and profile is looked for among a partition's events
+LOOKBACK = 200
+#: the lineage stages an ``anchor_sets`` materialization ran (its code version covers their imports)
+LINEAGE_MODULES = ("xc_core.stages.ingest", "xc_core.stages.simulate", "xc_core.stages.graph_tables",
+                   "xc_core.stages.dataset", "xc_core.stages.anchor_sets")
+
+
+def lineage_code_version() -> str:
+    from xc_core.methods.versions import REGISTRY
+    from xc_core.provenance import sources_version
+
+    return sources_version(LINEAGE_MODULES, stop=REGISTRY)
+
+
+def home_key(home: Path) -> str:
+    """A home as the records name it: resolved, so a seed home's linked lineage is its main home's."""
+    return str(Path(home).resolve())
+
+
+def stamp(home: Path, profile: str, code_version: str, **made_from: Any) -> dict[str, Any]:
+    """The metadata that makes a materialization findable and comparable (:func:`latest`)."""
+    return {"home": home_key(home), "profile": profile, "code_version": code_version, **made_from}
+
+
+@dataclass(frozen=True)
+class Found:
+    storage_id: int
+    metadata: dict[str, Any]
+
+    def stale(self, **expected: Any) -> str | None:
+        """Why this record is not current (the first differing field), or None when every field matches."""
+        for key, value in expected.items():
+            if self.metadata.get(key) != value:
+                return f"{key} {self.metadata.get(key)!r}, now {value!r}"
+        return None
+
+
+def latest(instance: dg.DagsterInstance, key: list[str], partition: str | None = None,
+           **match: Any) -> Found | None:
+    """The newest materialization of ``key`` (``partition``) whose metadata has every ``match`` value."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(key), asset_partitions=[partition] if partition else None),
+        limit=LOOKBACK).records
+    for record in records:  # newest first
+        materialization = record.asset_materialization
+        if materialization is None:
+            continue
+        metadata = {k: v.value for k, v in materialization.metadata.items()}
+        if all(metadata.get(k) == v for k, v in match.items()):
+            return Found(record.storage_id, metadata)
+    return None
+
+
+def lineage(instance: dg.DagsterInstance, dataset: str, home: Path) -> Found | None:
+    """The anchor sets a training in ``home`` reads: the latest ``anchor_sets`` materialization of that folder
+    (a seed home links its main home's)."""
+    from xc_core.paths import anchors_dir
+
+    return latest(instance, [prefix(dataset), "anchor_sets"], path=str(anchors_dir(home, dataset).resolve()))

@@ -1,0 +1,46 @@
+"""``xc index`` and the ``label_index`` asset: a trained method scores the test queries anew and saves what it
+needs (its label index, the queries' top-k) in its index folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xc_core.paths import index_dir, resolve_home
+from xc_core.stages import Command, Payload, register
+from xc_core.stages.options import add_dataset, add_method, add_profile
+
+if TYPE_CHECKING:
+    from xc_core.datasets.container import XCDataset
+    from xc_core.methods import Predictions
+
+
+def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Predictions:
+    """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): the method
+    scores the test queries anew and saves what it needs in its index folder; returns the predictions."""
+    from xc_core.methods import get_method
+    from xc_core.training.record import TrainedModel
+
+    trained = TrainedModel.of(home, dataset.name, method, profile)
+    return get_method(method).predict(dataset, trained, index_dir(home, dataset.name, method, profile),
+                                      progress=progress)
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    add_dataset(command)
+    add_method(command)
+    add_profile(command)
+
+
+def _run(args: argparse.Namespace) -> Payload:
+    from xc_core.stages.anchor_sets import load_with_anchors
+
+    home = resolve_home(args.home)
+    dataset = load_with_anchors(home, args.dataset)
+    preds = index_method(dataset, args.method, args.profile, home, progress=not args.quiet)
+    return {"dataset": dataset.name, "method": args.method, "index_dir": str(preds.index_dir),
+            "labels": preds.scores.shape[1], **preds.index_metrics()}
+
+
+COMMAND = register(Command("index", "build and measure the method's HNSW label index", _arguments, _run))

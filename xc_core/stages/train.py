@@ -1,0 +1,84 @@
+"""``xc train`` and the ``encoder`` asset: one MLflow run per (data set, method, profile).
+
+The stage owns what every method shares — the model folder, the run and its tags, the record
+(``train_summary.json``); the method owns what happens inside the run (``Method.train``): its trainer, its
+parameters and metrics, and the MLflow model it logs."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xc_core.paths import anchors_dir, dataset_slug, model_dir, resolve_home
+from xc_core.profiles import Profile, get_profile
+from xc_core.provenance import code_stamp
+from xc_core.stages import Command, Payload, register
+from xc_core.stages.options import add_dataset, add_method, add_profile
+
+if TYPE_CHECKING:
+    from xc_core.datasets.container import XCDataset
+    from xc_core.methods.base import MetricsCallback
+
+
+def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, home: Path, resume: bool = False,
+                 progress: bool = False, overrides: dict[str, Any] | None = None,
+                 on_metrics: MetricsCallback | None = None) -> dict[str, Any]:
+    """Train one method in its own MLflow run and record it; returns the record (``TrainedModel.summary``)."""
+    import mlflow
+
+    from xc_core.methods import TrainJob, get_method
+    from xc_core.tracking.store import ensure_experiment, tracking_uri
+    from xc_core.training.record import TrainedModel
+
+    started = time.perf_counter()
+    profile = get_profile(profile) if isinstance(profile, str) else profile
+    method = get_method(method_name)
+    out = model_dir(home, dataset.name, method.name, profile.name)
+    if not resume and out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    experiment = ensure_experiment(f"xc-{dataset_slug(dataset.name)}", home)
+    stamp = code_stamp()  # taken before training: the sources this run starts from
+    tags = {"dataset": dataset.name, "method": method.name, "profile": profile.name, **stamp}
+    job = TrainJob(dataset, profile, home, out, resume, progress, overrides or {}, on_metrics)
+    with mlflow.start_run(experiment_id=experiment, run_name=f"{dataset.name}/{method.name}/{profile.name}",
+                          tags=tags) as run:
+        fitted = method.train(job)
+    record = {"dataset": dataset.name, "method": method.name, "profile": profile.name,
+              "mlflow_run_id": run.info.run_id, "tracking_uri": tracking_uri(home), "model_uri": fitted.model_uri,
+              **fitted.summary, **stamp, "seconds": round(time.perf_counter() - started, 2)}
+    TrainedModel.save(out, record)
+    return record
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    add_dataset(command)
+    add_method(command)
+    add_profile(command)
+    command.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    command.add_argument("--seed", type=int, default=0, help="training seed (validation split, batches, bandit)")
+
+
+def _run(args: argparse.Namespace) -> Payload:
+    from xc_core.datasets.container import XCDataset
+    from xc_core.methods import get_method
+    from xc_core.stages.anchor_sets import anchors_built, load_with_anchors
+
+    home = resolve_home(args.home)
+    method = get_method(args.method)
+    if method.needs_anchor_sets and not anchors_built(home, args.dataset):
+        raise SystemExit(f"xc train: {method.name} trains on anchor sets and there are none at "
+                         f"{anchors_dir(home, args.dataset)} — run `xc anchors --dataset {args.dataset} --profile "
+                         f"{args.profile} --home {home}` first")
+    # Methods that use no graph (pretrained, dual_encoder) train on the data set as built when no anchor
+    # stage has run: the untrained floor never waits for RWR.
+    dataset = (XCDataset.load(anchors_dir(home, args.dataset)) if method.needs_anchor_sets
+               else load_with_anchors(home, args.dataset))
+    profile = get_profile(args.profile).model_copy(update={"seed": args.seed})
+    return train_method(dataset, args.method, profile, home, resume=args.resume, progress=not args.quiet)
+
+
+COMMAND = register(Command("train", "train a method (one MLflow run)", _arguments, _run))
