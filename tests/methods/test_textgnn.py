@@ -204,7 +204,7 @@ def test_training_lowers_the_loss_on_a_tiny_data_set(tiny_data: XCDataset, tiny_
 def test_validation_documents_are_the_trainers_and_never_trained_on(tiny_data: XCDataset) -> None:
     from xc_core.profiles import get_profile, train_settings
     from xc_core.training.selection import split
-    from xc_core.training.trainer import split_validation
+    from xc_core.training.validation import split_validation
 
     cfg = train_settings(get_profile("tiny"))
     train, val = split(tiny_data, cfg)

@@ -22,7 +22,7 @@ def _trainer(data: XCDataset, home: Path, out: Path, **overrides: object):
 
 def test_the_served_encoder_is_the_pick_half_best_epoch_only_when_it_beats_epoch_0_out_of_sample(
         tiny_data: XCDataset, tiny_home: Path, tmp_path: Path) -> None:
-    from xc_core.training.trainer import recall_at_k
+    from xc_core.training.validation import recall_at_k
 
     # lr 0.05 wrecks a BERT within an epoch: selection must fall back, to the best epoch or to epoch 0.
     trainer = _trainer(tiny_data, tiny_home, tmp_path / "m", lr=0.05, epochs=2, prune=False)
@@ -47,7 +47,7 @@ def test_an_epoch_better_by_noise_is_not_served_though_it_wins_on_all_validation
 
     from xc_core.evaluation.fallback import FallbackPolicy
     from xc_core.training.selection import EpochChoice
-    from xc_core.training.trainer import recall_at_k
+    from xc_core.training.validation import recall_at_k
 
     n = 400
     truth = sp.csr_matrix((np.ones(n), (np.arange(n), np.zeros(n, int))), shape=(n, 20))

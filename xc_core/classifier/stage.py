@@ -159,7 +159,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     ``split_seed_cfg``: the method's TrainConfig, whose seed and validation sizes fix the validation rows."""
     from xc_core.encoders.text import encoder_for
     from xc_core.evaluation.metrics import propensity
-    from xc_core.training.trainer import split_validation
+    from xc_core.training.validation import split_validation
 
     encoder = encoder_for(encoder_dir, max_length)
     label_vecs = encoder.encode(dataset.label_texts, progress=progress, desc="labels")

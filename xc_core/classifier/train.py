@@ -38,7 +38,7 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 
 def encoder_shortlist(doc_vecs: np.ndarray, label_vecs: np.ndarray, k: int, positives: sp.csr_matrix) -> np.ndarray:
     """(n_docs, k) each document's top-k labels under the encoder with its own positives removed (−1 pads)."""
-    from xc_core.training.trainer import top_k_exact
+    from xc_core.training.validation import top_k_exact
 
     # room for the positives that get dropped (capped: a document with hundreds of positives gets a shorter list)
     extra = min(int(np.diff(positives.indptr).max(initial=0)), 3 * k)

@@ -39,7 +39,7 @@ def validation_split(dataset: XCDataset, trained: TrainedModel) -> XCDataset:
     training documents its trainer and classifier stage held out (the profile's sizes, the model's seed), scored
     with the test protocol — their own labels filtered, the same label space."""
     from xc_core.profiles import get_profile, train_settings
-    from xc_core.training.trainer import split_validation
+    from xc_core.training.validation import split_validation
 
     cfg = train_settings(get_profile(trained.profile))
     cfg = cfg.model_copy(update={"seed": int(trained.summary.get("seed", cfg.seed))})

@@ -7,7 +7,7 @@ start — on the other half by :func:`~xc_core.evaluation.fallback.against_fallb
 and PSP@1 not lost significantly); otherwise epoch 0 is served and the decision says why.
 
 :class:`Selection` applies it for TextGNN and OAK with the trainer's seeded validation split and subsample
-(:func:`~xc_core.training.trainer.split_validation`), its label space (``Trainer.val_label_space``) and its exact
+(:func:`~xc_core.training.validation.split_validation`), its label space (``Trainer.val_label_space``) and its exact
 search (a document's own labels excluded), keeping the candidate's and epoch 0's weights in memory. Only the
 representation differs: each method passes its own validation document and label vectors.
 """
@@ -53,7 +53,7 @@ class EpochChoice:
 
     def add(self, epoch: int, top: np.ndarray) -> bool:
         """Keep the epoch's ranking; True when it is the best on the pick half so far (keep its weights)."""
-        from xc_core.training.trainer import recall_at_k
+        from xc_core.training.validation import recall_at_k
 
         self.tops[epoch] = np.asarray(top)
         value = recall_at_k(self.tops[epoch][self.pick, : self.k], self.truth[self.pick])
@@ -85,7 +85,7 @@ class EpochChoice:
 def split(dataset: XCDataset, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     """(train rows, validation rows): the trainer's split and ``max_train_docs`` subsample; train rows without a
     label dropped (validation keeps them and scores them 0, as the trainer does)."""
-    from xc_core.training.trainer import split_validation
+    from xc_core.training.validation import split_validation
 
     train, val = split_validation(len(dataset.train_texts), cfg)
     if cfg.max_train_docs is not None and len(train) > cfg.max_train_docs:
@@ -121,7 +121,7 @@ class Selection:
     @classmethod
     def of(cls, dataset: XCDataset, cfg: TrainConfig, rows: np.ndarray) -> Selection:
         from xc_core.evaluation.metrics import propensity
-        from xc_core.training.trainer import validation_label_space
+        from xc_core.training.validation import validation_label_space
 
         space = validation_label_space(len(dataset.label_texts), dataset.y_train, rows, cfg)  # the trainer's space
         truth = sp.csr_matrix(sp.csr_matrix(dataset.y_train)[rows][:, space])
@@ -135,7 +135,7 @@ class Selection:
     def metrics(self, docs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         """recall@k, P@1 and P@5 of validation vectors ``docs`` against ``labels`` (the rows of ``space``)."""
         from xc_core.evaluation.metrics import precision_per_row
-        from xc_core.training.trainer import recall_at_k, top_k_exact
+        from xc_core.training.validation import recall_at_k, top_k_exact
 
         top = self._top = top_k_exact(docs, labels, max(self.k, 5), exclude=self.exclude)
         return {f"recall@{self.k}": recall_at_k(top[:, :self.k], self.truth),

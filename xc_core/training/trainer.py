@@ -33,6 +33,7 @@ from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
+from xc_core.training.validation import recall_at_k, split_validation, top_k_exact, validation_label_space
 
 if TYPE_CHECKING:
     from xc_core.evaluation.fallback import Decision
@@ -40,18 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-
-def validation_label_space(n_labels: int, truth: Any, val_idx: np.ndarray, cfg: TrainConfig) -> np.ndarray:
-    """Every label, or — past ``val_max_labels`` — the validation positives plus a fixed seeded sample of the
-    others (the same for every epoch and method, so curves and methods stay comparable)."""
-    if cfg.val_max_labels is None or n_labels <= cfg.val_max_labels:
-        return np.arange(n_labels)
-    positives = np.unique(sp.csr_matrix(truth)[val_idx].indices)
-    others = np.setdiff1d(np.arange(n_labels), positives)
-    take = max(0, cfg.val_max_labels - len(positives))
-    sample = seeds.rng(cfg.seed, Stream.VALIDATION_LABELS).choice(others, min(take, len(others)), replace=False)
-    return np.sort(np.concatenate([positives, sample]))
 
 #: cut-offs of the validation brand / place mismatch (the A/B shows 5 of an arm's top-100)
 VAL_MISMATCH_KS = (5, 100)
@@ -92,39 +81,6 @@ def dist_info() -> tuple[int, int]:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
     return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-
-
-def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded (train, validation) split of the train documents; validation is held out of training."""
-    rng = seeds.rng(cfg.seed, Stream.VALIDATION_SPLIT)
-    order = rng.permutation(n)
-    n_val = int(min(cfg.val_max, max(10, round(n * cfg.val_fraction))))
-    return np.sort(order[n_val:]), np.sort(order[:n_val])
-
-
-def top_k_exact(doc_emb: np.ndarray, label_emb: np.ndarray, k: int,
-                exclude: np.ndarray | None = None) -> np.ndarray:
-    """(n_docs, min(k, n_labels)) indices of each document's best-scored labels, best first (exact search);
-    ``exclude`` (pairs of document row, label column) are never returned."""
-    import torch
-
-    labels = torch.from_numpy(label_emb)
-    k = min(k, labels.shape[0])
-    exclude = np.empty((0, 2), np.int64) if exclude is None else np.asarray(exclude, np.int64).reshape(-1, 2)
-    out = []
-    for start in range(0, len(doc_emb), 1024):
-        scores = torch.from_numpy(doc_emb[start: start + 1024]) @ labels.T
-        mine = exclude[(exclude[:, 0] >= start) & (exclude[:, 0] < start + len(scores))]
-        scores[torch.from_numpy(mine[:, 0] - start), torch.from_numpy(mine[:, 1])] = float("-inf")
-        out.append(torch.topk(scores, k, dim=1).indices.numpy())
-    return np.concatenate(out) if out else np.zeros((0, k), np.int64)
-
-
-def recall_at_k(top: np.ndarray, y: sp.csr_matrix) -> float:
-    """Mean over documents of |top ∩ positives| / |positives| (rows without positives → 0)."""
-    from xc_core.evaluation.metrics import recall_per_row
-
-    return float(recall_per_row(y, top, top.shape[1]).mean()) if len(top) else 0.0
 
 
 class Trainer:

@@ -144,7 +144,7 @@ def stage_one_validation(job: TrainJob, base: TrainedModel) -> np.ndarray:
     """The training queries stage I held out for its own validation (its seed, the profile's sizes): IRENE chooses
     its settings on them, queries the frozen encoder never trained on."""
     from xc_core.profiles import train_settings
-    from xc_core.training.trainer import split_validation
+    from xc_core.training.validation import split_validation
 
     cfg = train_settings(job.profile)
     cfg = cfg.model_copy(update={"seed": int(base.summary.get("seed", cfg.seed))})

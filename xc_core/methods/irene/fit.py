@@ -141,7 +141,7 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
     embedding, the do-nothing fallback) on the other half (:func:`~xc_core.evaluation.fallback.against_fallback`).
     Returns the choice, the curve (on all validation queries) and the fallback test."""
     from xc_core.evaluation.fallback import against_fallback, halves
-    from xc_core.training.trainer import top_k_exact
+    from xc_core.training.validation import top_k_exact
 
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
     held = np.zeros(len(seen_rows), dtype=bool)

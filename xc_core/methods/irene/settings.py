@@ -54,7 +54,7 @@ def ranked(queries: np.ndarray, truth: sp.csr_matrix, reps: np.ndarray,
            k: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
     """The rows with a positive, their top-k labels over ``reps`` (exact) and ``evaluate``'s metrics (fractions)."""
     from xc_core.evaluation.metrics import evaluate, to_csr
-    from xc_core.training.trainer import top_k_exact
+    from xc_core.training.validation import top_k_exact
 
     rows = np.flatnonzero(np.diff(truth.indptr) > 0)
     if len(rows) == 0:
