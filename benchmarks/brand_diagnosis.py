@@ -238,7 +238,7 @@ def checkpoints(homes: list[Path], dataset: str, profile: str, methods: list[str
 def shown_ranks(simulation: Any, arm: Any, traffic: Any, cfg: Any) -> dict[str, float]:
     """Where the A/B's shown ads sit in the arm's own in-market ranking by score: the share of impressions from its
     top 5 and the median rank (1-based) — the selection ranks the top-100 by score × bid."""
-    from xc_core.abtest.serve import select
+    from xc_core.abtest.auction import select
 
     cache = simulation.cache(arm, cfg.selection.candidates)
     shown = select(simulation.world, traffic, traffic.query, cache.scores, cache.keywords, cfg.selection).keyword

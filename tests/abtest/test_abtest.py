@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from xc_core.abtest import ABConfig, Bm25Arm, OracleArm, RandomArm, Simulation, aa_calibration, run_abtest
+from xc_core.abtest.auction import outcomes, select
 from xc_core.abtest.config import OutcomeConfig, SelectionConfig
-from xc_core.abtest.serve import outcomes, select
 from xc_core.abtest.stats import arm_summary, per_user
 from xc_core.abtest.traffic import Traffic, treatment_users
 from xc_core.simulate import World, scale_config

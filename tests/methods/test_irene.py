@@ -264,6 +264,10 @@ def test_a_stage_one_not_trained_in_the_home_names_the_command_that_trains_it(
                  "--home", str(stage_one_home), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "stage I is ramen's trained encoder" in err[0]
+    # the command names another stage I (trained here), and the model records it
+    assert main(["train", "--dataset", "synthetic", "--method", "irene", "--profile", "tiny", "--set",
+                 "stage_one=pretrained", "--home", str(stage_one_home), "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["stage_one"] == "pretrained"
 
 
 # -- streaming novel keywords -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from xc_core.methods.oak.config import OakConfig
 from xc_core.methods.oak.graph import NodeTable, oracle_neighbours, train_neighbours
 from xc_core.methods.oak.inference import OakModel
 from xc_core.methods.oak.model import GraphConvolution
-from xc_core.methods.oak.serve import linked
+from xc_core.methods.oak.scorer import linked
 
 
 def _unit(x: torch.Tensor) -> torch.Tensor:

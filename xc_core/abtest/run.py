@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from xc_core.abtest.arms import Arm
+from xc_core.abtest.auction import Outcomes, common_uniforms, outcomes, select
 from xc_core.abtest.config import ABConfig
-from xc_core.abtest.serve import Outcomes, common_uniforms, outcomes, select
 from xc_core.abtest.stats import LOWER_IS_BETTER, METRICS, arm_summary, compare, lifts_json, per_user, rounded
 from xc_core.abtest.traffic import Traffic, draw_traffic, treatment_users
 from xc_core.simulate.events import Sampler

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from xc_core.abtest.serve import Outcomes
+from xc_core.abtest.auction import Outcomes
 
 #: metric → (numerator, denominator, scale); "queries" is the event count. %Δ of count metrics (revenue,
 #: clicks, impressions) is per query, so a test whose arms got different traffic compares like with like.

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from xc_core.simulate.bm25 import Bm25Server
 from xc_core.simulate.config import SimConfig, scale_config
-from xc_core.simulate.serving import Bm25Server
 
 log = logging.getLogger(__name__)
 

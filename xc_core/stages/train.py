@@ -60,6 +60,22 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     add_profile(command)
     command.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     command.add_argument("--seed", type=int, default=0, help="training seed (validation split, batches, bandit)")
+    command.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                         type=_setting, help="override one of the method's training settings (repeatable; VALUE "
+                                             "read as JSON, else text), e.g. --set lr=2e-5, or IRENE's stage I: "
+                                             "--set stage_one=dual_encoder")
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    import json
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: KEY=VALUE, e.g. lr=2e-5")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
 
 
 def _run(args: argparse.Namespace) -> Payload:
@@ -78,7 +94,8 @@ def _run(args: argparse.Namespace) -> Payload:
     dataset = (XCDataset.load(anchors_dir(home, args.dataset)) if method.needs_anchor_sets
                else load_with_anchors(home, args.dataset))
     profile = get_profile(args.profile).model_copy(update={"seed": args.seed})
-    return train_method(dataset, args.method, profile, home, resume=args.resume, progress=not args.quiet)
+    return train_method(dataset, args.method, profile, home, resume=args.resume, progress=not args.quiet,
+                        overrides=dict(args.settings))
 
 
 COMMAND = register(Command("train", "train a method (one MLflow run)", _arguments, _run))

@@ -66,7 +66,7 @@ class EncoderMethod:
         return {"classifier": classifier_tradeoff(dataset, predictions, classifier_dir, out, trained)}
 
     def scorer(self, served: Served) -> Scorer:
-        from xc_core.methods.encoder.serving import encoder_scorer
+        from xc_core.methods.encoder.scorer import encoder_scorer
 
         return encoder_scorer(self.name, served)
 

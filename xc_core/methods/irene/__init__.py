@@ -96,7 +96,7 @@ class IreneMethod:
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
                 progress: bool = False) -> Predictions:
-        from xc_core.methods.irene.serve import predict
+        from xc_core.methods.irene.scorer import predict
 
         return predict(dataset, trained, index_dir, reuse=reuse, progress=progress)
 
@@ -135,7 +135,7 @@ class IreneMethod:
         return add_keywords(home, dataset, profile, texts, ids, batch=batch)
 
     def scorer(self, served: Served) -> Scorer:
-        from xc_core.methods.irene.serve import irene_scorer
+        from xc_core.methods.irene.scorer import irene_scorer
 
         return irene_scorer(served)
 

@@ -103,19 +103,19 @@ class OakMethod:
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
                 progress: bool = False) -> Predictions:
-        from xc_core.methods.oak.serve import predict
+        from xc_core.methods.oak.scorer import predict
 
         return predict(dataset, trained, index_dir, oracle=self.oracle, reuse=reuse, progress=progress)
 
     def analyse(self, dataset: XCDataset, trained: TrainedModel, predictions: Predictions,
                 out: Path) -> dict[str, Any]:
         """The time per query split into encoder / linker + GCN / search, and the oracle's share."""
-        from xc_core.methods.oak.serve import measurements
+        from xc_core.methods.oak.scorer import measurements
 
         return dict(measurements(predictions.index_dir))
 
     def scorer(self, served: Served) -> Scorer:
-        from xc_core.methods.oak.serve import oak_scorer
+        from xc_core.methods.oak.scorer import oak_scorer
 
         return oak_scorer(self.name, served)
 

@@ -62,7 +62,7 @@ class TextGNNMethod:
         from xc_core.methods.textgnn.model import TextGNNHeads
         from xc_core.methods.textgnn.neighbours import MemoEmbed, label_neighbours, train_doc_neighbours
         from xc_core.methods.textgnn.pyfunc import log_textgnn
-        from xc_core.methods.textgnn.serve import FOLDER, TextGNNModel
+        from xc_core.methods.textgnn.scorer import FOLDER, TextGNNModel
         from xc_core.methods.textgnn.train import train_textgnn
         from xc_core.profiles import encoder_config
 
@@ -114,7 +114,7 @@ class TextGNNMethod:
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
                 progress: bool = False) -> Predictions:
-        from xc_core.methods.textgnn.serve import predict
+        from xc_core.methods.textgnn.scorer import predict
 
         return predict(dataset, trained, index_dir, reuse=reuse, progress=progress)
 
@@ -122,7 +122,7 @@ class TextGNNMethod:
                 out: Path) -> dict[str, Any]:
         """How test queries were served (graph vs proxy neighbours, ms per step) and, where the data set has ground
         truth, the relevance head's ROC-AUC against the encoder alone (TextGNN Table 4, Fig. 4)."""
-        from xc_core.methods.textgnn.serve import index_report
+        from xc_core.methods.textgnn.scorer import index_report
 
         report = index_report(predictions.index_dir)
         found: dict[str, Any] = {"test_neighbours": report.get("test_neighbours"),
@@ -144,7 +144,7 @@ class TextGNNMethod:
         return result
 
     def scorer(self, served: Served) -> Scorer:
-        from xc_core.methods.textgnn.serve import textgnn_scorer
+        from xc_core.methods.textgnn.scorer import textgnn_scorer
 
         return textgnn_scorer(served)
 
@@ -164,7 +164,7 @@ def relevance_head(dataset: XCDataset, trained: TrainedModel, predictions: Predi
     """The relevance head's ROC-AUC table (``relevance.py``). Not named ``relevance``: importing the submodule of
     that name rebinds the package attribute, and a second evaluation in one process called the module."""
     from xc_core.methods.textgnn.relevance import relevance_table
-    from xc_core.methods.textgnn.serve import load_model
+    from xc_core.methods.textgnn.scorer import load_model
 
     top = np.load(predictions.index_dir / "test_top_ids.npy")
     return relevance_table(dataset, world, load_model(trained), top, int(trained.summary.get("seed", 0)))

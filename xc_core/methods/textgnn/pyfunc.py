@@ -16,7 +16,7 @@ from xc_core.tracking.requirements import PIP_REQUIREMENTS
 
 class TextGNNPyfunc(PythonModel):
     def load_context(self, context: Any) -> None:
-        from xc_core.methods.textgnn.serve import TextGNNModel
+        from xc_core.methods.textgnn.scorer import TextGNNModel
 
         settings = json.loads(Path(context.artifacts["settings"]).read_text())
         self.model = TextGNNModel.load(Path(context.artifacts["textgnn"]), Path(context.artifacts["encoder"]),
