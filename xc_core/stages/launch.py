@@ -47,7 +47,7 @@ def main() -> None:
     from xc_core.methods.encoder.training import train_config
     from xc_core.paths import model_dir
     from xc_core.profiles import encoder_config, get_profile
-    from xc_core.stages.training import train_method
+    from xc_core.stages.train import train_method
     from xc_core.training.trainer import Trainer, dist_info
 
     home = Path(args.home)

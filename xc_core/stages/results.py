@@ -172,7 +172,7 @@ def _ablations(home: Path, dataset: str, profile: str, records: dict[str, Evalua
 
 
 def _peers(home: Path, dataset: str, profile: str) -> dict[str, EvaluationRecord]:
-    from xc_core.stages.evaluation import PEERS
+    from xc_core.stages.evaluate import PEERS
 
     found = {p: EvaluationRecord.load(eval_dir(home, dataset, p, profile)) for p in PEERS}
     return {p: r for p, r in found.items() if r is not None}
@@ -328,7 +328,7 @@ def dataset_results(data: XCDataset, home: Path, profile: str, methods: tuple[st
     """The tables of every method on ``data`` from the records in ``home`` (each model and evaluation must be
     there: :class:`MissingRecordError`), its HTML report rebuilt; more ``seeds``: the seed table too."""
     from xc_core.evaluation import trained_labels, untrained_positive_share
-    from xc_core.stages.evaluation import build_report
+    from xc_core.stages.report import build_report
 
     name = data.name
     trained, records = load_records(home, name, profile, methods)
