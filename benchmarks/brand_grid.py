@@ -41,6 +41,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "ramen+filter": ("ramen", {"attribute_anchor_filter": True}),
     "ramen+neg": ("ramen", {"attribute_negatives": 10}),
     "ramen+neg+filter": ("ramen", {"attribute_negatives": 10, "attribute_anchor_filter": True}),
+    "dual_encoder+val": ("dual_encoder", {"val_from_unused": True}),
+    "dual_encoder+neg+val": ("dual_encoder", {"attribute_negatives": 10, "val_from_unused": True}),
+    "ramen+val": ("ramen", {"val_from_unused": True}),
+    "ramen+neg+filter+val": ("ramen", {"attribute_negatives": 10, "attribute_anchor_filter": True,
+                                       "val_from_unused": True}),
     "ramen_no_doc_graph": ("ramen_no_doc_graph", {}),
     "ramen_no_label_graph": ("ramen_no_label_graph", {}),
     "ramen@cosession_queries": ("ramen@cosession_queries", {}),
@@ -198,7 +203,7 @@ def main() -> None:
                                        "ab_test_period": _ab(simulations["test"], pretrained, arm)}
         args.json.write_text(json.dumps(results, indent=1, default=float))
         row = runs[spec].get("candidate", runs[spec])
-        print(f"{spec}: epoch {row['selected_epoch']}, P@1 {row['offline_test']['P@1']:.2f}, "
+        print(f"{spec}: epoch {runs[spec]['selected_epoch']}, P@1 {row['offline_test']['P@1']:.2f}, "
               f"train-period A/B {row['ab_train_period']['delta_pct']}, "
               f"test-period A/B {row['ab_test_period']['delta_pct']} ({row['seconds']:.0f} s)", flush=True)
     args.json.write_text(json.dumps(results, indent=1, default=float))

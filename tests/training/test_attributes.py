@@ -252,3 +252,22 @@ def test_nothing_changes_on_an_xc_repository_folder(tmp_path: Path) -> None:
     from xc_core.datasets.xc_repo import read_xc_repo
 
     _assert_unchanged(read_xc_repo(plain_folder(tmp_path / "xc")), tmp_path)
+
+
+# -- validation rows from the documents the subsample never trains on ------------------------------------------------
+def test_unused_documents_validate_up_to_val_max_and_nothing_else_moves() -> None:
+    from xc_core.training.config import TrainConfig
+    from xc_core.training.validation import split_validation
+
+    base = TrainConfig(max_train_docs=2000, val_max=1000, val_fraction=0.05)
+    train, val = split_validation(5000, base)
+    more_train, more_val = split_validation(5000, base.model_copy(update={"val_from_unused": True}))
+    assert len(val) == 250 and len(more_val) == 1000 and set(val) <= set(more_val)  # the same order, a longer prefix
+    assert len(more_train) == 4000 >= base.max_train_docs and not set(more_train) & set(more_val)
+    # the unused documents are fewer than the fraction's rows, or there is no subsample: the split is unchanged
+    for n, cfg in ((2100, base), (5000, base.model_copy(update={"max_train_docs": None}))):
+        plain = split_validation(n, cfg)
+        flagged = split_validation(n, cfg.model_copy(update={"val_from_unused": True}))
+        assert all((a == b).all() for a, b in zip(plain, flagged, strict=True))
+    capped = split_validation(20_000, base.model_copy(update={"val_from_unused": True}))
+    assert len(capped[1]) == 1000  # val_max still bounds it (the fraction alone gives 1,000 here too)

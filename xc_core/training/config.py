@@ -62,6 +62,9 @@ class TrainConfig(BaseModel):
     lambda_reg: float = 0.1
     val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
     val_max: int = Field(default=2000, ge=10)
+    val_from_unused: bool = Field(default=False, description="with max_train_docs: the documents beyond the "
+                                  "subsample (never trained on) are validation rows too, up to val_max — more "
+                                  "held-out rows for the fallback test at no cost in training documents")
     val_k: int = Field(default=10, ge=1)
     val_max_labels: int | None = Field(default=None, ge=10, description="validation ranks the validation "
                                        "positives plus a seeded sample of the other labels up to this many (None: all)")

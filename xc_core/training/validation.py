@@ -19,6 +19,9 @@ def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     rng = seeds.rng(cfg.seed, Stream.VALIDATION_SPLIT)
     order = rng.permutation(n)
     n_val = int(min(cfg.val_max, max(10, round(n * cfg.val_fraction))))
+    if cfg.val_from_unused and cfg.max_train_docs is not None:
+        # documents the seeded subsample would never train on validate instead, up to val_max (issue #32)
+        n_val = int(max(n_val, min(cfg.val_max, n - cfg.max_train_docs)))
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
