@@ -357,13 +357,18 @@ class Trainer:
         truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
         labels = self.encode([self.data.label_texts[i] for i in space])
         k = self.cfg.val_k
-        depth = max(k, 5, *(VAL_MISMATCH_KS if self.attributes is not None else ()))
-        ranked = top_k_exact(docs, labels, depth, exclude=self.data.own_label_pairs(self.val_idx, space))
-        top = self._last_top = ranked[:, :max(k, 5)]
+        exclude = self.data.own_label_pairs(self.val_idx, space)
+        # the selection metrics at their own depth: a deeper top-k breaks ties between equal scores (labels with the
+        # same text) differently, which would move the selected epoch; the mismatch reads its own, deeper ranking
+        top = self._last_top = top_k_exact(docs, labels, max(k, 5), exclude=exclude)
+        mismatch = {}
+        if self.attributes is not None:
+            ranked = top_k_exact(docs, labels, max(VAL_MISMATCH_KS), exclude=exclude)
+            mismatch = self._validation_mismatch(space[ranked] if ranked.size else ranked)
         return {f"recall@{k}": recall_at_k(top[:, :k], truth),
                 "P@1": float(precision_per_row(truth, top, 1).mean()),
                 "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan"),
-                **self._validation_mismatch(space[ranked] if ranked.size else ranked)}
+                **mismatch}
 
     def _validation_mismatch(self, top: np.ndarray) -> dict[str, float]:
         """Brand / place mismatch@k of the validation documents naming one (evaluation/mismatch.py: ranks models
