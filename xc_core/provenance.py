@@ -10,6 +10,7 @@ import ast
 import hashlib
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -75,16 +76,22 @@ def _module_file(module: str, root: Path = SOURCE_ROOT) -> Path | None:
 
 def _imports_of(path: Path) -> set[str]:
     """Every xc_core module ``path`` imports, at module level or inside functions (``from pkg import mod`` names
-    ``pkg.mod`` when that is a module, else ``pkg``)."""
+    ``pkg.mod`` when that is a module, else ``pkg``); parsed once per version of the file."""
+    stat = path.stat()
+    return set(_parsed_imports(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=4096)
+def _parsed_imports(path: str, mtime_ns: int, size: int) -> frozenset[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(ast.parse(Path(path).read_text(), filename=path)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 child = f"{node.module}.{alias.name}"
                 found.add(child if _module_file(child) is not None else node.module)
-    return {m for m in found if m.split(".")[0] == "xc_core"}
+    return frozenset(m for m in found if m.split(".")[0] == "xc_core")
 
 
 def import_closure(modules: tuple[str, ...] | list[str], stop: tuple[str, ...] = ()) -> dict[str, Path]:
