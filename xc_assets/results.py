@@ -20,10 +20,11 @@ import dagster as dg
 
 from xc_assets.defs.assets.results_assets import results_page
 from xc_assets.defs.constants import prefix
-from xc_assets.defs.freshness import Found, home_key, latest, lineage, lineage_code_version
+from xc_assets.defs.freshness import Found, latest, lineage, lineage_code_version
 from xc_assets.defs.resources import XcHome
 from xc_assets.run import _failure, _family, _ingest_ops, _instance, _partition_tags, _selection
 from xc_core.evaluation.costs import TIMED_QUERIES
+from xc_core.provenance import home_key
 from xc_core.stages.results import (
     AB_QUERIES,
     DEFAULT_DATASETS,

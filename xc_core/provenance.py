@@ -119,3 +119,14 @@ def sources_version(modules: tuple[str, ...] | list[str], stop: tuple[str, ...] 
         digest.update(f"{module}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest()[:12]
+
+
+def home_key(home: Path) -> str:
+    """A home as records name it: resolved, so a seed home's linked lineage is its main home's."""
+    return str(Path(home).resolve())
+
+
+def record_stamp(home: Path, profile: str, code_version: str, **made_from: Any) -> dict[str, Any]:
+    """What a materialization records so that the next run can tell whether it is current
+    (``xc_assets.defs.freshness``): the home, the profile, the code version of what it ran, what it was made from."""
+    return {"home": home_key(home), "profile": profile, "code_version": code_version, **made_from}

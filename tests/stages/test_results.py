@@ -101,8 +101,9 @@ def test_every_step_is_a_dagster_materialization_stamped_with_its_code_version(t
     version of what it ran — what the next run compares."""
     import dagster as dg
 
-    from xc_assets.defs.freshness import home_key, latest, lineage, lineage_code_version
+    from xc_assets.defs.freshness import latest, lineage, lineage_code_version
     from xc_core.methods.versions import method_code_version
+    from xc_core.provenance import home_key
 
     home = tiny_results["home"]
     instance = dg.DagsterInstance.local_temp(tempdir=str(home / "dagster"))

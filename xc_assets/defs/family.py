@@ -14,7 +14,6 @@ import dagster as dg
 
 from xc_assets.defs.assets import (
     abtest_assets,
-    eval_assets,
     graph_assets,
     keyword_assets,
     model_assets,
@@ -32,8 +31,6 @@ class DatasetFamily:
     anchor_sets: dg.AssetsDefinition
     lineage_checks: tuple[dg.AssetChecksDefinition, ...]
     encoder: dg.AssetsDefinition
-    label_index: dg.AssetsDefinition
-    offline_eval: dg.AssetsDefinition
     ab_vs_control: dg.AssetsDefinition
     challenger: dg.AssetsDefinition
     ab_test: dg.AssetsDefinition
@@ -43,6 +40,14 @@ class DatasetFamily:
     results: dg.AssetsDefinition  # the data set's tables of the results page
     #: the assets the stages declare where they register their command (``xc_core.stages.StageAsset``), by name
     declared: dict[str, dg.AssetsDefinition]
+
+    @property
+    def label_index(self) -> dg.AssetsDefinition:
+        return self.declared["label_index"]
+
+    @property
+    def offline_eval(self) -> dg.AssetsDefinition:
+        return self.declared["offline_eval"]
 
     @property
     def eval_report(self) -> dg.AssetsDefinition:
@@ -64,7 +69,7 @@ class DatasetFamily:
 
     @property
     def assets(self) -> list[dg.AssetsDefinition]:
-        return [*self.lineage, *self.method_steps, self.challenger, self.ab_test, self.champion,
+        return [*self.lineage, self.encoder, self.ab_vs_control, self.challenger, self.ab_test, self.champion,
                 self.streamed_keywords, self.results, *self.declared.values()]
 
     @property
@@ -83,8 +88,6 @@ def family(dataset: str, events: bool) -> DatasetFamily:
         anchor_sets=graph_assets._anchor_sets(dataset),
         lineage_checks=(*checks, graph_assets._coverage_check(dataset)),
         encoder=model_assets._encoder(dataset),
-        label_index=eval_assets._label_index(dataset),
-        offline_eval=eval_assets._offline_eval(dataset),
         ab_vs_control=abtest_assets._ab_vs_control(dataset),
         challenger=registry_assets._challenger(dataset),
         ab_test=abtest_assets._ab_test(dataset),

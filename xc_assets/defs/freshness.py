@@ -1,11 +1,11 @@
 """What is current, read from the Dagster instance: the results job materializes only what is missing or stale.
 
 Each materialization of a data set's lineage (``anchor_sets``) and of a method partition (``encoder``,
-``offline_eval``, ``ab_vs_control``) records where and how it was made (:func:`stamp`): the home, the profile
-and seed, the code version of what it ran (``xc_core.methods.versions``, per method and stage) and what it was
-made from (the lineage's materialization, the model's MLflow run). A record is current when the latest
-materialization for that home and profile carries today's code version and the same upstream; a home or profile
-never materialized through Dagster is simply missing. Nothing here reads marker files.
+``offline_eval``, ``ab_vs_control``) records where and how it was made (``xc_core.provenance.record_stamp``): the
+home, the profile and seed, the code version of what it ran (``xc_core.methods.versions``, per method and stage)
+and what it was made from (the lineage's materialization, the model's MLflow run). A record is current when the
+latest materialization for that home and profile carries today's code version and the same upstream; a home or
+profile never materialized through Dagster is simply missing. Nothing here reads marker files.
 """
 
 from __future__ import annotations
@@ -30,16 +30,6 @@ def lineage_code_version() -> str:
     from xc_core.provenance import sources_version
 
     return sources_version(LINEAGE_MODULES, stop=REGISTRY)
-
-
-def home_key(home: Path) -> str:
-    """A home as the records name it: resolved, so a seed home's linked lineage is its main home's."""
-    return str(Path(home).resolve())
-
-
-def stamp(home: Path, profile: str, code_version: str, **made_from: Any) -> dict[str, Any]:
-    """The metadata that makes a materialization findable and comparable (:func:`latest`)."""
-    return {"home": home_key(home), "profile": profile, "code_version": code_version, **made_from}
 
 
 @dataclass(frozen=True)
@@ -77,3 +67,4 @@ def lineage(instance: dg.DagsterInstance, dataset: str, home: Path) -> Found | N
     from xc_core.paths import anchors_dir
 
     return latest(instance, [prefix(dataset), "anchor_sets"], path=str(anchors_dir(home, dataset).resolve()))
+

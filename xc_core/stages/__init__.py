@@ -41,6 +41,7 @@ class StageAsset:
     deps: tuple[str, ...] = ()  # the assets of the same family it reads
     per_method: bool = False  # one partition per registered method
     options: type[BaseModel] | None = None  # its run config, as Dagster's launchpad shows it
+    kinds: tuple[str, ...] = ()  # the tools the UI shows on it (faiss, scipy, …)
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.fallback import FALLBACK_TABLE, fallback_rows
@@ -16,9 +18,11 @@ from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity,
 from xc_core.evaluation.record import MISMATCH, EvaluationRecord, fingerprint_test_split
 from xc_core.paths import eval_dir, index_dir, resolve_home
 from xc_core.provenance import code_stamp
-from xc_core.stages import Command, Payload, register
+from xc_core.stages import Command, Payload, StageAsset, register
 from xc_core.stages.options import add_dataset, add_method, add_profile
 from xc_core.training.record import TrainedModel
+
+log = logging.getLogger(__name__)
 
 #: the linear peers, scored by benchmarks/peer_eval.py into the same folders: every method is paired with them
 PEERS = ("pecos",)
@@ -197,4 +201,30 @@ def _run(args: argparse.Namespace) -> Payload:
     return summary
 
 
-COMMAND = register(Command("eval", "offline evaluation of one trained method on the test split", _arguments, _run))
+class EvaluateOptions(BaseModel):
+    profile: str = Field(default="demo", description="profile the encoders were trained with")
+
+
+#: the metrics an ``offline_eval`` materialization shows
+SHOWN = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5", "R@10", "R@100", "hnsw_recall@10")
+
+
+def materialize_evaluation(home: Path, dataset: str, method: str | None, options: EvaluateOptions) -> dict[str, Any]:
+    """The ``offline_eval`` asset of one method partition, stamped for the results job's freshness rule."""
+    from xc_core.methods.versions import method_code_version
+    from xc_core.provenance import record_stamp
+    from xc_core.stages.anchor_sets import load_with_anchors
+
+    assert method is not None  # a per-method asset
+    summary = evaluate_method(load_with_anchors(home, dataset), method, options.profile, home)
+    shown = {k: round(float(v), 4) for k, v in summary.items() if k in SHOWN}
+    log.info("%s: %s", method, shown)
+    return {**shown, "mlflow_run_id": summary["mlflow_run_id"], "subsets": summary["subsets"],
+            **record_stamp(home, options.profile, method_code_version(method, "evaluate"))}
+
+
+COMMAND = register(Command(
+    "eval", "offline evaluation of one trained method on the test split", _arguments, _run,
+    asset=StageAsset("offline_eval", "pyxclib-exact P/nDCG/PSP/PSnDCG/R on the full test split, bootstrap CIs, label "
+                                     "quantiles, seen/novel subsets", materialize_evaluation, deps=("label_index",),
+                     per_method=True, options=EvaluateOptions, kinds=("scipy",))))

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
 
 from xc_core.paths import index_dir, resolve_home
-from xc_core.stages import Command, Payload, register
+from xc_core.stages import Command, Payload, StageAsset, register
 from xc_core.stages.options import add_dataset, add_method, add_profile
 
 if TYPE_CHECKING:
@@ -43,4 +45,23 @@ def _run(args: argparse.Namespace) -> Payload:
             "labels": preds.scores.shape[1], **preds.index_metrics()}
 
 
-COMMAND = register(Command("index", "build and measure the method's HNSW label index", _arguments, _run))
+class IndexOptions(BaseModel):
+    profile: str = Field(default="demo", description="profile the encoders were trained with")
+
+
+def materialize_index(home: Path, dataset: str, method: str | None, options: IndexOptions) -> dict[str, Any]:
+    """The ``label_index`` asset of one method partition."""
+    from xc_core.stages.anchor_sets import load_with_anchors
+
+    assert method is not None  # a per-method asset
+    data = load_with_anchors(home, dataset)
+    preds = index_method(data, method, options.profile, home)
+    return {"labels": data.n_labels, **preds.index_metrics(), "model_uri": preds.model_uri,
+            "path": Path(preds.index_dir)}
+
+
+COMMAND = register(Command(
+    "index", "build and measure the method's HNSW label index", _arguments, _run,
+    asset=StageAsset("label_index", "The method's index and test-query predictions (for an encoder method: HNSW index "
+                                    "of every label, recall@10 against exact search on the test queries)",
+                     materialize_index, deps=("encoder",), per_method=True, options=IndexOptions, kinds=("faiss",))))

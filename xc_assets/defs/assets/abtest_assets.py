@@ -36,15 +36,15 @@ def _ab_vs_control(dataset: str) -> dg.AssetsDefinition:
     @dg.asset(key=[p, "ab_vs_control"], deps=[[p, "offline_eval"]], partitions_def=method_partitions, group_name=p,
               kinds={"numpy"}, description="Simulated A/B tests of the method against the control (default: the "
                                            "untrained encoder) and against each baseline it declares that is "
-                                           "trained (e.g. the graph method vs its text-only baseline): CTR, IY, Brand/Location BMR, "
-                                           "quick-backs, revenue by segment and market with delta-method CIs; a "
-                                           "replay estimate without a simulated world")
+                                           "trained (e.g. the graph method vs its text-only baseline): CTR, IY, "
+                                           "Brand/Location BMR, quick-backs, revenue by segment and market with "
+                                           "delta-method CIs; a replay estimate without a simulated world")
     def ab_vs_control(context: dg.AssetExecutionContext, config: ABTestConfig,
                       xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_assets.defs.freshness import stamp
         from xc_core.abtest.report import headline, headline_markdown
         from xc_core.methods import get_method
         from xc_core.methods.versions import method_code_version
+        from xc_core.provenance import record_stamp as stamp
         from xc_core.stages.abtest import ABStage
 
         method = context.partition_key

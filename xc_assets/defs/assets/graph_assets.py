@@ -135,9 +135,10 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
         ],
     )
     def anchor_sets(context: dg.AssetExecutionContext, config: AnchorSetsConfig, xc_home: XcHome):
-        from xc_assets.defs.freshness import lineage_code_version, stamp
+        from xc_assets.defs.freshness import lineage_code_version
         from xc_core.paths import dataset_dir
         from xc_core.profiles import get_profile
+        from xc_core.provenance import record_stamp as stamp
         from xc_core.quality.coverage import default_thresholds
         from xc_core.stages.anchor_sets import materialize_anchor_sets
 

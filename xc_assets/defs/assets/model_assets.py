@@ -32,9 +32,10 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
               description="The partition's method trained (RAMEN, baselines, ablations, any registered method); one "
                           "MLflow run each, logged as the method's MLflow model")
     def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:
-        from xc_assets.defs.freshness import lineage, stamp
+        from xc_assets.defs.freshness import lineage
         from xc_core.methods.versions import method_code_version
         from xc_core.profiles import get_profile
+        from xc_core.provenance import record_stamp as stamp
         from xc_core.stages.anchor_sets import load_with_anchors
         from xc_core.stages.train import train_method
 
