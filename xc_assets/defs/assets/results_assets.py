@@ -79,7 +79,7 @@ def results_page(datasets: tuple[str, ...]) -> dg.AssetsDefinition:
         from xc_core.stages.results import DatasetResults, page_header, write_page
 
         found = [DatasetResults.load(results_path(xc_home.path, d, config.profile)) for d in config.datasets]
-        command = config.command or f"dagster asset {PAGE} (run {context.run_id}): {config.model_dump_json()}"
+        command = config.command or f"dagster asset {PAGE} (run {context.run.run_id}): {config.model_dump_json()}"
         header = page_header(config.profile, tuple(config.datasets), tuple(config.methods), tuple(config.seeds),
                              xc_home.path, command, config.seconds)
         out = write_page(xc_home.path, header, found, Path(config.out) if config.out else Path.cwd() / "docs")
