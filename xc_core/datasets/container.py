@@ -30,11 +30,13 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import polars as pl
 
 FORMAT_VERSION = 1
 #: An anchor set's test-document edges, beside its doc_edges / label_edges; optional (format version unchanged).
@@ -301,6 +303,8 @@ class XCDataset:
         return directory
 
     def _write(self, out: Path) -> None:
+        import polars as pl  # persistence only: training needs no polars (the GPU image has none)
+
         docs = pl.concat([
             pl.DataFrame({"doc_id": self.train_ids, "text": self.train_texts, "split": "train"},
                          schema={"doc_id": pl.String, "text": pl.String, "split": pl.String}),
@@ -341,6 +345,8 @@ class XCDataset:
         if not meta_path.exists():
             raise FileNotFoundError(f"{directory}: no meta.json — not an xc data set (build it with `xc dataset`)")
         meta = json.loads(meta_path.read_text())
+        import polars as pl  # persistence only, as in _write
+
         docs = pl.read_parquet(directory / "documents.parquet")
         train, test = docs.filter(pl.col("split") == "train"), docs.filter(pl.col("split") == "test")
         labels = pl.read_parquet(directory / "labels.parquet")
@@ -383,6 +389,8 @@ def _json_default(value: object) -> object:
 
 
 def _edge_frame(edges: np.ndarray, left: str, right: str, proxy: np.ndarray | None = None) -> pl.DataFrame:
+    import polars as pl
+
     frame = pl.DataFrame({left: edges[:, 0], right: edges[:, 1]}, schema={left: pl.Int64, right: pl.Int64})
     if proxy is not None:
         frame = frame.with_columns(proxy=pl.Series(np.asarray(proxy, dtype=bool)))

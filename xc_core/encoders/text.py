@@ -137,7 +137,9 @@ class TextEncoder:
         import torch
 
         batch = self.tokenize(texts)
-        with torch.autocast(device_type=self.device.type, enabled=self.device.type == "cuda"):
+        # bf16 on GPUs that have it: float32's range, so the trainer needs no loss scaling (fp16 would)
+        amp = torch.bfloat16 if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float16
+        with torch.autocast(device_type=self.device.type, dtype=amp, enabled=self.device.type == "cuda"):
             hidden = self.runner(**batch).last_hidden_state
         return mean_pool(hidden.float(), batch["attention_mask"])
 

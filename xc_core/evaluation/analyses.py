@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import polars as pl
 import scipy.sparse as sp
+
+if TYPE_CHECKING:  # the tables are polars frames; imported where built, so training never loads polars
+    import polars as pl
 
 from xc_core.evaluation.metrics import (
     aggregate,
@@ -204,6 +206,8 @@ def confidence_intervals(per_row: dict[str, np.ndarray], n_boot: int = 1000, see
         else:
             metric, (value, low, high) = key, bootstrap_ci(values, n_boot, seed, alpha)
         records.append({"metric": metric, "value": value, "low": low, "high": high})
+    import polars as pl
+
     return pl.DataFrame(records, schema={"metric": pl.String, "value": pl.Float64, "low": pl.Float64,
                                          "high": pl.Float64})
 
@@ -249,6 +253,8 @@ def quantile_contributions(y_true: sp.spmatrix, top: np.ndarray, bins: np.ndarra
     n_rows, n_bins = top.shape[0], int(bins.max()) + 1
     rows, _, hit_bin = _hit_bins(y_true, top[:, :k], bins)
     n_positives = np.maximum(np.diff(positive_labels(y_true).indptr), 1)
+    import polars as pl
+
     return pl.DataFrame({
         "bin": np.arange(n_bins),
         "labels": np.bincount(bins, minlength=n_bins),
@@ -272,6 +278,8 @@ def false_negatives_at_k(y_true: sp.spmatrix, top: np.ndarray, bins: np.ndarray,
     _, ranks, hit_bin = _hit_bins(y_true, top[:, :cut], bins)
     found = np.bincount(hit_bin * cut + ranks, minlength=n_bins * cut).reshape(n_bins, cut).cumsum(axis=1)
     positives = np.bincount(bins[positive_labels(y_true).indices], minlength=n_bins)
+    import polars as pl
+
     return pl.DataFrame({"bin": np.arange(n_bins), "positives": positives}
                         | {f"FN@{k}": positives - found[:, k - 1] for k in ks})
 
@@ -282,6 +290,8 @@ def diff_at_k(fn_a: pl.DataFrame, fn_b: pl.DataFrame) -> pl.DataFrame:
     RAMEN's Table 8 puts the baseline as ``a`` and RAMEN as ``b``: a positive DIFF@k counts the
     positives ``b`` retrieves that ``a`` misses.
     """
+    import polars as pl
+
     columns = [c for c in fn_a.columns if c.startswith("FN@") and c in fn_b.columns]
     joined = fn_a.select("bin", *columns).join(fn_b.select("bin", *columns), on="bin", suffix="_b")
     return joined.select("bin", *[(pl.col(c) - pl.col(f"{c}_b")).alias(c.replace("FN@", "DIFF@"))
@@ -344,6 +354,8 @@ def decile_metrics(y_true: sp.spmatrix, y_score: sp.spmatrix, deciles: np.ndarra
     terms = metric_terms(y_true, top_k(y_score, k), inv_propensity)
     records = [{"decile": int(d), "rows": int(np.count_nonzero(groups == d))} | aggregate(terms, groups == d)
                for d in np.unique(groups)]
+    import polars as pl
+
     return pl.DataFrame(records)
 
 
