@@ -141,7 +141,7 @@ def _log(result: dict[str, Any], stem: Path, home: Path) -> str:
 def saved_results(home: Path, dataset: str, profile: str) -> list[dict[str, Any]]:
     """Every A/B result saved for the data set at ``profile`` (the evaluation report's A/B section)."""
     folder = abtest_dir(home, dataset, profile)
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*-vs-*.json"))] if folder.exists() else []
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*-vs-*.json"))]  # none yet: no folder, no match
 
 
 def report_section(home: Path, dataset: str, profile: str) -> str | None:

@@ -270,9 +270,13 @@ def share_data(home: Path, seed_home: Path) -> None:
     own); an entry the seed home already has is left as it is."""
     seed_home.mkdir(parents=True, exist_ok=True)
     for name in SHARED_WITH_SEEDS:
-        source, target = home / name, seed_home / name
-        if source.exists() and not target.exists() and not target.is_symlink():
-            target.symlink_to(source.resolve(), target_is_directory=source.is_dir())
+        source = home / name
+        if not (source.is_dir() or source.is_file()):  # the home has none to share
+            continue
+        try:
+            (seed_home / name).symlink_to(source.resolve(), target_is_directory=source.is_dir())
+        except FileExistsError:  # the seed home's own entry (or an earlier link) stays
+            pass
 
 
 def seed_home(home: Path, seed: int) -> Path:
@@ -573,10 +577,11 @@ def machine() -> dict[str, Any]:
     import torch
 
     cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                    if line.startswith("model name")), cpu)
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:  # not Linux
+        lines = []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), cpu)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     found = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "torch_threads": torch.get_num_threads(),
              "platform": platform.platform()}

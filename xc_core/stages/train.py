@@ -37,8 +37,8 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     profile = get_profile(profile) if isinstance(profile, str) else profile
     method = get_method(method_name)
     out = model_dir(home, dataset.name, method.name, profile.name)
-    if not resume and out.exists():
-        shutil.rmtree(out)
+    if not resume:  # a fresh run starts from an empty folder, whatever an earlier one left
+        shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     experiment = ensure_experiment(f"xc-{dataset_slug(dataset.name)}", home)
     stamp = code_stamp()  # taken before training: the sources this run starts from
