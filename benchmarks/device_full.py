@@ -48,9 +48,6 @@ RESULT = ROOT / "benchmarks" / "results" / "device_full.json"
 # -- here: the bundle that travels -------------------------------------------------------------------------------
 def pack(home: Path, datasets: list[str], bundle: Path) -> None:
     """Each data set as the training stage loads it (anchor sets when built), pickled; the encoder in float16."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
     from xc_core.encoders.text import default_model_path
     from xc_core.stages.anchor_sets import load_with_anchors
 
@@ -60,12 +57,20 @@ def pack(home: Path, datasets: list[str], bundle: Path) -> None:
         (bundle / f"{name}.pkl").write_bytes(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
         print(f"{name}: {len(data.train_texts)} train, {len(data.test_texts)} test documents, "
               f"anchor sets {sorted(data.anchor_sets)}")
-    source = default_model_path()
-    model = AutoModel.from_pretrained(source, local_files_only=True).to(torch.float16)
-    model.save_pretrained(bundle / "model16", safe_serialization=True)
-    AutoTokenizer.from_pretrained(source, local_files_only=True).save_pretrained(bundle / "model16")
+    narrow(default_model_path(), bundle / "model16")
     size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file()) / 2**20
     print(f"bundle {bundle}: {size:.1f} MiB")
+
+
+def narrow(source: Path, out: Path) -> Path:
+    """The encoder at ``source`` saved in float16 (what travels), tokenizer beside it."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    AutoModel.from_pretrained(source, local_files_only=True).to(torch.float16).save_pretrained(
+        out, safe_serialization=True)
+    AutoTokenizer.from_pretrained(source, local_files_only=True).save_pretrained(out)
+    return out
 
 
 def widen(model16: Path, out: Path) -> Path:
@@ -98,16 +103,6 @@ def rank(encoder_dir: Path, max_length: int, data: Any, depth: int = DEPTH) -> t
 
 
 # -- there: training ----------------------------------------------------------------------------------------------
-class JsonSink:
-    """The trainer's metric stream, kept for the returned summary (no MLflow on the GPU machine)."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, float]] = []
-
-    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        self.rows.append({"step": step, **{k: float(v) for k, v in metrics.items()}})
-
-
 def train_one(data: Any, method_name: str, model32: Path, work: Path,
               overrides: dict[str, Any]) -> tuple[dict[str, Any], Path]:
     """One method with the full profile (``overrides``: a smoke test's, none for the reported run), through the
@@ -125,7 +120,7 @@ def train_one(data: Any, method_name: str, model32: Path, work: Path,
     cfg = train_config(method, profile, overrides)
     enc_cfg = profile.encoder.model_copy(update={"model_path": str(model32), **method.encoder_overrides})
     started = time.perf_counter()
-    trainer = Trainer(method.prepare(data, cfg), enc_cfg, cfg, work, sink=JsonSink(), val_truth=data.y_train)
+    trainer = Trainer(method.prepare(data, cfg), enc_cfg, cfg, work, val_truth=data.y_train)
     if not method.trains:
         return {"epochs": 0, "val_recall": trainer.validation_recall(),
                 "train_seconds": round(time.perf_counter() - started, 1)}, model32
@@ -187,15 +182,16 @@ def train(bundle: Path, out: Path, methods: list[str], budget_s: float, override
 
 
 # -- here: scoring ------------------------------------------------------------------------------------------------
-def _evaluate(data: Any, top: np.ndarray, scores: np.ndarray, out: Path, method: str) -> Any:
+def _evaluate(data: Any, top: np.ndarray, scores: np.ndarray, out: Path, method: str) -> tuple[Any, dict[str, Any]]:
+    """(the saved evaluation record, its summary) of one method's rankings, scored as `xc evaluate` scores."""
     from xc_core.evaluation.metrics import to_csr
     from xc_core.evaluation.record import EvaluationRecord, fingerprint_test_split
     from xc_core.stages.evaluate import evaluate_scores
 
     info = {"dataset": data.name, "method": method, "profile": PROFILE, "test_split": fingerprint_test_split(data),
             "retrieval": "exact inner product"}
-    evaluate_scores(data, to_csr(scores, top, data.n_labels), out, info)
-    return EvaluationRecord.load(out)
+    summary, _ = evaluate_scores(data, to_csr(scores, top, data.n_labels), out, info)
+    return EvaluationRecord.load(out), summary
 
 
 def score(home: Path, returned: Path, demo_home: Path | None) -> dict[str, Any]:
@@ -208,11 +204,12 @@ def score(home: Path, returned: Path, demo_home: Path | None) -> dict[str, Any]:
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.methods.roles import control_method, references
     from xc_core.paths import eval_dir
+    from xc_core.profiles import get_profile
     from xc_core.stages.anchor_sets import load_with_anchors
     from xc_core.stages.results import paired_rows
 
     summary = json.loads((returned / "summary.json").read_text())
-    max_length = 32
+    max_length = get_profile(PROFILE).encoder.max_length
     table: dict[str, Any] = {"device": summary["device"], "device_seconds": summary.get("seconds"),
                              "skipped": summary["skipped"], "datasets": {}}
     control = control_method()
@@ -220,26 +217,21 @@ def score(home: Path, returned: Path, demo_home: Path | None) -> dict[str, Any]:
         arrays = np.load(npz)
         data = load_with_anchors(home, npz.stem)
         records: dict[str, Any] = {}
+        summaries: dict[str, dict[str, Any]] = {}
         for key in sorted(k for k in arrays.files if k.endswith("/top")):
             method = key.removesuffix("/top")
-            records[method] = _evaluate(data, arrays[key], arrays[f"{method}/scores"],
+            records[method], summaries[method] = _evaluate(data, arrays[key], arrays[f"{method}/scores"],
                                         eval_dir(home, data.name, method, PROFILE), method)
-        here = _evaluate(data, *rank(default_model_path(), max_length, data),
+        here, _ = _evaluate(data, *rank(default_model_path(), max_length, data),
                          eval_dir(home, data.name, f"{control}@float32", PROFILE), f"{control}@float32")
         with tempfile.TemporaryDirectory() as tmp:
-            import torch
-            from transformers import AutoModel, AutoTokenizer
-
-            model = AutoModel.from_pretrained(default_model_path(), local_files_only=True).to(torch.float16)
-            model.save_pretrained(Path(tmp), safe_serialization=True)
-            AutoTokenizer.from_pretrained(default_model_path(), local_files_only=True).save_pretrained(Path(tmp))
-            widened = widen(Path(tmp), Path(tmp) / "model32")
-            rounded = _evaluate(data, *rank(widened, max_length, data),
+            widened = widen(narrow(default_model_path(), Path(tmp) / "model16"), Path(tmp) / "model32")
+            rounded, _ = _evaluate(data, *rank(widened, max_length, data),
                                 eval_dir(home, data.name, f"{control}@float16", PROFILE), f"{control}@float16")
         rows: dict[str, Any] = {m: {k: r.metrics.get(k) for k in ("P@1", "P@5", "R@10", "PSP@5")}
                                 for m, r in records.items()}
         for m in records:  # brand / place mismatch in the top-k, where labels carry item metadata
-            mismatch = json.loads((eval_dir(home, data.name, m, PROFILE) / "metrics.json").read_text()).get("mismatch")
+            mismatch = summaries[m].get("mismatch")
             if mismatch:
                 rows[m]["mismatch"] = mismatch
         pairs = [{"method": f"{control}@float16", "vs": f"{control}@float32", **paired_rows(rounded, here)}]
@@ -266,12 +258,8 @@ def score(home: Path, returned: Path, demo_home: Path | None) -> dict[str, Any]:
     return table
 
 
-def _setting(text: str) -> tuple[str, Any]:
-    key, _, value = text.partition("=")
-    return key, json.loads(value)
-
-
 def main(argv: list[str] | None = None) -> None:
+    from xc_core.stages.train import setting  # `xc train --set`'s parser: one KEY=VALUE rule
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
     p = sub.add_parser("pack", help="here: pickle the data sets and a float16 encoder into the bundle")
@@ -283,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--methods", default="", help="comma-separated (default: the registry's references)")
     t.add_argument("--budget-s", type=float, default=420.0, help="start no new run after this many seconds")
-    t.add_argument("--set", dest="settings", action="append", default=[], type=_setting, metavar="KEY=VALUE",
+    t.add_argument("--set", dest="settings", action="append", default=[], type=setting, metavar="KEY=VALUE",
                    help="a TrainConfig override, for a smoke test only (recorded in the summary)")
     s = sub.add_parser("score", help="here: evaluate what came back and write the table")
     s.add_argument("--home", type=Path, required=True)

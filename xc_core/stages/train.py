@@ -61,12 +61,13 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     command.add_argument("--seed", type=int, default=0, help="training seed (validation split, batches, bandit)")
     command.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                         type=_setting, help="override one of the method's training settings (repeatable; VALUE "
+                         type=setting, help="override one of the method's training settings (repeatable; VALUE "
                                              "read as JSON, else text), e.g. --set lr=2e-5, or IRENE's stage I: "
                                              "--set stage_one=dual_encoder")
 
 
-def _setting(text: str) -> tuple[str, Any]:
+def setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` → (key, VALUE read as JSON, else the text): the ``--set`` override of a training setting."""
     import json
 
     key, sep, value = text.partition("=")
