@@ -15,7 +15,6 @@ import dagster as dg
 from xc_assets.defs.assets import (
     abtest_assets,
     graph_assets,
-    keyword_assets,
     model_assets,
     registry_assets,
     results_assets,
@@ -36,7 +35,6 @@ class DatasetFamily:
     ab_test: dg.AssetsDefinition
     promotion_check: dg.AssetChecksDefinition
     champion: dg.AssetsDefinition
-    streamed_keywords: dg.AssetsDefinition
     results: dg.AssetsDefinition  # the data set's tables of the results page
     #: the assets the stages declare where they register their command (``xc_core.stages.StageAsset``), by name
     declared: dict[str, dg.AssetsDefinition]
@@ -52,6 +50,10 @@ class DatasetFamily:
     @property
     def eval_report(self) -> dg.AssetsDefinition:
         return self.declared["eval_report"]
+
+    @property
+    def streamed_keywords(self) -> dg.AssetsDefinition:
+        return self.declared["streamed_keywords"]
 
     @property
     def lineage(self) -> list[dg.AssetsDefinition]:
@@ -70,7 +72,7 @@ class DatasetFamily:
     @property
     def assets(self) -> list[dg.AssetsDefinition]:
         return [*self.lineage, self.encoder, self.ab_vs_control, self.challenger, self.ab_test, self.champion,
-                self.streamed_keywords, self.results, *self.declared.values()]
+                self.results, *self.declared.values()]
 
     @property
     def checks(self) -> list[dg.AssetChecksDefinition]:
@@ -93,7 +95,6 @@ def family(dataset: str, events: bool) -> DatasetFamily:
         ab_test=abtest_assets._ab_test(dataset),
         promotion_check=registry_assets._check(dataset),
         champion=registry_assets._champion(dataset),
-        streamed_keywords=keyword_assets._streamed_keywords(dataset),
         results=results_assets._dataset_results(dataset),
         declared=stage_assets.declared_assets(dataset),
     )

@@ -20,8 +20,8 @@ ingest_job = dg.define_asset_job(
 #: the chain sensors (``sensors.py``) run ``train_eval_job`` per configured method, then ``report_job`` and one
 #: ``promotion_job`` per method, one at a time (tag ``xc/promotion``; dagster.yaml limits it to one run).
 #: every asset of the operated family downstream of the lineage: the method steps, the gate, the stages' own assets
-_NOT_LINEAGE = ("encoder", "label_index", "offline_eval", "ab_vs_control", "challenger", "ab_test", "champion",
-                "streamed_keywords", "results", *(c.asset.name for c in commands() if c.asset is not None))
+_NOT_LINEAGE = ("encoder", "ab_vs_control", "challenger", "ab_test", "champion", "results",
+                *(c.asset.name for c in commands() if c.asset is not None))
 retrain_job = dg.define_asset_job(
     "retrain_job",
     selection=dg.AssetSelection.groups(P) - dg.AssetSelection.assets(*([P, step] for step in _NOT_LINEAGE)),
