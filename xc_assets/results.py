@@ -187,12 +187,14 @@ def tabulate_dataset(instance: dg.DagsterInstance, dataset: str, home: Path, pro
 def run_results(home: Path, profile: str, datasets: tuple[str, ...] | list[str] = DEFAULT_DATASETS,
                 methods: tuple[str, ...] | list[str] | None = None, seeds: tuple[int, ...] = (0,),
                 out: Path | None = None, command: str | None = None, retrain: bool = False, abtests: bool = True,
-                ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES) -> dict[str, Any]:
+                ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES,
+                instance: dg.DagsterInstance | None = None) -> dict[str, Any]:
     """Every method on every data set at ``profile``: what is missing or stale is trained and evaluated (Dagster
     runs on the home's instance), then ``<out>/RESULTS.md`` and ``<out>/results.json`` are written and logged to
     one MLflow run of ``xc-results``; returns the JSON with the files' paths and, under ``ran``, what each data set
     had to run and why. ``retrain``: train every method anew. Unknown methods or data sets raise before anything
-    is built or written."""
+    is built or written. ``instance``: the Dagster instance the runs go to (default: the configured one, else one
+    under ``home``)."""
     from xc_core.datasets.registry import DATASETS, get_dataset_spec
     from xc_core.methods import result_methods
 
@@ -205,7 +207,7 @@ def run_results(home: Path, profile: str, datasets: tuple[str, ...] | list[str] 
     if not seeds:
         raise ValueError("seeds: give at least one training seed")
     out = Path(out) if out is not None else Path.cwd() / "docs"
-    instance = _instance(home)
+    instance = instance if instance is not None else _instance(home)
     ran = {}
     for dataset in datasets:
         ran[dataset] = refresh_dataset(instance, dataset, home, profile, methods, tuple(seeds), abtests, ab_queries,

@@ -194,6 +194,16 @@ def test_the_dagster_job_and_the_cli_find_everything_current_and_write_the_same_
     assert [line.split()[0] for line in lines[2:5]] == METHODS
     assert lines[-1].startswith(f"results: {root / 'cli' / 'RESULTS.md'} ")
 
+    # the UI's refresh_results_job is `xc results`: on the home's instance it finds everything current too
+    refresh = {"profile": "tiny", "datasets": ["synthetic"], "methods": METHODS, "out": str(root / "ui"),
+               "timed_queries": 16}
+    with dg.DagsterInstance.local_temp(tempdir=str(home / "dagster")) as home_instance:
+        refreshed = defs.resolve_job_def("refresh_results_job").execute_in_process(
+            instance=home_instance, run_config={"ops": {"refresh_results": {"config": refresh}}})
+    assert refreshed.success and refreshed.output_for_node("refresh_results") == {"synthetic": {}}
+    assert _section((root / "ui" / "RESULTS.md").read_text(), "Test-split metrics") == _section(
+        first, "Test-split metrics")
+
 
 def test_more_seeds_add_a_table_over_seeds_each_trained_in_its_own_home(tiny_results: dict[str, Any],
                                                                         own_instance: None) -> None:

@@ -1,10 +1,17 @@
+import json
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from pydantic import Field
 
 from xc_assets.defs.assets.results_assets import PAGE
 from xc_assets.defs.constants import OPERATED_DATASET, prefix
+from xc_assets.defs.resources import XcHome
+from xc_core.evaluation.costs import TIMED_QUERIES
+from xc_core.methods import result_methods
 from xc_core.stages import commands
+from xc_core.stages.results import DEFAULT_DATASETS
 
 P = prefix(OPERATED_DATASET)  # the operated data set's asset group and key prefix
 
@@ -55,10 +62,45 @@ add_keywords_job = dg.define_asset_job(
 
 
 def results_job(datasets: list[str]) -> Any:  # an unresolved asset job (no public name in dagster)
-    """The results page over ``datasets`` from the records in the home: each data set's ``results`` asset, then
-    ``results_page``. ``xc results`` first trains and evaluates whatever is missing or stale (``xc_assets.results``)."""
+    """The results page over ``datasets`` from the records in the home as they are: each data set's ``results`` asset,
+    then ``results_page``. ``refresh_results_job`` (and ``xc results``) first train and evaluate whatever is missing
+    or stale (``xc_assets.results``)."""
     return dg.define_asset_job(
         "results", selection=dg.AssetSelection.assets(PAGE, *([prefix(d), "results"] for d in datasets)),
         description="RESULTS.md: every method on every data set at one profile — metrics with 95% CIs, paired "
                     "differences, ablations, A/B tests and measured costs — from the evaluated method partitions "
-                    "(`xc results` materializes the missing and stale ones first).")
+                    "as they are (refresh_results_job and `xc results` first materialize the missing and stale "
+                    "ones).")
+
+
+class RefreshResultsConfig(dg.Config):
+    profile: str = Field(default="demo", description="tiny | demo | cpu | full: the profile the methods run at")
+    datasets: list[str] = Field(default=list(DEFAULT_DATASETS))
+    methods: list[str] = Field(default_factory=result_methods, description="the page's methods, in its order")
+    seeds: list[int] = Field(default=[0], description="training seeds (more: a table over seeds)")
+    out: str = Field(default="", description="folder for RESULTS.md and results.json (empty: docs/ of the "
+                                             "working directory)")
+    retrain: bool = Field(default=False, description="train every method anew, current or not")
+    timed_queries: int = Field(default=TIMED_QUERIES, ge=1, description="test queries each serving scorer is timed on")
+
+
+@dg.op(description="`xc results` from the UI: per data set the lineage with its blocking checks, then every method "
+                   "partition step that is missing or stale (each its own Dagster run on this instance), then the "
+                   "tables and results_page")
+def refresh_results(context: dg.OpExecutionContext, config: RefreshResultsConfig, xc_home: XcHome) -> dict[str, Any]:
+    from xc_assets.results import run_results
+
+    found = run_results(xc_home.path, config.profile, config.datasets, config.methods, tuple(config.seeds),
+                        out=Path(config.out) if config.out else None, retrain=config.retrain,
+                        timed_queries=config.timed_queries, instance=context.instance)
+    for dataset, ran in found["ran"].items():
+        context.log.info(f"{dataset}: {json.dumps(ran) if ran else 'everything current, nothing ran'}")
+    context.add_output_metadata({"results": dg.MetadataValue.path(found["results"]),
+                                 "ran": dg.MetadataValue.json(found["ran"])})
+    return found["ran"]
+
+
+@dg.job(description="Train, evaluate and A/B-test whatever the results page needs that is missing or stale (code or "
+                    "data changed), then write it: what `xc results` / `make results` run")
+def refresh_results_job() -> None:
+    refresh_results()
