@@ -1,6 +1,6 @@
 """Resumable method × seed grid on one data set: one home per seed, each step skipped when its output exists (a
-model or evaluation only when the current code version made it: ``xc_core.provenance.outdated``; the results job
-reads Dagster's records instead, per method: ``xc_assets.defs.freshness``).
+model or evaluation only when the method's current code made it: ``xc_core.methods.versions.record_outdated``, the
+per-method rule the results job applies to Dagster's records, ``xc_assets.defs.freshness``).
 
     .venv/bin/python benchmarks/seed_grid.py --dataset wikispeedia --profile cpu --seeds 0 1 2 \
         --methods pretrained,dual_encoder,ramen --root /tmp/xc-grid [--anchors-profile cpu]
@@ -38,8 +38,8 @@ def _run(args: list[str], log: Path) -> None:
 def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, methods: list[str], root: Path) -> None:
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.methods import get_method
+    from xc_core.methods.versions import record_outdated
     from xc_core.paths import anchors_dir, dataset_dir, eval_dir, model_dir
-    from xc_core.provenance import code_version, outdated
     from xc_core.training.record import SUMMARY
 
     home = root / f"{dataset}-s{seed}"
@@ -50,11 +50,11 @@ def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, method
     if (any(get_method(m).needs_anchor_sets for m in methods)
             and not (anchors_dir(home, dataset) / "meta.json").exists()):
         _run(["anchors", "--dataset", dataset, "--profile", anchors_profile, *common], log)
-    current = code_version()
     for method in methods:
         trained = model_dir(home, dataset, method, profile)
         finished = (trained / SUMMARY).exists()
-        stale = outdated(json.loads((trained / SUMMARY).read_text()), current) if finished else "nothing trained yet"
+        stale = (record_outdated(json.loads((trained / SUMMARY).read_text()), method, "train") if finished
+                 else "nothing trained yet")
         if stale is not None:
             with log.open("a") as handle:
                 handle.write(f"# {method} seed {seed}: training ({stale})\n")
@@ -63,7 +63,8 @@ def run_seed(dataset: str, profile: str, anchors_profile: str, seed: int, method
             _run(["train", "--dataset", dataset, "--method", method, "--profile", profile, "--seed", str(seed),
                   *resume, *common], log)
         evaluation = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
-        if stale is not None or evaluation is None or outdated(evaluation.summary, current) is not None:
+        if (stale is not None or evaluation is None
+                or record_outdated(evaluation.summary, method, "evaluate") is not None):
             _run(["eval", "--dataset", dataset, "--method", method, "--profile", profile, *common], log)
 
 

@@ -9,9 +9,9 @@ The seed homes are ``<root>/<dataset>-s<seed>`` as ``benchmarks/seed_grid.py`` l
 TrainConfig fields, ``--tag`` names it) gets a home per seed, ``<root>/<dataset>-s<seed>-<tag>``, that links the seed
 home's data lineage (the results job's :func:`~xc_core.stages.results.share_data`): every variant trains on the same
 anchor sets and is scored on the same test queries; its models, evaluations and MLflow store stay apart. A step whose
-output exists and was made by the current code version (``xc_core.provenance.outdated``: the whole package) is
-skipped, so a killed grid restarts where it stopped; a finished training's resume checkpoint and selection copy are
-removed (disk).
+output exists and was made by the method's current code (``xc_core.methods.versions.record_outdated``: the
+results job's per-method rule) is skipped, so a killed grid restarts where it stopped; a finished training's resume
+checkpoint and selection copy are removed (disk).
 
 The table: per method, at the profile's settings and at the variant's, the selected epoch's validation recall@10
 (mean over seeds), the steps trained and the test metrics seed-averaged per query with bootstrap 95% CIs; then
@@ -60,9 +60,9 @@ def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str,
             tag: str) -> Path:
     """Train and evaluate ``method`` with ``settings`` and training seed ``seed`` in the variant's home."""
     from xc_core.evaluation.record import EvaluationRecord
+    from xc_core.methods.versions import record_outdated
     from xc_core.paths import eval_dir, model_dir
     from xc_core.profiles import get_profile
-    from xc_core.provenance import code_version, outdated
     from xc_core.stages.anchor_sets import load_with_anchors
     from xc_core.stages.evaluate import evaluate_method
     from xc_core.stages.results import share_data
@@ -75,9 +75,10 @@ def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str,
     share_data(base, home)
     profile = get_profile(profile_name).model_copy(update={"seed": seed})
     data = load_with_anchors(home, dataset)
-    folder, current = model_dir(home, dataset, method, profile.name), code_version()
+    folder = model_dir(home, dataset, method, profile.name)
     finished = (folder / SUMMARY).exists()
-    stale = outdated(json.loads((folder / SUMMARY).read_text()), current) if finished else "nothing trained yet"
+    stale = (record_outdated(json.loads((folder / SUMMARY).read_text()), method, "train") if finished
+             else "nothing trained yet")
     if stale is not None:
         print(f"train {method} {tag} seed {seed} in {home} ({stale})", flush=True)
         # a checkpoint without a summary is a killed run of this grid: resume it; a finished stale one starts over
@@ -86,7 +87,7 @@ def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str,
     for spent in ("checkpoint", "best_encoder"):  # resume state and the selection copy: the encoder is saved
         shutil.rmtree(folder / spent, ignore_errors=True)
     record = EvaluationRecord.load(eval_dir(home, dataset, method, profile.name))
-    if stale is not None or record is None or outdated(record.summary, current) is not None:
+    if stale is not None or record is None or record_outdated(record.summary, method, "evaluate") is not None:
         print(f"evaluate {method} {tag} seed {seed}", flush=True)
         evaluate_method(data, method, profile.name, home)
     return home

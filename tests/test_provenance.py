@@ -69,3 +69,15 @@ def test_the_git_commit_is_head_marked_when_tracked_files_changed(tmp_path: Path
     assert git_commit(tmp_path) == head, "untracked files are not part of the commit's code"
     (tmp_path / "a.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == f"{head} (with uncommitted changes)"
+
+
+def test_a_record_is_outdated_per_method_only_when_its_stages_code_changed() -> None:
+    from xc_core.methods.versions import RECORD_KEY, method_code_version, method_stamp, record_outdated
+
+    current = method_stamp("ramen", "train")
+    assert current == {RECORD_KEY: method_code_version("ramen", "train")}
+    assert record_outdated({**current, "code_version": "any-package"}, "ramen", "train") is None
+    assert record_outdated({"code_version": "any-package"}, "ramen", "train") == "it records no method code version"
+    why = record_outdated({RECORD_KEY: "old", "git_commit": "1234567"}, "ramen", "train")
+    assert why is not None and "the train code of ramen changed" in why and "1234567" in why
+    assert record_outdated(current, "ramen", "evaluate") is not None, "each stage has its own version"

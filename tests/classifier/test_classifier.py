@@ -109,14 +109,21 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
                                                                           tmp_path: Path) -> None:
     import mlflow
 
-    from xc_core.paths import eval_dir
+    from xc_core.methods.versions import RECORD_KEY, method_code_version
+    from xc_core.paths import eval_dir, model_dir
     from xc_core.stages.evaluate import evaluate_method
     from xc_core.stages.train import train_method
     from xc_core.tracking.store import activate, tracking_uri
+    from xc_core.training.record import TrainedModel
 
     base = train_method(tiny_data, "pretrained", "tiny", tmp_path)
+    assert base[RECORD_KEY] == method_code_version("pretrained", "train")
+    # an edit elsewhere in xc_core changes the whole package's version, not the base's: its encoder is still reused
+    TrainedModel.save(model_dir(tmp_path, tiny_data.name, "pretrained", "tiny"),
+                      {**base, "code_version": "an-earlier-package"})
     fused = train_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
     assert fused["encoder_from_run"] == base["mlflow_run_id"]
+    assert fused[RECORD_KEY] == method_code_version("pretrained-clf", "train") != base[RECORD_KEY]
     assert 0.0 <= fused["alpha"] <= 1.0 and fused["classifier_mb"] > 0
     curve, cfg = fused["alpha_curve"], ClassifierConfig()
     assert [row["alpha"] for row in curve if row["lexical_weight"] == 0.0] == list(cfg.alphas)

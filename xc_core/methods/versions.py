@@ -7,6 +7,8 @@ they import, the stage's modules and the methods it builds on (``-clf`` on its e
 
 from __future__ import annotations
 
+from typing import Any
+
 from xc_core.methods.base import REGISTERED_IN, get_method
 from xc_core.provenance import sources_version
 
@@ -39,3 +41,27 @@ def method_code_version(name: str, stage: str) -> str:
     if stage not in STAGE_MODULES:
         raise ValueError(f"stage '{stage}': one of {', '.join(STAGE_MODULES)}")
     return sources_version([*method_modules(name), *STAGE_MODULES[stage]], stop=REGISTRY)
+
+
+#: where a train or evaluation record keeps its method's code version (its ``code_version`` is the whole package's,
+#: which any edit of xc_core changes)
+RECORD_KEY = "method_code_version"
+
+
+def method_stamp(name: str, stage: str) -> dict[str, str]:
+    """What a ``stage`` record of method ``name`` carries besides :func:`xc_core.provenance.code_stamp`."""
+    return {RECORD_KEY: method_code_version(name, stage)}
+
+
+def record_outdated(record: dict[str, Any], name: str, stage: str) -> str | None:
+    """Why ``record`` (a train or evaluation summary of method ``name``) is not current under the per-method rule, or
+    None when the code its stage ran is unchanged: the rule the results job's freshness applies, for code that reads
+    records without Dagster (a ``-clf`` reusing its base's encoder, the benchmarks' grids)."""
+    found = record.get(RECORD_KEY)
+    if found is None:
+        return "it records no method code version"
+    now = method_code_version(name, stage)
+    if found != now:
+        return (f"the {stage} code of {name} changed: it was made by {found} (commit "
+                f"{record.get('git_commit', 'unknown')}), now {now}")
+    return None

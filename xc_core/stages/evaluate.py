@@ -72,6 +72,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
     split. A method whose final fit saw those rows (a ``fits_on_validation = True`` attribute) refuses: its number
     would be in-sample."""
     from xc_core.methods import get_method
+    from xc_core.methods.versions import method_stamp
 
     started = time.perf_counter()
     found = get_method(method)
@@ -90,6 +91,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
         analyses["tables"] = {**analyses.get("tables", {}), FALLBACK_TABLE: choices}
     info = {"dataset": dataset.name, "method": method, "profile": profile, **preds.index_metrics(),
             "test_split": preds.test_split, "mlflow_run_id": trained.mlflow_run_id, **code_stamp(),
+            **method_stamp(method, "evaluate"),
             "split": split, **analyses}
     summary, metrics = evaluate_scores(dataset, preds.scores, out, info, started)
     recall = preds.index_recall_at_10  # a method without an ANN index has none to log

@@ -30,6 +30,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     import mlflow
 
     from xc_core.methods import TrainJob, get_method
+    from xc_core.methods.versions import method_stamp
     from xc_core.tracking.store import ensure_experiment, tracking_uri
     from xc_core.training.record import TrainedModel
 
@@ -41,7 +42,8 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
         shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     experiment = ensure_experiment(f"xc-{dataset_slug(dataset.name)}", home)
-    stamp = code_stamp()  # taken before training: the sources this run starts from
+    # taken before training: the sources this run starts from, the whole package's and the method's own
+    stamp = {**code_stamp(), **method_stamp(method.name, "train")}
     tags = {"dataset": dataset.name, "method": method.name, "profile": profile.name, **stamp}
     job = TrainJob(dataset, profile, home, out, resume, progress, overrides or {}, on_metrics)
     with mlflow.start_run(experiment_id=experiment, run_name=f"{dataset.name}/{method.name}/{profile.name}",

@@ -14,7 +14,6 @@ from xc_core.methods.base import Fitted, TrainJob
 from xc_core.methods.encoder import EncoderMethod, base_method_name
 from xc_core.paths import model_dir
 from xc_core.profiles import Profile, encoder_config, train_settings
-from xc_core.provenance import outdated
 from xc_core.training.config import TrainConfig
 
 
@@ -139,15 +138,18 @@ def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc
 
 def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
     """The base method's finished run when a ``-clf`` method can start from its encoder: same data set,
-    profile and seed, trained by the current code version, so the encoder is the one this method would train
-    (identical switches)."""
+    profile and seed, trained by the base's current code (the per-method rule: ``versions.record_outdated``), so the
+    encoder is the one this method would train (identical switches)."""
+    from xc_core.methods.versions import record_outdated
+
     if not method.classifier:
         return None
     path = model_dir(home, dataset, base_method_name(method.name), profile) / "train_summary.json"
     if not path.exists():
         return None
     base = json.loads(path.read_text())
-    usable = base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists() and outdated(base) is None
+    usable = (base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists()
+              and record_outdated(base, base_method_name(method.name), "train") is None)
     return base if usable else None
 
 

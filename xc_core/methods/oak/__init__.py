@@ -145,13 +145,13 @@ def settings_fingerprint(cfg: OakConfig, train_cfg: Any, enc_cfg: Any) -> str:
 
 def reusable_oak(job: TrainJob, fingerprint: str) -> dict[str, Any] | None:
     """``oak``'s finished run when ``oak-oracle`` can take its model instead of training the same one again: same
-    home, data set and profile, same settings (seed included), trained by the current code version and its files
-    still there."""
+    home, data set and profile, same settings (seed included), trained by oak's current code (the per-method rule)
+    and its files still there."""
     import json
 
     from xc_core.methods.oak.inference import ARTEFACT
+    from xc_core.methods.versions import record_outdated
     from xc_core.paths import model_dir
-    from xc_core.provenance import outdated
     from xc_core.training.record import SUMMARY
 
     folder = model_dir(job.home, job.dataset.name, OAK.name, job.profile.name)
@@ -160,7 +160,7 @@ def reusable_oak(job: TrainJob, fingerprint: str) -> dict[str, Any] | None:
         return None
     base = json.loads(path.read_text())
     usable = (base.get("settings") == fingerprint and Path(base.get("encoder_dir", "")).exists()
-              and (folder / ARTEFACT / "gcn.pt").exists() and outdated(base) is None)
+              and (folder / ARTEFACT / "gcn.pt").exists() and record_outdated(base, OAK.name, "train") is None)
     return {**base, "folder": str(folder)} if usable else None
 
 
