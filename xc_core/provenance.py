@@ -48,15 +48,17 @@ def code_stamp() -> dict[str, str]:
     return {"code_version": code_version(), "git_commit": git_commit()}
 
 
-def outdated(record: dict[str, Any], current: str | None = None) -> str | None:
+def outdated(record: dict[str, Any], current: str | None = None, key: str = "code_version",
+             what: str = "code version") -> str | None:
     """Why ``record`` (a train or evaluation summary) was not made by the current code, or None when it was:
-    its ``code_version`` equals ``current`` (default: :func:`code_version`). A record without one is outdated."""
-    found = record.get("code_version")
+    its ``key`` equals ``current`` (default: :func:`code_version`, the whole package's; ``methods.versions`` passes a
+    method's own). A record without one is outdated."""
+    found = record.get(key)
     if found is None:
-        return "it records no code version"
+        return f"it records no {what}"
     now = current if current is not None else code_version()
     if found != now:
-        return f"it was made by code version {found} (commit {record.get('git_commit', 'unknown')}), now {now}"
+        return f"it was made by {what} {found} (commit {record.get('git_commit', 'unknown')}), now {now}"
     return None
 
 

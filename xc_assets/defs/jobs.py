@@ -5,13 +5,11 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from xc_assets.defs.assets.results_assets import PAGE
+from xc_assets.defs.assets.results_assets import PAGE, PageScope
 from xc_assets.defs.constants import OPERATED_DATASET, prefix
 from xc_assets.defs.resources import XcHome
 from xc_core.evaluation.costs import TIMED_QUERIES
-from xc_core.methods import result_methods
 from xc_core.stages import commands
-from xc_core.stages.results import DEFAULT_DATASETS
 
 P = prefix(OPERATED_DATASET)  # the operated data set's asset group and key prefix
 
@@ -73,13 +71,7 @@ def results_job(datasets: list[str]) -> Any:  # an unresolved asset job (no publ
                     "ones).")
 
 
-class RefreshResultsConfig(dg.Config):
-    profile: str = Field(default="demo", description="tiny | demo | cpu | full: the profile the methods run at")
-    datasets: list[str] = Field(default=list(DEFAULT_DATASETS))
-    methods: list[str] = Field(default_factory=result_methods, description="the page's methods, in its order")
-    seeds: list[int] = Field(default=[0], description="training seeds (more: a table over seeds)")
-    out: str = Field(default="", description="folder for RESULTS.md and results.json (empty: docs/ of the "
-                                             "working directory)")
+class RefreshResultsConfig(PageScope):
     retrain: bool = Field(default=False, description="train every method anew, current or not")
     timed_queries: int = Field(default=TIMED_QUERIES, ge=1, description="test queries each serving scorer is timed on")
 

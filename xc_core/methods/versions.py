@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from xc_core.methods.base import REGISTERED_IN, get_method
-from xc_core.provenance import sources_version
+from xc_core.provenance import outdated, sources_version
 
 #: the stage modules whose code a record of that stage depends on, besides the method's own
 STAGE_MODULES: dict[str, tuple[str, ...]] = {
@@ -57,11 +57,5 @@ def record_outdated(record: dict[str, Any], name: str, stage: str) -> str | None
     """Why ``record`` (a train or evaluation summary of method ``name``) is not current under the per-method rule, or
     None when the code its stage ran is unchanged: the rule the results job's freshness applies, for code that reads
     records without Dagster (a ``-clf`` reusing its base's encoder, the benchmarks' grids)."""
-    found = record.get(RECORD_KEY)
-    if found is None:
-        return "it records no method code version"
-    now = method_code_version(name, stage)
-    if found != now:
-        return (f"the {stage} code of {name} changed: it was made by {found} (commit "
-                f"{record.get('git_commit', 'unknown')}), now {now}")
-    return None
+    why = outdated(record, method_code_version(name, stage), RECORD_KEY, "method code version")
+    return why if why is None or RECORD_KEY not in record else f"the {stage} code of {name} changed: {why}"

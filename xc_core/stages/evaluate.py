@@ -213,7 +213,7 @@ SHOWN = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5", "R@10", "R@100", "hnsw
 
 def materialize_evaluation(home: Path, dataset: str, method: str | None, options: EvaluateOptions) -> dict[str, Any]:
     """The ``offline_eval`` asset of one method partition, stamped for the results job's freshness rule."""
-    from xc_core.methods.versions import method_code_version
+    from xc_core.methods.versions import RECORD_KEY  # the code the evaluation ran
     from xc_core.provenance import record_stamp
     from xc_core.stages.anchor_sets import load_with_anchors
 
@@ -222,7 +222,7 @@ def materialize_evaluation(home: Path, dataset: str, method: str | None, options
     shown = {k: round(float(v), 4) for k, v in summary.items() if k in SHOWN}
     log.info("%s: %s", method, shown)
     return {**shown, "mlflow_run_id": summary["mlflow_run_id"], "subsets": summary["subsets"],
-            **record_stamp(home, options.profile, method_code_version(method, "evaluate"))}
+            **record_stamp(home, options.profile, summary[RECORD_KEY])}
 
 
 COMMAND = register(Command(

@@ -33,7 +33,7 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
                           "MLflow run each, logged as the method's MLflow model")
     def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:
         from xc_assets.defs.freshness import lineage
-        from xc_core.methods.versions import method_code_version
+        from xc_core.methods.versions import RECORD_KEY  # the code the training started from
         from xc_core.profiles import get_profile
         from xc_core.provenance import record_stamp as stamp
         from xc_core.stages.anchor_sets import load_with_anchors
@@ -56,7 +56,7 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
         summary = train_method(data, method, profile, xc_home.path, resume=config.resume, overrides=overrides,
                                on_metrics=report)
         return dg.MaterializeResult(metadata={
-            **_scalars(summary), **stamp(xc_home.path, profile.name, method_code_version(method, "train"),
+            **_scalars(summary), **stamp(xc_home.path, profile.name, summary[RECORD_KEY],
                                          seed=profile.seed, lineage=made_from.storage_id if made_from else -1)})
 
     return encoder

@@ -26,13 +26,18 @@ class DatasetResultsConfig(dg.Config):
     timed_queries: int = Field(default=TIMED_QUERIES, ge=1, description="test queries each serving scorer is timed on")
 
 
-class PageConfig(dg.Config):
-    profile: str = Field(default="demo")
+class PageScope(dg.Config):
+    """What a results page covers and where it goes: ``results_page``'s and ``refresh_results_job``'s config."""
+
+    profile: str = Field(default="demo", description="tiny | demo | cpu | full: the profile the methods ran at")
     datasets: list[str] = Field(default=list(DEFAULT_DATASETS))
-    methods: list[str] = Field(default=result_methods())
-    seeds: list[int] = Field(default=[0])
+    methods: list[str] = Field(default=result_methods(), description="the page's methods, in its order")
+    seeds: list[int] = Field(default=[0], description="training seeds (more: a table over seeds)")
     out: str = Field(default="", description="folder for RESULTS.md and results.json (empty: docs/ of the "
                                              "working directory)")
+
+
+class PageConfig(PageScope):
     command: str = Field(default="", description="the command line the page names (empty: this Dagster run)")
     seconds: float = Field(default=0.0, ge=0, description="how long the whole job took (set by xc results)")
 
