@@ -20,7 +20,7 @@ def _trainer(data: XCDataset, home: Path, out: Path, **overrides: object):
     return Trainer(data, encoder_config(profile, home), profile.train.model_copy(update=overrides), out)
 
 
-def test_the_served_encoder_is_the_pick_half_best_epoch_only_when_it_beats_epoch_0_out_of_sample(
+def test_the_served_encoder_is_the_best_epoch_only_when_its_cross_fitted_choice_beats_epoch_0(
         tiny_data: XCDataset, tiny_home: Path, tmp_path: Path) -> None:
     from xc_core.training.validation import recall_at_k
 
@@ -31,12 +31,17 @@ def test_the_served_encoder_is_the_pick_half_best_epoch_only_when_it_beats_epoch
     recalls = {h["epoch"]: h["val_recall@10"] for h in result.history}
     assert set(recalls) == {0, 1, 2} and recalls[0] == pytest.approx(start)
     choice = trainer.choice
-    pick = {e: recall_at_k(top[choice.pick, :10], choice.truth[choice.pick]) for e, top in choice.tops.items()}
-    best = max(pick, key=lambda e: (pick[e], -e))
+    every = {e: recall_at_k(top[:, :10], choice.truth) for e, top in choice.tops.items()}
+    best = max(every, key=lambda e: (every[e], -e))
     test = result.fallback_test
-    assert test["candidate"] == {"epoch": best} and test["tested_on_rows"] == len(choice.check)
+    n = choice.truth.shape[0]
+    if best == 0:  # nothing to test: the start is best on every row
+        assert not test["kept"] and result.selected_epoch == 0
+    else:  # every validation row tests the choice, each fold ranked by the epoch the other folds picked
+        assert test["candidate"] == {"epoch": best} and test["tested_on_rows"] == n and test["folds"] == 5
+        assert test["kept"] == (test["low"] > 0 and all(g[2] >= 0 for g in test["guards"].values()))
+        assert set(test["detectable"]) >= {"R@10", "P@1"} and test["detectable"]["P@1"] > 0
     assert result.selected_epoch == (best if test["kept"] else 0)
-    assert test["kept"] == (test["low"] > 0 and all(g[2] >= 0 for g in test["guards"].values()))
     assert trainer.validation_recall() == pytest.approx(recalls[result.selected_epoch])  # the served weights
 
 
@@ -59,7 +64,7 @@ def test_an_epoch_better_by_noise_is_not_served_though_it_wins_on_all_validation
     choice = EpochChoice(truth, np.ones(20), 1, FallbackPolicy())
     choice.add(0, start)
     choice.add(1, trained)
-    choice.best = {"epoch": 1, "metric": 0.0}  # as if epoch 1 won the pick half
+    assert choice.best["epoch"] == 1  # the in-sample winner is the candidate
     decision = choice.decide()
     assert not decision.kept and decision.low <= 0 < decision.high and "fallback is served" in decision.reason
 

@@ -1,10 +1,10 @@
 """Checkpoint selection on validation, one rule for the encoder trainer and the methods that train outside it
 (TextGNN, OAK): "never worse than doing nothing".
 
-:class:`EpochChoice` is the rule: every epoch's validation ranking is kept; the best epoch by recall@``val_k`` on one
-seeded half of the validation rows is the candidate, and it is served only when it beats epoch 0 — the untrained
-start — on the other half by :func:`~xc_core.evaluation.fallback.against_fallback` (recall interval above 0, P@1
-and PSP@1 not lost significantly); otherwise epoch 0 is served and the decision says why.
+:class:`EpochChoice` is the rule: every epoch's validation ranking is kept; the best epoch by recall@``val_k`` on the
+validation rows is the candidate, and it is served only when the choice, cross-fitted over seeded folds of those rows,
+beats epoch 0 — the untrained start — on all of them (:func:`~xc_core.evaluation.fallback.cross_fitted`: recall
+interval above 0, P@1 and PSP@1 not lost significantly); otherwise epoch 0 is served and the decision says why.
 
 :class:`Selection` applies it for TextGNN and OAK with the trainer's seeded validation split and subsample
 (:func:`~xc_core.training.validation.split_validation`), its label space (``Trainer.val_label_space``) and its exact
@@ -24,14 +24,16 @@ import torch
 
 from xc_core import seeds
 from xc_core.datasets.container import XCDataset
-from xc_core.evaluation.fallback import Decision, FallbackPolicy, against_fallback, halves
+from xc_core.evaluation.fallback import Decision, FallbackPolicy, cross_fitted, row_folds
 from xc_core.seeds import Stream
 from xc_core.training.config import TrainConfig
 
 
 @dataclass
 class EpochChoice:
-    """The epoch to serve: picked on half the validation rows, served only when it beats epoch 0 on the others.
+    """The epoch to serve: the best on all validation rows, served only when the selection procedure beats epoch 0
+    cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`: each fold's rows ranked by the epoch picked on
+    the other folds), so every validation row tests and none is wasted on picking.
 
     ``truth``: validation rows × ranked labels; ``inv_propensity``: those labels' weights (PSP guard)."""
 
@@ -45,33 +47,45 @@ class EpochChoice:
 
     def __post_init__(self) -> None:
         self.truth = sp.csr_matrix(self.truth)
-        self.pick, self.check = halves(self.truth.shape[0], self.seed)
+        self.folds = row_folds(self.truth.shape[0], self.policy.folds, self.seed)
+        self._recall: dict[int, np.ndarray] = {}  # epoch → per-row recall@k
 
     @property
     def metric(self) -> str:
         return f"R@{self.k}"
 
-    def add(self, epoch: int, top: np.ndarray) -> bool:
-        """Keep the epoch's ranking; True when it is the best on the pick half so far (keep its weights)."""
-        from xc_core.training.validation import recall_at_k
+    def _per_row(self, epoch: int) -> np.ndarray:
+        from xc_core.evaluation.metrics import recall_per_row
 
+        if epoch not in self._recall:
+            self._recall[epoch] = recall_per_row(self.truth, self.tops[epoch][:, : self.k], self.k)
+        return self._recall[epoch]
+
+    def _select(self, rows: np.ndarray) -> int:
+        """The epoch with the best mean recall on ``rows`` (the earliest of equals: the start wins ties)."""
+        return max(sorted(self.tops), key=lambda e: (float(self._per_row(e)[rows].mean()) if len(rows) else 0.0, -e))
+
+    def add(self, epoch: int, top: np.ndarray) -> bool:
+        """Keep the epoch's ranking; True when it is the best on all validation rows so far (keep its weights)."""
         self.tops[epoch] = np.asarray(top)
-        value = recall_at_k(self.tops[epoch][self.pick, : self.k], self.truth[self.pick])
+        self._recall.pop(epoch, None)
+        value = float(self._per_row(epoch).mean()) if len(top) else 0.0
         if value > self.best["metric"]:
             self.best = {"epoch": epoch, "metric": value}
             return True
         return False
 
     def decide(self) -> Decision:
-        """Serve the best epoch or epoch 0 (the fallback): :func:`against_fallback` on the check half."""
+        """Serve the best epoch or epoch 0 (the fallback): :func:`cross_fitted` over the validation folds."""
         best = int(self.best["epoch"])
+        n = self.truth.shape[0]
         if best <= 0 or 0 not in self.tops:
-            return Decision("trained epoch", kept=False, reason="epoch 0 (the start) is best on the pick half",
-                            metric=self.metric, picked_on_rows=len(self.pick), tested_on_rows=len(self.check),
-                            candidate={"epoch": max(best, 0)})
-        return against_fallback("trained epoch", self.tops[best][self.check], self.tops[0][self.check],
-                                self.truth[self.check], self.inv_propensity, self.metric, self.policy,
-                                len(self.pick), {"epoch": best})
+            return Decision("trained epoch", kept=False, reason="epoch 0 (the start) is best on the validation rows",
+                            metric=self.metric, picked_on_rows=n, tested_on_rows=n, candidate={"epoch": max(best, 0)})
+        decision, _ = cross_fitted("trained epoch", self._select, lambda e: self.tops[e], self.tops[0], self.truth,
+                                   self.inv_propensity, self.metric, self.policy, self.folds,
+                                   describe=lambda e: {"epoch": int(e)})
+        return decision
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The rankings as checkpoint arrays (``val_top/<epoch>``), so a resumed run decides on every epoch."""
@@ -79,6 +93,7 @@ class EpochChoice:
 
     def restore(self, arrays: dict[str, np.ndarray], best: dict[str, float]) -> None:
         self.tops = {int(key.split("/")[1]): top for key, top in arrays.items() if key.startswith("val_top/")}
+        self._recall = {}
         self.best = dict(best)
 
 

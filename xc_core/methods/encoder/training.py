@@ -205,7 +205,8 @@ def log_fallback_tests(tests: dict[str, dict[str, Any]], prefix: str) -> None:
     import mlflow
 
     for name, test in tests.items():
-        values = {"kept": float(test["kept"]), **{k: test[k] for k in ("gain", "low", "high")}}
+        values = {"kept": float(test["kept"]), **{k: test[k] for k in ("gain", "low", "high")},
+                  **{f"detectable_{m.replace('@', '_at_')}": v for m, v in (test.get("detectable") or {}).items()}}
         mlflow.log_metrics({f"{prefix}/fallback_{name}_{k}": float(v) for k, v in values.items()})
         mlflow.set_tag(f"{prefix}.fallback.{name}", str(test["reason"])[:5000])
 
