@@ -21,6 +21,7 @@ class Stream:
     FUSION_HALVES = 53  # the classifier stage's split of validation rows: pick the fusion, then test it
     FALLBACK_HALVES = 61  # the other stages' split of validation rows: pick a candidate, then test it against
     #                       its do-nothing fallback (evaluation/fallback.py)
+    CLASSIFIER_FOLDS = 67  # the classifier stage's out-of-fold refits: document folds and scored-row samples
     CLASSIFIER_NEGATIVES = 41  # the classifier stage's uniform negatives ([seed, 41]: no epoch scope, so
     #                            never the same stream as PRUNE_PASS_RATES' [seed, epoch, 41])
 

@@ -130,16 +130,18 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert sorted({row["lexical_weight"] for row in curve}) == sorted(cfg.lexical.weights)
     info = FusedClassifier.load(Path(fused["classifier_dir"])).info
     tests = info["fallback_tests"]
-    assert set(tests) <= {"alpha", "lexical", "untrained_offset"} and {"alpha", "lexical"} <= set(tests)
-    assert tests["alpha"]["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}
-    for test in tests.values():
-        assert test["kept"] == (test["low"] > 0 and all(g[2] >= 0 for g in test["guards"].values())), test["reason"]
-        assert test["picked_on_rows"] + test["tested_on_rows"] == info["validation_rows"]
-    assert tests["lexical"]["fallback"] == tests["alpha"]["served"], "the lexical channel is tested against what won"
-    last = tests.get("untrained_offset", tests["lexical"])
-    assert last["fallback"] == tests["lexical"]["served"] or last is tests["lexical"]
-    assert {"alpha": fused["alpha"], "lexical_weight": fused["lexical_weight"]} == {
-        k: last["served"][k] for k in ("alpha", "lexical_weight")}
+    assert set(tests) == {"fusion"}, "one joint test of the served fusion against the encoder alone"
+    test = tests["fusion"]
+    assert test["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}
+    assert test["kept"] == (test["low"] > 0 and all(g[2] >= 0 for g in test["guards"].values())), test["reason"]
+    # every out-of-fold row tests the cross-fitted choice; the simulated event log records click days: blocks of days
+    assert info["fold_kind"] == "temporal" and test["folds"] == len(info["folds"]) == ClassifierConfig().folds
+    assert test["tested_on_rows"] == info["out_of_fold_rows"] == sum(f["scored_rows"] for f in info["folds"]) > 0
+    assert [f["fit_documents"] for f in info["folds"]] == sorted(f["fit_documents"] for f in info["folds"])
+    assert test["detectable"]["P@1"] > 0
+    served_fusion = {"alpha": fused["alpha"], "lexical_weight": fused["lexical_weight"],
+                     **({"untrained_offset": fused["untrained_offset"]} if fused["untrained_offset"] else {})}
+    assert test["served"] == (served_fusion if test["kept"] else {"alpha": 1.0, "lexical_weight": 0.0})
     activate(tracking_uri(tmp_path))
     model = mlflow.pyfunc.load_model(fused["model_uri"])
     served = model.unwrap_python_model().classifier
@@ -159,7 +161,7 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     from xc_core.evaluation.fallback import FALLBACK_TABLE
 
     choices = result["tables"][FALLBACK_TABLE]  # the HTML report's table of the training's fallback tests
-    assert [row["choice"] for row in choices][:2] == ["fusion alpha", "lexical weight"]
+    assert [row["choice"] for row in choices] == ["fusion"] and choices[0]["detectable_P@1"] > 0
     assert all(row["method"] == "pretrained-clf" and isinstance(row["kept"], bool) for row in choices)
 
 

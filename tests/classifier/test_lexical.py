@@ -120,7 +120,7 @@ def test_the_lexical_channel_is_kept_only_when_its_validation_gain_is_significan
     grid = FusionGrid(queries, sp.csr_matrix(tiny_data.y_test), vecs, vecs, 20, tiny_data.filter_pairs,
                       propensity(tiny_data), lexical, list(tiny_data.test_texts))
     cfg = ClassifierConfig(alphas=(0.5,))
-    best, tests = choose_fusion(grid, grid.curve(cfg.alphas, cfg.lexical.weights), cfg)
-    test = tests["lexical"]
+    best, tests, _ = choose_fusion(grid, cfg)
+    test = tests["fusion"]
     assert test["kept"] is (not shuffled) and (best["lexical_weight"] > 0) is (not shuffled)
     assert (test["low"] > 0) is (not shuffled)

@@ -78,11 +78,11 @@ def test_a_noise_fusion_that_wins_in_sample_is_not_served() -> None:
     truth = sp.csr_matrix((np.ones(n_rows), (np.arange(n_rows), positive)), shape=(n_rows, n_labels))
     grid = FusionGrid(queries, truth, labels, noise, 20, np.empty((0, 2), np.int64), np.ones(n_labels))
     cfg = ClassifierConfig(alphas=(0.8, 0.85, 0.9, 0.95, 1.0), lexical=LexicalConfig(weights=(0.0,)))
-    curve = grid.curve(cfg.alphas, cfg.lexical.weights)
+    served, tests, curve = choose_fusion(grid, cfg)
     in_sample = max(curve, key=lambda r: (r["P@1"], r["alpha"]))
     assert in_sample["alpha"] < 1, "the scenario must fool the in-sample rule"
-    served, tests = choose_fusion(grid, curve, cfg)
-    assert served["alpha"] == 1.0 and not tests["alpha"]["kept"]
+    assert served["alpha"] == 1.0 and not tests["fusion"]["kept"]
+    assert tests["fusion"]["tested_on_rows"] == n_rows, "cross-fitted: every row tests the choice"
 
 
 def test_untrained_labels_get_an_offset_only_when_validation_shows_they_are_misranked() -> None:
@@ -109,7 +109,7 @@ def test_untrained_labels_get_an_offset_only_when_validation_shows_they_are_misr
         truth = sp.csr_matrix((np.ones(n_rows), (np.arange(n_rows), positive)), shape=(n_rows, n_labels))
         grid = FusionGrid(queries, truth, labels, labels, 20, np.empty((0, 2), np.int64), np.ones(n_labels),
                           untrained=untrained)
-        served, tests = choose_fusion(grid, grid.curve(cfg.alphas, cfg.lexical.weights), cfg)
-        test = tests["untrained_offset"]
+        served, tests, _ = choose_fusion(grid, cfg)
+        test = tests["fusion"]
         assert test["kept"] is bool(sign) and np.sign(served["untrained_offset"]) == sign, (case, test["reason"])
         assert test["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, field_validator
 
 from xc_core.classifier.lexical import LexicalConfig
@@ -40,8 +42,17 @@ class ClassifierConfig(BaseModel):
     search_k: int = Field(default=100, ge=1, description="candidates taken from each index before re-scoring")
     lexical: LexicalConfig = Field(default_factory=LexicalConfig, description="the TF-IDF nearest-document "
                                    "channel fused with the dense ones (weight 0 on validation = not used)")
-    fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how a fusion (alpha < 1, "
-                                     "lexical weight > 0) must beat the encoder alone on held-out validation rows")
+    fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the chosen fusion must beat "
+                                     "the encoder alone on the out-of-fold rows (cross-fitted over the folds)")
+    folds: int = Field(default=3, ge=2, description="out-of-fold refits of W and the lexical channel "
+                       "(classifier/folds.py): the stage trains W folds + 1 times")
+    oof_max_rows: int = Field(default=6000, ge=10, description="out-of-fold rows scored at most (a seeded sample, "
+                              "split over the folds): the fusion grid's cost; ~6,000 rows detect ~1.5 P@1")
+    fold_kind: Literal["auto", "temporal", "documents"] = Field(
+        default="auto", description="auto: blocks of days (rolling origin) where the data set records click days "
+        "(event logs), else document folds — as each data set's test split is built")
+    temporal_span: float = Field(default=0.3, gt=0, lt=1, description="share of the training window's last days "
+                                 "cut into the temporal folds' blocks")
     seed: int = 0
 
     @field_validator("select_metric")

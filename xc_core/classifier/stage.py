@@ -1,10 +1,14 @@
-"""The classifier stage for one trained encoder: cache embeddings, train W, choose alpha on validation, save.
+"""The classifier stage for one trained encoder: cache embeddings, choose the fusion out of fold, train W, save.
 
-Validation rows are the encoder trainer's own (``split_validation`` with the same seed): held out of the
-encoder's training, of W's and of the lexical channel's voters, so alpha and the lexical weight are chosen on
-documents no part has seen. A validation document's own labels (``XCDataset.own_label_pairs``: same id, or the
-folder's train filter) are never scored, as the test filter removes a test document's own label. Every learned
-fusion must beat the encoder alone on held-out validation rows (``evaluation/fallback.py``), or is not served.
+The fusion (α, the lexical weight γ, the offset β on untrained labels) is chosen on *out-of-fold* training documents
+(``classifier/folds.py``, issue #39): W and the lexical channel are refit ``folds`` times, each without the rows it
+then scores — by blocks of days for event logs (rolling origin: a repeated query meets W as in the test period), by
+document folds elsewhere — so thousands of rows decide, not a small validation split. The whole choice is tested
+once against the encoder alone (α = 1, γ = 0, β = 0), cross-fitted over those folds
+(:func:`~xc_core.evaluation.fallback.cross_fitted`); the final W and lexical channel are then fit on every training
+document and served with the chosen settings, or the encoder alone is. A scored document's own labels
+(``XCDataset.own_label_pairs``: same id, or the folder's train filter) are never ranked, as the test filter removes
+a test document's own label; documents the encoder trained on are never scored.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.classifier.config import ClassifierConfig
-from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier, drop_pairs, rescore
+from xc_core.classifier.folds import Fold
+from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
 from xc_core.classifier.lexical import LexicalChannel
 from xc_core.classifier.shortlist import union_ids
 from xc_core.classifier.train import train_classifier
@@ -34,9 +39,10 @@ def label_vectors_path(classifier_dir: Path) -> Path:
 
 
 class FusionGrid:
-    """The validation rows' exact shortlist (label text ∪ W ∪ the lexical channel's top labels, ``search_k``
-    each), re-ranked under any (alpha, lexical weight, untrained-label offset); a row's own label never counts, as
-    in the test filter. ``untrained``: labels without a positive in W's training rows (the offset's labels)."""
+    """Scored rows' exact shortlist (label text ∪ W ∪ the lexical channel's top labels, ``search_k`` each) with each
+    channel's score of every candidate computed once, so any (alpha, lexical weight, untrained-label offset) re-ranks
+    them by a weighted sum; a row's own label (``exclude``) never counts, as in the test filter. ``untrained``: labels
+    without a positive in W's training rows (the offset's labels)."""
 
     def __init__(self, queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
                  search_k: int, exclude: np.ndarray, inv_propensity: np.ndarray,
@@ -45,98 +51,136 @@ class FusionGrid:
         from xc_core.index import IndexConfig, LabelIndex
 
         flat = IndexConfig(kind="flat")
-        self.depth = search_k + 1  # room for the dropped self pair
-        self.queries, self.truth, self.label_vecs, self.weights = queries, truth, label_vecs, weights
-        self.search_k, self.exclude, self.inv_propensity = search_k, exclude, inv_propensity
-        _, enc_ids = LabelIndex.build(label_vecs, None, flat).search(queries, self.depth)
-        _, clf_ids = LabelIndex.build(weights, None, flat).search(queries, self.depth)
-        self.candidates, self.lexical_scores = union_ids(enc_ids, clf_ids), None
+        depth = search_k + 1  # room for the dropped self pair
+        self.truth, self.search_k, self.inv_propensity = sp.csr_matrix(truth), search_k, inv_propensity
+        _, enc_ids = LabelIndex.build(label_vecs, None, flat).search(queries, depth)
+        _, clf_ids = LabelIndex.build(weights, None, flat).search(queries, depth)
+        self.candidates, lexical_scores = union_ids(enc_ids, clf_ids), None
         self.has_lexical = lexical is not None
         self.untrained = np.zeros(len(label_vecs), bool) if untrained is None else np.asarray(untrained, bool)
         if lexical is not None:
-            self.candidates, self.lexical_scores = lexical.shortlist(texts or [], self.depth, self.candidates)
+            self.candidates, lexical_scores = lexical.shortlist(texts or [], depth, self.candidates)
+        safe = np.maximum(self.candidates, 0)
+        self.encoder_scores = _cosines(queries, label_vecs, safe)
+        self.classifier_scores = _cosines(queries, weights, safe)
+        self.lexical_scores = lexical_scores
+        self.blocked = self.candidates < 0  # pads and each row's own labels
+        for row, label in np.asarray(exclude, np.int64).reshape(-1, 2):
+            self.blocked[row] |= self.candidates[row] == label
+        self.on_untrained = self.untrained[safe]
 
     def ranked(self, alpha: float, weight: float, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, ids) of the top ``search_k`` per validation row under this fusion, own labels dropped."""
-        offsets = np.where(self.untrained, np.float32(offset), np.float32(0.0)) if offset else None
-        scores, ids = drop_pairs(*rescore(self.queries, self.candidates, self.label_vecs, self.weights, alpha,
-                                          self.depth, lexical=self.lexical_scores, lexical_weight=weight,
-                                          offsets=offsets), self.exclude)
-        return scores[:, : self.search_k], ids[:, : self.search_k]
+        """(scores, ids) of the top ``search_k`` per row under this fusion, own labels dropped (−1 pads)."""
+        score = alpha * self.encoder_scores + (1 - alpha) * self.classifier_scores
+        if self.lexical_scores is not None and weight > 0:
+            score = score + weight * self.lexical_scores
+        if offset:
+            score = score + np.float32(offset) * self.on_untrained
+        score = np.where(self.blocked, -np.inf, score).astype(np.float32)
+        order = np.argsort(-score, axis=1, kind="stable")[:, : self.search_k]
+        scores = np.take_along_axis(score, order, axis=1)
+        return scores, np.where(np.isfinite(scores), np.take_along_axis(self.candidates, order, axis=1), -1)
 
-    def top(self, fusion: dict[str, float]) -> np.ndarray:
-        """Each validation row's top-5 label ids under ``fusion`` (alpha, lexical weight, offset), −1 padded."""
-        return self.ranked(fusion["alpha"], fusion["lexical_weight"], fusion.get("untrained_offset", 0.0))[1][:, :5]
 
-    def metrics(self, alpha: float, weight: float, rows: np.ndarray | None = None,
-                offset: float = 0.0) -> dict[str, float]:
-        """Validation metrics of one fusion, over ``rows`` of the validation rows (default: all)."""
+def _cosines(queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """(rows, candidates) inner products of each query with the vectors of its candidate ids."""
+    out = np.empty(ids.shape, np.float32)
+    for start in range(0, len(ids), chunk):
+        out[start: start + chunk] = np.einsum("rcd,rd->rc", vectors[ids[start: start + chunk]],
+                                              queries[start: start + chunk])
+    return out
+
+
+Fusion = tuple[float, float, float]  # (alpha, lexical weight, untrained offset)
+ENCODER_ONLY = {"alpha": 1.0, "lexical_weight": 0.0}  # the do-nothing fallback of every fusion
+_FALLBACK: Fusion = (1.0, 0.0, 0.0)
+
+
+class OutOfFoldGrid:
+    """The scored rows of every fold (a :class:`FusionGrid` each, over its own W and lexical channel), stacked: a
+    fusion's ranking of all of them, its metrics on any subset, and the folds as row blocks for cross-fitting."""
+
+    def __init__(self, parts: list[FusionGrid]) -> None:
+        self.parts = parts
+        self.truth = sp.csr_matrix(sp.vstack([p.truth for p in parts])) if parts else sp.csr_matrix((0, 0))
+        self.inv_propensity = parts[0].inv_propensity if parts else None
+        sizes = np.cumsum([0, *(p.truth.shape[0] for p in parts)])
+        self.blocks = [np.arange(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+        self.has_lexical = any(p.has_lexical for p in parts)
+        self.untrained_any = any(p.on_untrained.any() for p in parts)
+        self._ranked: dict[Fusion, tuple[np.ndarray, np.ndarray]] = {}
+        self._terms: dict[tuple[Fusion, str], dict[str, np.ndarray]] = {}
+
+    def ranked(self, fusion: Fusion) -> tuple[np.ndarray, np.ndarray]:
+        if fusion not in self._ranked:
+            found = [p.ranked(*fusion) for p in self.parts]
+            self._ranked[fusion] = (np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]))
+        return self._ranked[fusion]
+
+    def top(self, fusion: Fusion) -> np.ndarray:
+        """Each row's top-5 label ids under ``fusion``, −1 padded."""
+        return self.ranked(fusion)[1][:, :5]
+
+    def value(self, fusion: Fusion, metric: str, rows: np.ndarray) -> float:
+        """``metric`` of ``fusion`` over ``rows`` (a mean of per-row terms, or a ratio of their sums: PSP)."""
+        from xc_core.evaluation.fallback import per_row
+
+        key = (fusion, metric)
+        if key not in self._terms:
+            self._terms[key] = per_row(metric, self.truth, self.top(fusion), self.inv_propensity)
+        terms = self._terms[key]
+        if metric in terms:
+            return float(terms[metric][rows].mean()) if len(rows) else 0.0
+        den = float(terms[f"{metric}/denominator"][rows].sum())
+        return float(terms[f"{metric}/numerator"][rows].sum()) / den if den > 0 else 0.0
+
+    def metrics(self, fusion: Fusion) -> dict[str, float]:
+        """P/nDCG/PSP/PSnDCG@1..5 of ``fusion`` over every scored row (the curve the record keeps)."""
         from xc_core.evaluation.metrics import evaluate, to_csr
 
-        scores, ids = self.ranked(alpha, weight, offset)
-        truth = self.truth
-        if rows is not None:
-            scores, ids, truth = scores[rows], ids[rows], truth[rows]
-        found = evaluate(truth, to_csr(scores, ids, truth.shape[1]), k=5, inv_propensity=self.inv_propensity)
+        scores, ids = self.ranked(fusion)
+        found = evaluate(self.truth, to_csr(scores, ids, self.truth.shape[1]), k=5,
+                         inv_propensity=self.inv_propensity)
         return {key: float(v) for key, v in found.items()}
 
-    def curve(self, alphas: tuple[float, ...], weights: tuple[float, ...]) -> list[dict[str, float]]:
-        """Validation metrics of every (alpha, lexical weight); only weight 0 without a lexical channel."""
-        weights = weights if self.has_lexical else (0.0,)
-        return [{"alpha": float(a), "lexical_weight": float(w), **self.metrics(a, w)} for w in weights for a in alphas]
 
+def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
+                  seed: int = 0) -> tuple[dict[str, float], dict[str, Any], list[dict[str, float]]]:
+    """The fusion to serve, the record of its one test against the encoder alone, and the curve over α × γ.
 
-ENCODER_ONLY = {"alpha": 1.0, "lexical_weight": 0.0}  # the do-nothing fallback of every fusion
+    The selection procedure, run on any set of rows: the (α, γ) of the curve best on ``select_metric``, then the
+    untrained-label offset β best for it (ties prefer less lexical weight, a smaller offset, then more encoder).
+    Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
+    procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
+    the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut
+    into the policy's seeded row folds."""
+    from xc_core.evaluation.fallback import cross_fitted, row_folds
 
-
-def choose_fusion(grid: FusionGrid, curve: list[dict[str, float]], cfg: ClassifierConfig,
-                  seed: int = 0) -> tuple[dict[str, float], dict[str, Any]]:
-    """The (alpha, lexical weight) to serve and the record of how it was chosen.
-
-    Two learned choices, each against its do-nothing fallback by the one rule of
-    :mod:`xc_core.evaluation.fallback`: candidates are ranked by ``select_metric`` on one seeded half of the
-    validation rows, and the best is served only when it beats the fallback on the other half (paired interval
-    above 0, no guard lost significantly). First the dense fusion α < 1 against the encoder alone (α = 1), then
-    the lexical channel γ > 0 against whichever of the two was served, then an offset β ≠ 0 on the labels W has no
-    training positive for (their own calibration: a label whose clicks all fell in validation rows stands in for a
-    novel label) against β = 0. The row served is the candidate that was tested, so the guarantee holds for what
-    ships; ties prefer less lexical weight, a smaller offset, then more encoder."""
-    from xc_core.evaluation.fallback import against_fallback, halves
-
+    oof = grid if isinstance(grid, OutOfFoldGrid) else OutOfFoldGrid([grid])
     metric = cfg.select_metric
-    pick, check = halves(grid.truth.shape[0], seed, Stream.FUSION_HALVES)
+    weights = cfg.lexical.weights if oof.has_lexical else (0.0,)
+    pairs = [(float(a), float(w)) for w in weights for a in cfg.alphas]
+    offsets = sorted({0.0, *cfg.untrained_offsets}, key=abs) if oof.untrained_any else [0.0]
 
-    def rank(row: dict[str, float]) -> tuple[float, float, float, float]:
-        return row["pick"], -row["lexical_weight"], -abs(row.get("untrained_offset", 0.0)), row["alpha"]
+    def select(rows: np.ndarray) -> Fusion:
+        alpha, weight = max(pairs, key=lambda p: (oof.value((*p, 0.0), metric, rows), -p[1], p[0]))
+        offset = max(offsets, key=lambda b: (oof.value((alpha, weight, b), metric, rows), -abs(b)))
+        return alpha, weight, offset
 
-    def test(choice: str, candidates: list[dict[str, float]], fallback: dict[str, float]) -> dict[str, Any]:
-        best = max(candidates, key=rank)
-        decision = against_fallback(choice, grid.top(best)[check], grid.top(fallback)[check], grid.truth[check],
-                                    grid.inv_propensity, metric, cfg.fallback, len(pick), _pair(best))
-        log.info("classifier: %s %s vs %s: %s", choice, _pair(best), _pair(fallback), decision.reason)
-        return {**decision.as_dict(), "fallback": _pair(fallback), "served": _pair(best if decision.kept else fallback)}
+    folds = oof.blocks if len(oof.blocks) > 1 else row_folds(oof.truth.shape[0], cfg.fallback.folds, seed,
+                                                             Stream.FUSION_HALVES)
+    decision, served = cross_fitted("fusion", select, oof.top, oof.top(_FALLBACK), oof.truth, oof.inv_propensity,
+                                    metric, cfg.fallback, folds, describe=lambda f: _pair(_as_row(f)))
+    log.info("classifier: fusion %s vs the encoder alone: %s", decision.candidate, decision.reason)
+    chosen = served or _FALLBACK
+    record = {**decision.as_dict(), "fallback": dict(ENCODER_ONLY), "served": _pair(_as_row(chosen))}
+    curve = [{"alpha": a, "lexical_weight": w, **oof.metrics((a, w, 0.0))} for a, w in pairs]
+    best = {**oof.metrics(chosen), **_as_row(chosen)}
+    return best, {"fusion": record}, curve
 
-    scored = [{**r, "pick": grid.metrics(r["alpha"], r["lexical_weight"], pick)[metric]} for r in curve]
-    served, decisions = dict(ENCODER_ONLY), {}
-    dense = [r for r in scored if r["lexical_weight"] == 0.0 and r["alpha"] < 1.0]
-    if dense:
-        decisions["alpha"] = test("fusion alpha", dense, served)
-        served = decisions["alpha"]["served"]
-    lexical = [r for r in scored if r["lexical_weight"] > 0]
-    if lexical:
-        decisions["lexical"] = test("lexical weight", lexical, served)
-        served = decisions["lexical"]["served"]
-    offsets = [{**served, "untrained_offset": b,
-                "pick": grid.metrics(served["alpha"], served["lexical_weight"], pick, b)[metric]}
-               for b in cfg.untrained_offsets if b != 0.0]
-    if offsets and grid.untrained.any():
-        decisions["untrained_offset"] = test("untrained-label offset", offsets, served)
-        served = decisions["untrained_offset"]["served"]
-    chosen = next((r for r in curve if _pair(r) == _pair(served)), None)
-    offset = served.get("untrained_offset", 0.0)
-    if chosen is None or offset:  # the encoder alone when the grid has no alpha = 1, or an offset is served
-        chosen = grid.metrics(served["alpha"], served["lexical_weight"], offset=offset)
-    return {**chosen, **served, "untrained_offset": offset}, decisions
+
+def _as_row(fusion: Fusion) -> dict[str, float]:
+    return {"alpha": fusion[0], "lexical_weight": fusion[1], "untrained_offset": fusion[2]}
 
 
 def _pair(row: dict[str, float]) -> dict[str, float]:
@@ -144,45 +188,72 @@ def _pair(row: dict[str, float]) -> dict[str, float]:
     return {**pair, "untrained_offset": row["untrained_offset"]} if row.get("untrained_offset") else pair
 
 
-def _fit_lexical(dataset: XCDataset, train_rows: np.ndarray, y: sp.csr_matrix,
-                 cfg: ClassifierConfig) -> LexicalChannel | None:
-    """The lexical channel over the classifier's training rows (None when no weight > 0 is to be tried)."""
+def _fit_lexical(texts: list[str], y: sp.csr_matrix, cfg: ClassifierConfig) -> LexicalChannel | None:
+    """The lexical channel over ``texts`` and their labels (None when no weight > 0 is to be tried)."""
     if not any(w > 0 for w in cfg.lexical.weights):
         return None
-    return LexicalChannel.fit([dataset.train_texts[i] for i in train_rows], y[train_rows], cfg.lexical)
+    return LexicalChannel.fit(texts, y, cfg.lexical)
+
+
+def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs: np.ndarray,
+               inv_propensity: np.ndarray, cfg: ClassifierConfig) -> tuple[FusionGrid, float]:
+    """W and the lexical channel refit on the fold's fit rows, its scored rows' grid, and W's train seconds."""
+    y_fit = sp.csr_matrix(fold.y_fit[fold.fit_rows])
+    fit = train_classifier(label_vecs, doc_vecs[fold.fit_rows], y_fit, cfg)
+    lexical = _fit_lexical([dataset.train_texts[i] for i in fold.fit_rows], y_fit, cfg)
+    grid = FusionGrid(doc_vecs[fold.score_rows], fold.truth, label_vecs, fit.weights, cfg.search_k,
+                      dataset.own_label_pairs(fold.score_rows), inv_propensity, lexical,
+                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained)
+    log.info("classifier: %s — W refit on %d documents, %d scored out of fold", fold.name, len(fold.fit_rows),
+             len(fold.score_rows))
+    return grid, fit.seconds
 
 
 def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
-                         split_seed_cfg: Any, out_dir: Path, progress: bool = False) -> FusedClassifier:
-    """Train the classifier of the encoder in ``encoder_dir`` and pick alpha; saved under ``out_dir``.
+                         out_dir: Path, encoder_rows: np.ndarray | None = None,
+                         progress: bool = False) -> FusedClassifier:
+    """Train the classifier of the encoder in ``encoder_dir`` and choose its fusion out of fold; saved under
+    ``out_dir``. ``encoder_rows``: the training documents the encoder was fine-tuned on (never scored; None: an
+    untrained encoder)."""
+    import time
 
-    ``split_seed_cfg``: the method's TrainConfig, whose seed and validation sizes fix the validation rows."""
+    from xc_core.classifier.folds import fold_kind, out_of_fold
     from xc_core.encoders.text import encoder_for
     from xc_core.evaluation.metrics import propensity
-    from xc_core.training.validation import split_validation
 
+    started = time.perf_counter()
     encoder = encoder_for(encoder_dir, max_length)
     label_vecs = encoder.encode(dataset.label_texts, progress=progress, desc="labels")
     doc_vecs = encoder.encode(dataset.train_texts, progress=progress, desc="train documents")
-    train_rows, val_rows = split_validation(len(dataset.train_texts), split_seed_cfg)
+    encoded = time.perf_counter()
+    inv_propensity = propensity(dataset)
+    folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
+                        encoder_rows)
+    parts, refit_seconds = [], 0.0
+    for fold in folds:
+        grid, seconds = _fold_grid(dataset, fold, doc_vecs, label_vecs, inv_propensity, cfg)
+        parts.append(grid)
+        refit_seconds += seconds
+    best, decisions, curve = choose_fusion(OutOfFoldGrid(parts), cfg, seed=cfg.seed)
+    chosen = time.perf_counter()
     y = sp.csr_matrix(dataset.y_train)
-    fit = train_classifier(label_vecs, doc_vecs[train_rows], y[train_rows], cfg, progress=progress)
-    lexical = _fit_lexical(dataset, train_rows, y, cfg)
-    untrained = np.diff(y[train_rows].tocsc().indptr) == 0  # W kept their text vectors
-    grid = FusionGrid(doc_vecs[val_rows], y[val_rows], label_vecs, fit.weights, cfg.search_k,
-                      dataset.own_label_pairs(val_rows), propensity(dataset), lexical,
-                      [dataset.train_texts[i] for i in val_rows], untrained)
-    curve = grid.curve(cfg.alphas, cfg.lexical.weights)
-    best, decisions = choose_fusion(grid, curve, cfg, seed=cfg.seed)
-    log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f served after %d validation rows "
-             "(%s %.4f on all of them)", best["alpha"], best["lexical_weight"], best["untrained_offset"],
-             len(val_rows), cfg.select_metric, best[cfg.select_metric])
+    labelled = np.flatnonzero(np.diff(y.indptr) > 0)
+    fit = train_classifier(label_vecs, doc_vecs[labelled], y[labelled], cfg, progress=progress)
+    lexical = _fit_lexical([dataset.train_texts[i] for i in labelled], y[labelled], cfg)
+    untrained = np.diff(y.tocsc().indptr) == 0  # W kept their text vectors
+    log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f served after %d out-of-fold rows "
+             "(%s %.4f on them)", best["alpha"], best["lexical_weight"], best["untrained_offset"],
+             sum(len(f.score_rows) for f in folds), cfg.select_metric, best[cfg.select_metric])
+    seconds = {"encode": round(encoded - started, 2), "out_of_fold": round(chosen - encoded, 2),
+               "out_of_fold_refits": round(refit_seconds, 2), "final_fit": round(time.perf_counter() - chosen, 2)}
     fused = FusedClassifier(fit.weights, best["alpha"], cfg.search_k, {
-        "select_metric": cfg.select_metric, "validation_rows": len(val_rows), "alpha_curve": curve,
-        "fallback_tests": decisions, "lexical_test": decisions.get("lexical", {}),
-        "history": fit.history, "train_seconds": fit.seconds, "train_pairs": fit.pairs,
-        "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts), "config": cfg.model_dump(),
-        "validation_positives_on_untrained_labels": int(y[val_rows][:, np.flatnonzero(untrained)].nnz)},
+        "select_metric": cfg.select_metric, "fold_kind": fold_kind(dataset, cfg.fold_kind),
+        "folds": [{"name": f.name, "fit_documents": len(f.fit_rows), "scored_rows": len(f.score_rows)}
+                  for f in folds],
+        "out_of_fold_rows": sum(len(f.score_rows) for f in folds), "alpha_curve": curve,
+        "fallback_tests": decisions, "history": fit.history, "train_seconds": fit.seconds, "stage_seconds": seconds,
+        "train_pairs": fit.pairs, "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts),
+        "config": cfg.model_dump(), "encoder_rows_not_scored": 0 if encoder_rows is None else len(encoder_rows)},
         lexical, best["lexical_weight"], best["untrained_offset"], untrained)
     fused.save(out_dir)
     np.save(label_vectors_path(out_dir), label_vecs)

@@ -43,6 +43,8 @@ FORMAT_VERSION = 1
 TEST_EDGES = "test_edges.parquet"
 #: (train document, label) pairs never scored in validation; optional (absent in older folders: none).
 TRAIN_FILTER = "train_filter_pairs.parquet"
+#: (train document, label, day) click days of event-log data sets; optional (absent: no temporal folds).
+PAIR_DAYS = "train_pair_days.parquet"
 
 
 #: Inverse-propensity constants (A, B) of a data set whose meta names none: the XC repository's general
@@ -148,6 +150,10 @@ class XCDataset:
     #: item metadata per label, by attribute (``brand``, ``location``): one value or None per label; only
     #: attributes some label carries (empty when the source has none: aol-1000, wikispeedia, XC folders)
     label_attributes: dict[str, list[str | None]] = field(default_factory=dict)
+    #: (train document, label, day) for every day a training pair was clicked, days counted from the train window's
+    #: first day: event logs only (empty elsewhere). Out-of-fold decisions cut time blocks with it, so a
+    #: validation row meets the model as a test query does (issue #39); every pair is in ``y_train``.
+    train_pair_days: np.ndarray = field(default_factory=lambda: np.empty((0, 3), dtype=np.int64))
 
     def __post_init__(self) -> None:
         self.y_train = sp.csr_matrix(self.y_train, dtype=np.float32)
@@ -157,6 +163,7 @@ class XCDataset:
         self.label_ids = self.label_ids or [f"lbl{i}" for i in range(len(self.label_texts))]
         self.filter_pairs = _edges(self.filter_pairs)
         self.train_filter_pairs = _edges(self.train_filter_pairs)
+        self.train_pair_days = np.asarray(self.train_pair_days, dtype=np.int64).reshape(-1, 3)
         if self.label_novel is None:
             self.label_novel = np.asarray(self.y_train.sum(axis=0)).ravel() == 0
         if self.test_novel is None:
@@ -176,6 +183,10 @@ class XCDataset:
                                     (self.train_filter_pairs, n_train, "train_filter_pairs")):
             if len(pairs) and (pairs.min() < 0 or pairs[:, 0].max() >= n_docs or pairs[:, 1].max() >= n_labels):
                 raise ValueError(f"{self.name}: {what} point outside (documents, labels)")
+        days = self.train_pair_days
+        if len(days) and (days.min() < 0 or days[:, 0].max() >= n_train or days[:, 1].max() >= n_labels
+                          or self.y_train[days[:, 0], days[:, 1]].min() == 0):
+            raise ValueError(f"{self.name}: train_pair_days hold a (document, label) outside y_train's pairs")
         for flags, n, what in ((self.test_novel, n_test, "test_novel"), (self.label_novel, n_labels, "label_novel"),
                                (self.test_decile, n_test, "test_decile")):
             if flags is not None and len(flags) != n:
@@ -325,6 +336,10 @@ class XCDataset:
         sp.save_npz(out / "y_test.npz", self.y_test)
         _edge_frame(self.filter_pairs, "doc", "label").write_parquet(out / "filter_pairs.parquet")
         _edge_frame(self.train_filter_pairs, "doc", "label").write_parquet(out / TRAIN_FILTER)
+        if len(self.train_pair_days):  # event logs only: other folders write exactly what they wrote before
+            pl.DataFrame({"doc": self.train_pair_days[:, 0], "label": self.train_pair_days[:, 1],
+                          "day": self.train_pair_days[:, 2]}, schema=dict.fromkeys(("doc", "label", "day"), pl.Int64)
+                         ).write_parquet(out / PAIR_DAYS)
         for name, a in self.anchor_sets.items():
             folder = out / "anchors" / name
             folder.mkdir(parents=True)
@@ -378,6 +393,8 @@ class XCDataset:
                                 if (directory / TRAIN_FILTER).exists() else _edges(None)),
             test_novel=test.get_column("novel").to_numpy(), label_novel=labels.get_column("novel").to_numpy(),
             test_decile=decile if (decile >= 0).any() else None,
+            train_pair_days=(pl.read_parquet(directory / PAIR_DAYS).select("doc", "label", "day").to_numpy()
+                             if (directory / PAIR_DAYS).exists() else np.empty((0, 3), np.int64)),
             label_attributes={c: labels.get_column(c).to_list() for c in labels.columns if c not in LABEL_COLUMNS},
             meta={k: v for k, v in meta.items() if k not in ("name", "format_version", "anchor_sets")},
         )

@@ -132,6 +132,15 @@ def _pairs(con: duckdb.DuckDBPyConnection, source: str, params: list[object], lo
         "GROUP BY query, item ORDER BY query, item", [*params, lo, hi])
 
 
+def _pair_days(con: duckdb.DuckDBPyConnection, source: str, params: list[object], lo: datetime,
+               hi: datetime, kept: str = "TRUE") -> pl.DataFrame:
+    """(query, item, day): each day in [lo, hi) a training pair was clicked, days counted from ``lo``'s day."""
+    return _frame(
+        con, f"SELECT query_text AS query, item_id AS item, date_diff('day', CAST(? AS DATE), CAST(ts AS DATE)) AS day "
+        f"FROM {source} WHERE clicked AND item_id IS NOT NULL AND ts >= ? AND ts < ? AND {kept} "
+        "GROUP BY ALL ORDER BY query, item, day", [lo, *params, lo, hi])
+
+
 def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[object]) -> pl.DataFrame:
     frame = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
     assert isinstance(frame, pl.DataFrame)
@@ -233,6 +242,7 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         first, split, end = _window(con, source, params, cfg)
         kept = _kept_labels(con, source, params, first, end, cfg)
         train, test = _pairs(con, source, params, first, split, kept), _pairs(con, source, params, split, end, kept)
+        pair_days = _pair_days(con, source, params, first, split, kept)
         _check_pairs(train, test, cfg, _missing_keys(con, store, cfg), first, split, end)
         deciles = _deciles(con, source, params)
         test_cosession = test_window_cosession(con, source, params, split, end, cfg.graph_config())
@@ -271,6 +281,9 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         y_train=_matrix(train, d_ix, l_ix), y_test=_matrix(test, t_ix, l_ix),
         train_ids=[f"q:{q}" for q in train_docs], test_ids=[f"q:{q}" for q in test_docs], label_ids=label_ids,
         anchor_sets=anchors, test_novel=np.array([q not in seen for q in test_docs], dtype=bool),
+        train_pair_days=np.stack([pair_days.get_column("query").replace_strict(d_ix, return_dtype=pl.Int64).to_numpy(),
+                                  pair_days.get_column("item").replace_strict(l_ix, return_dtype=pl.Int64).to_numpy(),
+                                  pair_days.get_column("day").to_numpy()], axis=1),
         test_decile=np.array([deciles.get(q, 9) for q in test_docs], dtype=np.int64),
         # brand / location of the items, only where the events carry them (none in aol-1000)
         label_attributes={a: labels_frame.get_column(a).to_list() for a in ITEM_ATTRIBUTES

@@ -89,7 +89,8 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
     classifier_dir = None
     if method.classifier:
         clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
-        classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length, cfg, clf_cfg, out,
+        classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length,
+                                                      _encoder_rows(job.dataset, cfg, summary), clf_cfg, out,
                                                       job.progress)
         summary.update(clf_summary)
     mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
@@ -166,7 +167,17 @@ def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
     return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
 
 
-def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: TrainConfig, clf_cfg: Any,
+def _encoder_rows(dataset: XCDataset, cfg: TrainConfig, summary: dict[str, Any]) -> Any:
+    """The training documents the served encoder was fine-tuned on (the classifier stage never scores them), or
+    None when the encoder served is the untrained start (``pretrained``, or a fine-tune whose epoch 0 was served)."""
+    from xc_core.training.selection import split
+
+    if not summary.get("epochs") or summary.get("selected_epoch", summary.get("epochs")) == 0:
+        return None
+    return split(dataset, cfg)[0]
+
+
+def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, encoder_rows: Any, clf_cfg: Any,
                     out: Path, progress: bool) -> tuple[Path, dict[str, Any]]:
     """The classifier stage on the method's encoder; its settings, alpha curve and W's size go to MLflow."""
     import mlflow
@@ -174,7 +185,7 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg:
     from xc_core.classifier.stage import fit_classifier_stage
 
     folder = out / "classifier"
-    fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, cfg, folder, progress=progress)
+    fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, folder, encoder_rows, progress=progress)
     mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
     curve = fused.info["alpha_curve"]
     # two validation curves through the chosen point: over alpha (step = 100 alpha) and over the lexical weight

@@ -1,0 +1,119 @@
+"""Out-of-fold rows for the classifier stage: every scored training document is ranked by a W (and a lexical
+channel) refit without it, so the fusion is chosen and tested on thousands of rows instead of a small validation
+split (issue #39).
+
+Folds follow the data set's split kind, so a validation row meets the model as a test query does:
+
+- **temporal** (event logs: the data set carries ``train_pair_days``): rolling origin. The last ``temporal_span`` of
+  the training window is cut into ``folds`` blocks of days; for a block, W is refit on the clicks *before* it, and
+  the queries clicked in the block are scored against the labels clicked in the block. A query text asked before
+  the block has its own row in that W, as a repeated query meets W in the test period; a query first asked in the
+  block is novel to it. Document folds would make every scored row novel to W — the mismatch that kept every
+  ``-clf`` of the event-log sets on its fallback.
+- **documents** (XC folders, wikispeedia: a test document is a document never trained on): ``folds`` seeded
+  folds of the labelled training documents; W is refit on the other folds.
+
+Rows the encoder itself trained on (a fine-tuned base's training documents) are never scored: the encoder would
+look better on them than on any test query. Each fold scores at most ``max_rows / folds`` seeded rows (the cost of
+the fusion grid; the refits see all their rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from xc_core import seeds
+from xc_core.datasets.container import XCDataset
+from xc_core.seeds import Stream
+
+FoldKind = Literal["auto", "temporal", "documents"]
+
+
+@dataclass
+class Fold:
+    """One refit: W is trained on ``y_fit[fit_rows]``; ``score_rows`` are ranked against ``truth`` (one row each)."""
+
+    name: str  # "days 42-47" or "fold 2/3"
+    fit_rows: np.ndarray
+    y_fit: sp.csr_matrix  # all training documents × labels (only ``fit_rows`` are read)
+    score_rows: np.ndarray
+    truth: sp.csr_matrix  # len(score_rows) × labels
+
+    @property
+    def untrained(self) -> np.ndarray:
+        """Labels without a positive in this fold's fit rows (they keep their text vector in W)."""
+        return np.diff(sp.csr_matrix(self.y_fit[self.fit_rows]).tocsc().indptr) == 0
+
+
+def fold_kind(dataset: XCDataset, kind: FoldKind = "auto") -> Literal["temporal", "documents"]:
+    """``auto``: temporal when the data set records click days (event logs), else documents."""
+    if kind == "temporal" and not len(dataset.train_pair_days):
+        raise ValueError(f"{dataset.name}: temporal folds need click days (train_pair_days), which only event-log "
+                         "data sets record: use fold_kind 'documents', or rebuild the data set with `xc dataset`")
+    if kind != "auto":
+        return kind
+    return "temporal" if len(dataset.train_pair_days) else "documents"
+
+
+def out_of_fold(dataset: XCDataset, folds: int, max_rows: int, seed: int, kind: FoldKind = "auto",
+                temporal_span: float = 0.3, never_score: np.ndarray | None = None) -> list[Fold]:
+    """The folds of the module docstring for ``dataset``'s kind (see :func:`fold_kind`)."""
+    never = np.zeros(len(dataset.train_texts), bool)
+    if never_score is not None:
+        never[np.asarray(never_score, np.int64)] = True
+    if fold_kind(dataset, kind) == "temporal":
+        found = temporal_folds(dataset, folds, temporal_span, max_rows, seed, never)
+        if found:
+            return found
+    return document_folds(dataset, folds, max_rows, seed, never)
+
+
+def document_folds(dataset: XCDataset, folds: int, max_rows: int, seed: int, never: np.ndarray) -> list[Fold]:
+    y = sp.csr_matrix(dataset.y_train)
+    labelled = np.flatnonzero(np.diff(y.indptr) > 0)
+    order = seeds.rng(seed, Stream.CLASSIFIER_FOLDS).permutation(labelled)
+    parts = [np.sort(order[i::folds]) for i in range(folds)]
+    out = []
+    for i, part in enumerate(parts):
+        rows = _sample(part[~never[part]], max_rows // folds, seed, i)
+        out.append(Fold(f"fold {i + 1}/{folds}", np.setdiff1d(labelled, part), y, rows, y[rows]))
+    return out
+
+
+def temporal_folds(dataset: XCDataset, folds: int, span: float, max_rows: int, seed: int,
+                   never: np.ndarray) -> list[Fold]:
+    """Rolling-origin blocks over the last ``span`` of the window's days ([] when the window has too few days)."""
+    days = dataset.train_pair_days
+    n_days = int(days[:, 2].max()) + 1
+    width = max(1, round(n_days * span / folds))
+    if n_days < folds * width + 1:  # not one day left to fit the first block on
+        return []
+    starts = [n_days - (folds - i) * width for i in range(folds)]
+    shape = dataset.y_train.shape
+    out = []
+    for i, start in enumerate(starts):
+        before, inside = days[days[:, 2] < start], days[(days[:, 2] >= start) & (days[:, 2] < start + width)]
+        y_fit = _binary(before, shape)
+        candidates = np.unique(inside[:, 0])
+        rows = _sample(candidates[~never[candidates]], max_rows // folds, seed, i)
+        truth = _binary(inside, shape)[rows]
+        out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
+                        rows, truth))
+    return out
+
+
+def _binary(pairs: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    m = sp.csr_matrix((np.ones(len(pairs), np.float32), (pairs[:, 0], pairs[:, 1])), shape=shape)
+    m.sum_duplicates()
+    m.data[:] = 1.0
+    return m
+
+
+def _sample(rows: np.ndarray, limit: int, seed: int, fold: int) -> np.ndarray:
+    if len(rows) <= limit:
+        return rows
+    return np.sort(seeds.rng(seed, Stream.CLASSIFIER_FOLDS, fold).choice(rows, limit, replace=False))
