@@ -65,7 +65,8 @@ def get_profile(name: str) -> Profile:
         # 2 epochs (3 took make run past 15 minutes with the full encoder).
         "demo": Profile(name="demo", encoder=EncoderConfig(max_length=32, batch_size=256), rwr=RWRConfig(),
                         train=TrainConfig(epochs=2, batch_size=64, cluster_size=8, max_train_docs=2_000,
-                                          val_max=1000, val_max_labels=20_000, prune_warmup_epochs=1,
+                                          val_max=2000, val_from_unused=True, val_max_labels=20_000,
+                                          prune_warmup_epochs=1,
                                           prune_every=1, bandit_period=10, **RECIPE)),
         # CPU, long enough for regularization to matter: every training document, 5 epochs (wikispeedia:
         # ~5 min text-only, ~15 min RAMEN on 2 cores).

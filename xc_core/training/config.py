@@ -60,7 +60,12 @@ class TrainConfig(BaseModel):
     bandit_variance: float = 0.01
     lambda_task: float = 1.0
     lambda_reg: float = 0.1
-    val_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    val_fraction: float = Field(default=0.05, gt=0, lt=0.5, description="share of the training documents held "
+                                "out for validation, before the floor and the cap")
+    val_min: int = Field(default=1000, ge=10, description="validation rows at least (power before verdicts: ~1,000 "
+                         "rows detect a few points where 100 detect only ~10), as far as val_min_share allows")
+    val_min_share: float = Field(default=0.2, gt=0, lt=0.5, description="the floor never holds out more than this "
+                                 "share of the training documents (a small data set keeps most of them to train on)")
     val_max: int = Field(default=2000, ge=10)
     val_from_unused: bool = Field(default=False, description="with max_train_docs: the documents beyond the "
                                   "subsample (never trained on) are validation rows too, up to val_max — more "

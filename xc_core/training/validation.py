@@ -18,7 +18,8 @@ def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     """Seeded (train, validation) split of the train documents; validation is held out of training."""
     rng = seeds.rng(cfg.seed, Stream.VALIDATION_SPLIT)
     order = rng.permutation(n)
-    n_val = int(min(cfg.val_max, max(10, round(n * cfg.val_fraction))))
+    floor = min(cfg.val_min, int(n * cfg.val_min_share))  # sized for power where the data allows (issue #39)
+    n_val = int(min(cfg.val_max, max(10, round(n * cfg.val_fraction), floor)))
     if cfg.val_from_unused and cfg.max_train_docs is not None:
         # documents the seeded subsample would never train on validate instead, up to val_max (issue #32)
         n_val = int(max(n_val, min(cfg.val_max, n - cfg.max_train_docs)))
