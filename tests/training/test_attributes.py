@@ -259,7 +259,7 @@ def test_unused_documents_validate_up_to_val_max_and_nothing_else_moves() -> Non
     from xc_core.training.config import TrainConfig
     from xc_core.training.validation import split_validation
 
-    base = TrainConfig(max_train_docs=2000, val_max=1000, val_fraction=0.05)
+    base = TrainConfig(max_train_docs=2000, val_max=1000, val_fraction=0.05, val_min=10)  # no floor here
     train, val = split_validation(5000, base)
     more_train, more_val = split_validation(5000, base.model_copy(update={"val_from_unused": True}))
     assert len(val) == 250 and len(more_val) == 1000 and set(val) <= set(more_val)  # the same order, a longer prefix
@@ -271,3 +271,14 @@ def test_unused_documents_validate_up_to_val_max_and_nothing_else_moves() -> Non
         assert all((a == b).all() for a, b in zip(plain, flagged, strict=True))
     capped = split_validation(20_000, base.model_copy(update={"val_from_unused": True}))
     assert len(capped[1]) == 1000  # val_max still bounds it (the fraction alone gives 1,000 here too)
+
+
+@pytest.mark.parametrize(("n", "expected"), [(100_000, 2000), (20_000, 1000), (3000, 600), (200, 40)])
+def test_validation_is_sized_for_power_a_fraction_with_a_floor_and_a_cap(n: int, expected: int) -> None:
+    """5% of the documents, at least val_min (1,000) rows where that holds out at most val_min_share (20%), at most
+    val_max (2,000): 160 rows on a 3,200-document set could not see a gain of a few points."""
+    from xc_core.training.config import TrainConfig
+    from xc_core.training.validation import split_validation
+
+    train, val = split_validation(n, TrainConfig())
+    assert len(val) == expected and len(train) == n - expected and not set(train) & set(val)
