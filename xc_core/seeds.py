@@ -15,7 +15,7 @@ class Stream:
     VALIDATION_SPLIT = 17  # which training documents are held out for validation (trainer and classifier)
     TRAIN_SUBSAMPLE = 23  # the documents a profile's max_train_docs keeps
     VALIDATION_LABELS = 31  # labels sampled beside the validation positives (val_max_labels)
-    BANDIT_REWARD_BATCH = 99  # the fixed validation mini-batch the bandit's reward is measured on
+    BANDIT_REWARD_BATCH = 99  # the fixed training-side mini-batch the bandit's reward is measured on
     PRUNE_PASS_RATES = 41  # random (document, label) pairs of the pruning pass-rate log, per epoch
     EPOCH_BATCHES = 7  # the order of documents into batches, per epoch
     FUSION_HALVES = 53  # the classifier stage's split of validation rows: pick the fusion, then test it

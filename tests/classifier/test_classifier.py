@@ -135,7 +135,7 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert test["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}
     assert test["kept"] == (test["low"] > 0 and all(g[2] >= 0 for g in test["guards"].values())), test["reason"]
     # every out-of-fold row tests the cross-fitted choice; the simulated event log records click days: blocks of days
-    assert info["fold_kind"] == "temporal" and test["folds"] == len(info["folds"]) == ClassifierConfig().folds
+    assert info["fold_kind"] == "temporal" and test["folds"] == len(info["folds"]) == ClassifierConfig().time_blocks
     assert test["tested_on_rows"] == info["out_of_fold_rows"] == sum(f["scored_rows"] for f in info["folds"]) > 0
     assert [f["fit_documents"] for f in info["folds"]] == sorted(f["fit_documents"] for f in info["folds"])
     assert test["detectable"]["P@1"] > 0

@@ -89,8 +89,12 @@ def test_validation_split_reads_only_training_documents_and_keeps_its_own_folder
     from xc_core.training.record import TrainedModel
 
     data = read_xc_repo(titles_folder(tmp_path / "LF-Titles", train_filter=True, n_train=300, n_test=50))
+    from xc_core.profiles import get_profile, train_settings
+    from xc_core.training.validation import SplitSettingsMissing, split_record
+
+    record = {"seed": 0, "validation_split": split_record(train_settings(get_profile("tiny")))}
     trained = TrainedModel(dataset=data.name, method="pretrained", profile="tiny", model_uri="", mlflow_run_id="",
-                           tracking_uri="", folder=tmp_path, summary={"seed": 0})
+                           tracking_uri="", folder=tmp_path, summary=record)
     view = validation_split(data, trained)
     assert set(view.test_texts) <= set(data.train_texts) and len(view.test_texts) + len(view.train_texts) == 300
     assert not set(view.test_ids) & set(data.test_ids) and not set(view.test_ids) & set(view.train_ids)
@@ -99,6 +103,10 @@ def test_validation_split_reads_only_training_documents_and_keeps_its_own_folder
     own = {(view.test_ids[r], data.label_ids[j]) for r, j in view.filter_pairs}
     listed = {(data.train_ids[d], data.label_ids[j]) for d, j in data.train_filter_pairs}
     assert own == {pair for pair in listed if pair[0] in set(view.test_ids)} and own
+    unrecorded = TrainedModel(dataset=data.name, method="pretrained", profile="tiny", model_uri="", mlflow_run_id="",
+                              tracking_uri="", folder=tmp_path, summary={"seed": 0})
+    with pytest.raises(SplitSettingsMissing, match="retrain it"):  # never the profile's guess
+        validation_split(data, unrecorded)
     index, out = split_dirs(tmp_path, data.name, "pretrained", "tiny", "validation")
     assert out.parent.name == index.parent.name == "validation"
     with pytest.raises(ValueError, match="choose one of test, validation"):
@@ -107,7 +115,7 @@ def test_validation_split_reads_only_training_documents_and_keeps_its_own_folder
 
 def test_xc_eval_refuses_a_validation_score_that_would_be_in_sample_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """IRENE's final fit trains on the validation rows: `xc eval --split validation` says so and exits 2."""
+    """A -clf method's final W trains on the validation rows: `xc eval --split validation` says so and exits 2."""
     from xc_core.cli import main
     from xc_core.datasets.xc_repo import read_xc_repo
     from xc_core.paths import dataset_dir
@@ -115,7 +123,27 @@ def test_xc_eval_refuses_a_validation_score_that_would_be_in_sample_in_one_line(
     home = tmp_path / "home"
     data = read_xc_repo(titles_folder(tmp_path / "LF-Titles", train_filter=True, n_train=60, n_test=20))
     data.save(dataset_dir(home, data.name))
-    code = main(["eval", "--dataset", data.name, "--method", "irene", "--profile", "tiny", "--split", "validation",
+    code = main(["eval", "--dataset", data.name, "--method", "pretrained-clf", "--profile", "tiny", "--split",
+                 "validation",
                  "--home", str(home), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "in-sample" in err[0] and "--split test" in err[0]
+
+
+def test_xc_eval_split_validation_rebuilds_the_split_the_model_recorded(tmp_path: Path) -> None:
+    """Trained with --set val_fraction=0.3 --set val_max=100: the validation score covers that model's 30% (its
+    recorded settings), not the profile's share."""
+    from xc_core.datasets.xc_repo import read_xc_repo
+    from xc_core.profiles import get_profile, train_settings
+    from xc_core.stages.evaluate import evaluate_method
+    from xc_core.stages.train import train_method
+    from xc_core.training.validation import split_validation
+
+    data = read_xc_repo(titles_folder(tmp_path / "LF-Titles", train_filter=True, n_train=200, n_test=30))
+    overrides = {"val_fraction": 0.3, "val_max": 100}
+    record = train_method(data, "pretrained", "tiny", tmp_path, overrides=overrides)
+    assert record["validation_split"]["val_fraction"] == 0.3
+    result = evaluate_method(data, "pretrained", "tiny", tmp_path, split="validation")
+    recorded = train_settings(get_profile("tiny")).model_copy(update=overrides)
+    profile_rows = len(split_validation(200, train_settings(get_profile("tiny")))[1])
+    assert result["test_documents"] == len(split_validation(200, recorded)[1]) == 60 != profile_rows

@@ -206,8 +206,9 @@ def test_validation_documents_are_the_trainers_and_never_trained_on(tiny_data: X
     from xc_core.training.selection import split
     from xc_core.training.validation import split_validation
 
-    cfg = train_settings(get_profile("tiny"))
-    train, val = split(tiny_data, cfg)
+    cfg = train_settings(get_profile("tiny")).model_copy(update={"val_split": "documents"})
+    found = split(tiny_data, cfg)
+    train, val = found.train_rows, found.val_rows
     assert (val == split_validation(len(tiny_data.train_texts), cfg)[1]).all()
     assert len(val) and not set(train.tolist()) & set(val.tolist())
 

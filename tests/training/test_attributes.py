@@ -180,7 +180,8 @@ def test_training_with_attribute_negatives_lowers_the_score_of_the_mined_labels(
     probe = None
     for negatives in (0, 20):
         cfg = profile.train.model_copy(update={"attribute_negatives": negatives, "regularize": False, "prune": False,
-                                               "bandit": False, "select_best": False, "epochs": 3})
+                                               "bandit": False, "select_best": False, "epochs": 3,
+                                               "val_split": "documents"})  # the training rows it was written for
         trainer = Trainer(tiny_data, encoder_config(profile, tiny_home), cfg, tmp_path / str(negatives))
         if probe is None:  # the pairs probed: the starting encoder's mined labels, one fixed set for both runs
             probe_trainer = Trainer(tiny_data, encoder_config(profile, tiny_home),

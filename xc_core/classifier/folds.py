@@ -5,7 +5,7 @@ split (issue #39).
 Folds follow the data set's split kind, so a validation row meets the model as a test query does:
 
 - **temporal** (event logs: the data set carries ``train_pair_days``): rolling origin. The last ``temporal_span`` of
-  the training window is cut into ``folds`` blocks of days; for a block, W is refit on the clicks *before* it, and
+  the training window is cut into ``time_blocks`` blocks of days; for a block, W is refit on the clicks *before* it, and
   the queries clicked in the block are scored against the labels clicked in the block. A query text asked before
   the block has its own row in that W, as a repeated query meets W in the test period; a query first asked in the
   block is novel to it. Document folds would make every scored row novel to W — the mismatch that kept every
@@ -14,7 +14,7 @@ Folds follow the data set's split kind, so a validation row meets the model as a
   folds of the labelled training documents; W is refit on the other folds.
 
 Rows the encoder itself trained on (a fine-tuned base's training documents) are never scored: the encoder would
-look better on them than on any test query. Each fold scores at most ``max_rows / folds`` seeded rows (the cost of
+look better on them than on any test query. Each fold scores at most ``max_rows / <number of folds>`` seeded rows (the cost of
 the fusion grid; the refits see all their rows).
 """
 
@@ -60,13 +60,14 @@ def fold_kind(dataset: XCDataset, kind: FoldKind = "auto") -> Literal["temporal"
 
 
 def out_of_fold(dataset: XCDataset, folds: int, max_rows: int, seed: int, kind: FoldKind = "auto",
-                temporal_span: float = 0.3, never_score: np.ndarray | None = None) -> list[Fold]:
-    """The folds of the module docstring for ``dataset``'s kind (see :func:`fold_kind`)."""
+                temporal_span: float = 0.3, never_score: np.ndarray | None = None, time_blocks: int = 4) -> list[Fold]:
+    """The folds of the module docstring for ``dataset``'s kind (see :func:`fold_kind`): ``time_blocks`` blocks of
+    days over the last ``temporal_span`` of the window, or ``folds`` document folds."""
     never = np.zeros(len(dataset.train_texts), bool)
     if never_score is not None:
         never[np.asarray(never_score, np.int64)] = True
     if fold_kind(dataset, kind) == "temporal":
-        found = temporal_folds(dataset, folds, temporal_span, max_rows, seed, never)
+        found = temporal_folds(dataset, time_blocks, temporal_span, max_rows, seed, never)
         if found:
             return found
     return document_folds(dataset, folds, max_rows, seed, never)

@@ -236,14 +236,19 @@ class XCDataset:
         pairs = np.concatenate([np.array(by_id, np.int64).reshape(-1, 2), listed.reshape(-1, 2)])
         return np.unique(pairs, axis=0) if len(pairs) else pairs
 
-    def validation_view(self, train_rows: np.ndarray, val_rows: np.ndarray) -> XCDataset:
+    def validation_view(self, train_rows: np.ndarray, val_rows: np.ndarray, y_fit: sp.spmatrix | None = None,
+                        y_val: sp.spmatrix | None = None) -> XCDataset:
         """The validation rows as a test split: ``val_rows`` of the training documents become the test documents
         (their training labels the ground truth, their own labels the filter, as for a test document), and
         ``train_rows`` the training documents. Labels stay the same space; a label no ``train_rows`` document
         clicked is novel here. Anchor sets keep the train rows' edges and give the validation rows their own edges as
-        test edges (the graph a test document has at serving time). Rows in neither list are dropped."""
+        test edges (the graph a test document has at serving time). Rows in neither list are dropped. ``y_fit`` /
+        ``y_val``: the training rows' labels and the validation rows' truth where they differ from ``y_train`` (a
+        temporal split: the clicks before / in the validation days; a repeated query is then in both lists)."""
         train_rows, val_rows = np.asarray(train_rows, np.int64), np.asarray(val_rows, np.int64)
         y = sp.csr_matrix(self.y_train)
+        fit = y if y_fit is None else sp.csr_matrix(y_fit)
+        truth = y if y_val is None else sp.csr_matrix(y_val)
         own = self.own_label_pairs(val_rows)
         train_at = np.full(len(self.train_texts), -1, np.int64)
         train_at[train_rows] = np.arange(len(train_rows))
@@ -263,7 +268,7 @@ class XCDataset:
         return XCDataset(
             name=self.name, train_texts=[self.train_texts[i] for i in train_rows],
             test_texts=[self.train_texts[i] for i in val_rows], label_texts=self.label_texts,
-            y_train=y[train_rows], y_test=y[val_rows], train_ids=[self.train_ids[i] for i in train_rows],
+            y_train=fit[train_rows], y_test=truth[val_rows], train_ids=[self.train_ids[i] for i in train_rows],
             test_ids=[self.train_ids[i] for i in val_rows], label_ids=self.label_ids, anchor_sets=anchor_sets,
             filter_pairs=own, meta={**self.meta, "split": "validation"},
             train_filter_pairs=self.own_label_pairs(train_rows), label_attributes=self.label_attributes)

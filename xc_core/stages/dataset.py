@@ -37,9 +37,27 @@ def materialize_dataset(name: str, home: Path, seed: int = 0,
                     dataset.name, leaks)
     path = dataset.save(dataset_dir(home, name))
     defined = {"definition": str(write_definition(home, definition))} if definition is not None else {}
-    summary = {**dataset.summary(), **defined, "leaked_test_nodes": leaks, "path": str(path),
+    summary = {**dataset.summary(), **defined, "leaked_test_nodes": leaks,
+               "seen_query_text": seen_text_shares(dataset), "path": str(path),
                "seconds": round(time.perf_counter() - started, 2)}
     return dataset, summary
+
+
+def seen_text_shares(dataset: XCDataset) -> dict[str, Any]:
+    """Per split, the share of its queries whose text was trained on: validation (the default split settings, seed 0;
+    training/validation.py) should be close to test, or validation does not see the regime the test does."""
+    import numpy as np
+
+    from xc_core.training.config import TrainConfig
+    from xc_core.training.validation import validation_split
+
+    found = validation_split(dataset, TrainConfig())
+    trained = {dataset.train_texts[i] for i in found.train_rows}
+    validation = float(np.mean([dataset.train_texts[i] in trained for i in found.val_rows])) if len(
+        found.val_rows) else float("nan")
+    test = float(1.0 - np.mean(dataset.test_novel)) if len(dataset.test_texts) else float("nan")
+    return {"validation": round(validation, 4), "test": round(test, 4), "validation_kind": found.kind,
+            "validation_rows": int(len(found.val_rows))}
 
 
 def built_or_build(name: str, home: Path, seed: int = 0) -> XCDataset:

@@ -39,16 +39,15 @@ class SplitUnavailableError(LookupError, ValueError):
 
 
 def validation_split(dataset: XCDataset, trained: TrainedModel) -> XCDataset:
-    """The model's validation rows as a test split (:meth:`XCDataset.validation_view`): the seeded split of the
-    training documents its trainer and classifier stage held out (the profile's sizes, the model's seed), scored
-    with the test protocol — their own labels filtered, the same label space."""
-    from xc_core.profiles import get_profile, train_settings
-    from xc_core.training.validation import split_validation
+    """The model's validation rows as a test split (:meth:`XCDataset.validation_view`): the split its trainer held
+    out, rebuilt from the settings the model *recorded* (``validation_split`` in its record: a model trained with
+    ``--set val_fraction=…`` is scored on its own rows, not the profile's), scored with the test protocol — their own
+    labels filtered, the same label space; a temporal split's rows against the clicks of the validation days."""
+    from xc_core.training.validation import recorded_split_config
+    from xc_core.training.validation import validation_split as rebuild
 
-    cfg = train_settings(get_profile(trained.profile))
-    cfg = cfg.model_copy(update={"seed": int(trained.summary.get("seed", cfg.seed))})
-    train_rows, val_rows = split_validation(len(dataset.train_texts), cfg)
-    return dataset.validation_view(train_rows, val_rows)
+    found = rebuild(dataset, recorded_split_config(trained.summary, f"{trained.method} on {dataset.name}"))
+    return dataset.validation_view(found.train_rows, found.val_rows, found.y_fit, found.y_val)
 
 
 def split_dirs(home: Path, dataset: str, method: str, profile: str, split: str) -> tuple[Path, Path]:
@@ -79,8 +78,8 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
     index, out = split_dirs(home, dataset.name, method, profile, split)
     if split == "validation" and getattr(found, "fits_on_validation", False):
         raise SplitUnavailableError(f"{method}: its final fit trains on every training document, validation rows "
-                                    "included, so its validation score would be in-sample; evaluate it with "
-                                    "--split test")
+                                    "included (its choices are made out of fold), so its validation score would be "
+                                    "in-sample; evaluate it with --split test")
     trained = TrainedModel.of(home, dataset.name, method, profile)
     if split == "validation":
         dataset = validation_split(dataset, trained)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xc_core.paths import anchors_dir, dataset_slug, model_dir, resolve_home
-from xc_core.profiles import Profile, get_profile
+from xc_core.profiles import Profile, get_profile, train_settings
 from xc_core.provenance import code_stamp
 from xc_core.stages import Command, Payload, register
 from xc_core.stages.options import add_dataset, add_method, add_profile
@@ -51,9 +51,20 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
         fitted = method.train(job)
     record = {"dataset": dataset.name, "method": method.name, "profile": profile.name,
               "mlflow_run_id": run.info.run_id, "tracking_uri": tracking_uri(home), "model_uri": fitted.model_uri,
+              "validation_split": _split_settings(profile, overrides or {}),
               **fitted.summary, **stamp, "seconds": round(time.perf_counter() - started, 2)}
     TrainedModel.save(out, record)
     return record
+
+
+def _split_settings(profile: Profile, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The settings that fix the model's validation rows (the profile's, then the caller's overrides), recorded so
+    that ``xc eval --split validation`` and IRENE rebuild the rows the model was selected on."""
+    from xc_core.training.config import TrainConfig
+    from xc_core.training.validation import split_record
+
+    own = {k: v for k, v in overrides.items() if k in TrainConfig.model_fields}
+    return split_record(train_settings(profile).model_copy(update=own))
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:

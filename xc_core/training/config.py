@@ -60,6 +60,10 @@ class TrainConfig(BaseModel):
     bandit_variance: float = 0.01
     lambda_task: float = 1.0
     lambda_reg: float = 0.1
+    val_split: Literal["auto", "documents", "temporal"] = Field(
+        default="auto", description="how validation is built (training/validation.py): temporal — the last days of "
+        "the training window, repeated queries included — where the data set records click days (event logs), held-"
+        "out documents elsewhere; auto picks by the data set, as its test split is built")
     val_fraction: float = Field(default=0.05, gt=0, lt=0.5, description="share of the training documents held "
                                 "out for validation, before the floor and the cap")
     val_min: int = Field(default=1000, ge=10, description="validation rows at least (power before verdicts: ~1,000 "

@@ -7,13 +7,14 @@ beats epoch 0 — the untrained start — on all of them (:func:`~xc_core.evalua
 interval above 0, P@1 and PSP@1 not lost significantly); otherwise epoch 0 is served and the decision says why.
 
 :class:`Selection` applies it for TextGNN and OAK with the trainer's seeded validation split and subsample
-(:func:`~xc_core.training.validation.split_validation`), its label space (``Trainer.val_label_space``) and its exact
+(:func:`~xc_core.training.validation.validation_split`), its label space (``Trainer.val_label_space``) and its exact
 search (a document's own labels excluded), keeping the candidate's and epoch 0's weights in memory. Only the
 representation differs: each method passes its own validation document and label vectors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.fallback import Decision, FallbackPolicy, cross_fitted, row_folds
 from xc_core.seeds import Stream
 from xc_core.training.config import TrainConfig
+from xc_core.training.validation import ValidationSplit
 
 
 @dataclass
@@ -97,17 +99,19 @@ class EpochChoice:
         self.best = dict(best)
 
 
-def split(dataset: XCDataset, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(train rows, validation rows): the trainer's split and ``max_train_docs`` subsample; train rows without a
-    label dropped (validation keeps them and scores them 0, as the trainer does)."""
-    from xc_core.training.validation import split_validation
+def split(dataset: XCDataset, cfg: TrainConfig) -> ValidationSplit:
+    """The trainer's validation split (:func:`~xc_core.training.validation.validation_split`) with its
+    ``max_train_docs`` subsample; train rows without a label (in ``y_fit``) dropped (validation keeps them and scores
+    them 0, as the trainer does)."""
+    from xc_core.training.validation import validation_split
 
-    train, val = split_validation(len(dataset.train_texts), cfg)
+    found = validation_split(dataset, cfg)
+    train = found.train_rows
     if cfg.max_train_docs is not None and len(train) > cfg.max_train_docs:
         keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(train), cfg.max_train_docs, replace=False)
         train = np.sort(train[keep])
-    labelled = np.diff(sp.csr_matrix(dataset.y_train).indptr) > 0
-    return train[labelled[train]], val
+    labelled = np.diff(sp.csr_matrix(found.y_fit).indptr) > 0
+    return dataclasses.replace(found, train_rows=train[labelled[train]])
 
 
 def heldout_texts(dataset: XCDataset, val: np.ndarray, cfg: TrainConfig) -> set[str]:
@@ -134,12 +138,13 @@ class Selection:
     _top: np.ndarray | None = None  # the ranking of the last :meth:`metrics` call
 
     @classmethod
-    def of(cls, dataset: XCDataset, cfg: TrainConfig, rows: np.ndarray) -> Selection:
+    def of(cls, dataset: XCDataset, cfg: TrainConfig, found: ValidationSplit) -> Selection:
         from xc_core.evaluation.metrics import propensity
         from xc_core.training.validation import validation_label_space
 
-        space = validation_label_space(len(dataset.label_texts), dataset.y_train, rows, cfg)  # the trainer's space
-        truth = sp.csr_matrix(sp.csr_matrix(dataset.y_train)[rows][:, space])
+        rows = found.val_rows
+        space = validation_label_space(len(dataset.label_texts), found.y_val, rows, cfg)  # the trainer's space
+        truth = sp.csr_matrix(sp.csr_matrix(found.y_val)[rows][:, space])
         choice = EpochChoice(truth, propensity(dataset)[space], cfg.val_k, cfg.fallback, cfg.seed)
         return cls(rows, space, truth, dataset.own_label_pairs(rows, space), cfg.val_k, cfg.select_best, choice)
 

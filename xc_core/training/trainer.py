@@ -33,7 +33,7 @@ from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
-from xc_core.training.validation import recall_at_k, split_validation, top_k_exact, validation_label_space
+from xc_core.training.validation import recall_at_k, top_k_exact, validation_label_space, validation_split
 
 if TYPE_CHECKING:
     from xc_core.evaluation.fallback import Decision
@@ -87,13 +87,16 @@ class Trainer:
     def __init__(self, dataset: XCDataset, encoder_cfg: EncoderConfig, cfg: TrainConfig, out_dir: Path,
                  sink: MetricSink | None = None, progress: bool = False, val_truth: Any = None) -> None:
         """``val_truth``: the ground truth validation recall is scored against (default ``dataset.y_train``);
-        methods that rewrite the training labels (AugGT) pass the original so every method is scored alike."""
-        self.data, self.cfg, self.out = dataset, cfg, Path(out_dir)
-        self.val_truth = dataset.y_train if val_truth is None else val_truth
+        methods that rewrite the training labels (AugGT) pass the original so every method is scored alike. With a
+        temporal validation split (event logs) training reads only the clicks before the validation days and
+        validation the clicks in them (:func:`~xc_core.training.validation.validation_split`)."""
+        self.split = validation_split(dataset, cfg)
+        self.data, self.cfg, self.out = self.split.fit_view(dataset), cfg, Path(out_dir)
+        self.val_truth = self.split.y_val if self.split.kind == "temporal" or val_truth is None else val_truth
         self.sink, self.progress = sink or _NullSink(), progress
         self.rank, self.world = dist_info()
         self.encoder = TextEncoder(encoder_cfg)
-        self.train_idx, self.val_idx = split_validation(len(dataset.train_texts), cfg)
+        self.train_idx, self.val_idx = self.split.train_rows, self.split.val_rows
         if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
             keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(self.train_idx), cfg.max_train_docs,
                                                                       replace=False)
@@ -411,10 +414,13 @@ class Trainer:
         return self.choice.best
 
     def validation_task_loss(self) -> float:
-        """The bandit's reward: the task loss L on a fixed held-out validation mini-batch (see bandit.py)."""
+        """The bandit's reward: the task loss L on a fixed mini-batch of *training-side* rows (see bandit.py) —
+        never a validation row, which would let the rows that pick the epoch and test it against epoch 0 steer
+        training (issue #39)."""
         import torch
 
-        ids = self.val_idx[: self.cfg.batch_size]
+        rng = seeds.rng(self.cfg.seed, Stream.BANDIT_REWARD_BATCH)
+        ids = np.sort(rng.choice(self.train_idx, min(self.cfg.batch_size, len(self.train_idx)), replace=False))
         batch = self.builder.build(ids, seeds.rng(self.cfg.seed, Stream.BANDIT_REWARD_BATCH))
         self.encoder.model.eval()
         with torch.no_grad():

@@ -1,10 +1,23 @@
-"""The validation rows every trainer and selection shares: the seeded split of the training documents, the label
-space they are scored in, exact top-k search and recall — below the trainer and the checkpoint selection, which
-both use them."""
+"""The validation rows every trainer and selection shares: the split of the training documents, the label space they
+are scored in, exact top-k search and recall — below the trainer and the checkpoint selection, which both use them.
+
+Validation is built as the data set's test split is (issue #39), by :func:`validation_split`:
+
+- **documents** (XC folders, wikispeedia: a test document was never trained on): a seeded share of the training
+  documents, held out of training entirely (:func:`split_validation`);
+- **temporal** (event logs, which record each training click's day): the last days of the training window. The
+  queries clicked in those days are the validation rows, scored against what they clicked then; training sees only
+  the clicks before them — so a query asked before is a *repeated* query, trained on with its earlier clicks, as most
+  test queries of a log are, and a query first asked in those days is novel, as the rest are.
+
+Both are sized for power, not a fixed 5%: the share ``val_fraction`` with a floor (``val_min`` rows, at most
+``val_min_share`` of the documents) and a cap (``val_max``). A model records the settings that fix its split
+(:func:`split_record`), and everything that rebuilds the split later reads them from the model, never the profile."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,13 +26,115 @@ from xc_core import seeds
 from xc_core.seeds import Stream
 from xc_core.training.config import TrainConfig
 
+if TYPE_CHECKING:
+    from xc_core.datasets.container import XCDataset
+
+#: the TrainConfig fields that fix a model's validation rows: recorded with every trained model (``validation_split``
+#: in its record), read back by ``xc eval --split validation``, IRENE and the classifier stage
+SPLIT_FIELDS = ("seed", "val_split", "val_fraction", "val_min", "val_min_share", "val_max", "val_from_unused",
+                "max_train_docs")
+
+
+class SplitSettingsMissing(LookupError, ValueError):
+    """A model trained before its validation settings were recorded (the CLI prints one line and exits 2)."""
+
+
+def split_record(cfg: TrainConfig) -> dict[str, Any]:
+    """The settings of ``cfg`` that fix the validation split, as a model records them."""
+    return {key: getattr(cfg, key) for key in SPLIT_FIELDS}
+
+
+def recorded_split_config(record: dict[str, Any], what: str) -> TrainConfig:
+    """The TrainConfig a model's validation rows were drawn with, from its record; refused in one line without it."""
+    settings = record.get("validation_split")
+    if not settings:
+        raise SplitSettingsMissing(f"{what}: this model was trained before xc recorded its validation settings, so its "
+                                   "validation rows cannot be rebuilt — retrain it (`xc train`) and try again")
+    return TrainConfig(**settings)
+
+
+@dataclass
+class ValidationSplit:
+    """Training rows, validation rows and what each is scored against.
+
+    ``y_fit``: the labels training may read (documents kind: the data set's ``y_train``; temporal: only the clicks
+    before the validation days). ``y_val``: the validation rows' truth, a documents × labels matrix read at
+    ``val_rows`` (documents: ``y_train``; temporal: the clicks in the validation days)."""
+
+    kind: Literal["documents", "temporal"]
+    train_rows: np.ndarray
+    val_rows: np.ndarray
+    y_fit: sp.csr_matrix
+    y_val: sp.csr_matrix
+    first_day: int | None = None  # temporal: the first validation day (days from the window's start)
+
+    def fit_view(self, dataset: XCDataset) -> XCDataset:
+        """``dataset`` as training may see it: its ``y_train`` replaced by ``y_fit`` (the same object otherwise)."""
+        if self.y_fit is dataset.y_train:
+            return dataset
+        return replace(dataset, y_train=self.y_fit)
+
+    @property
+    def truth(self) -> sp.csr_matrix:
+        """The validation rows' truth, one row each."""
+        return sp.csr_matrix(self.y_val[self.val_rows])
+
+
+def validation_split(dataset: XCDataset, cfg: TrainConfig) -> ValidationSplit:
+    """The split of the module docstring for ``dataset``'s kind (``cfg.val_split``: auto = temporal where the data set
+    records click days, documents elsewhere)."""
+    kind = cfg.val_split
+    if kind == "temporal" and not len(dataset.train_pair_days):
+        raise ValueError(f"{dataset.name}: a temporal validation split needs click days (train_pair_days), which "
+                         "only event-log data sets record: set val_split to 'documents' or rebuild the data set")
+    if kind == "auto":
+        kind = "temporal" if len(dataset.train_pair_days) else "documents"
+    y = sp.csr_matrix(dataset.y_train)
+    if kind == "temporal":
+        found = _temporal(dataset, y, cfg)
+        if found is not None:
+            return found
+    train, val = split_validation(len(dataset.train_texts), cfg)
+    return ValidationSplit("documents", train, val, dataset.y_train, y)
+
+
+def _validation_size(n: int, cfg: TrainConfig) -> int:
+    floor = min(cfg.val_min, int(n * cfg.val_min_share))  # sized for power where the data allows (issue #39)
+    return int(min(cfg.val_max, max(10, round(n * cfg.val_fraction), floor)))
+
+
+def _temporal(dataset: XCDataset, y: sp.csr_matrix, cfg: TrainConfig) -> ValidationSplit | None:
+    """The last days whose clicked queries reach the validation size (None when that leaves no earlier day)."""
+    days = dataset.train_pair_days
+    n_days = int(days[:, 2].max()) + 1
+    target = _validation_size(len(dataset.train_texts), cfg)
+    first, lowest = n_days - 1, max(1, n_days // 2)  # at most the window's second half validates
+    while first > lowest and np.unique(days[days[:, 2] >= first, 0]).size < target:
+        first -= 1
+    if first < 1:
+        return None
+    before, inside = days[days[:, 2] < first], days[days[:, 2] >= first]
+    candidates = np.unique(inside[:, 0])
+    rng = seeds.rng(cfg.seed, Stream.VALIDATION_SPLIT)
+    val = np.sort(rng.choice(candidates, min(target, len(candidates)), replace=False))
+    y_fit, y_val = _binary(before, y.shape), _binary(inside, y.shape)
+    train = np.flatnonzero(np.diff(y_fit.indptr) > 0)
+    return ValidationSplit("temporal", train, val, y_fit, y_val, first)
+
+
+def _binary(pairs: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    m = sp.csr_matrix((np.ones(len(pairs), np.float32), (pairs[:, 0], pairs[:, 1])), shape=shape)
+    m.sum_duplicates()
+    m.data[:] = 1.0
+    return m
+
 
 def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded (train, validation) split of the train documents; validation is held out of training."""
+    """Seeded (train, validation) split of the train documents (the documents kind); validation is held out of
+    training."""
     rng = seeds.rng(cfg.seed, Stream.VALIDATION_SPLIT)
     order = rng.permutation(n)
-    floor = min(cfg.val_min, int(n * cfg.val_min_share))  # sized for power where the data allows (issue #39)
-    n_val = int(min(cfg.val_max, max(10, round(n * cfg.val_fraction), floor)))
+    n_val = _validation_size(n, cfg)
     if cfg.val_from_unused and cfg.max_train_docs is not None:
         # documents the seeded subsample would never train on validate instead, up to val_max (issue #32)
         n_val = int(max(n_val, min(cfg.val_max, n - cfg.max_train_docs)))

@@ -28,6 +28,12 @@ class EncoderMethod:
     needs_anchor_sets: bool = False  # trains on the graph: refuse to run without materialized anchor sets
     encoder_overrides: dict[str, Any] = field(default_factory=dict)  # EncoderConfig fields this method sets
     classifier: bool = False  # ends with the classifier stage: per-label vectors fused with the encoder (#18)
+
+    @property
+    def fits_on_validation(self) -> bool:
+        """The classifier stage's final W learns from every training document, validation rows included (its
+        choices are made out of fold): a ``-clf`` method has no clean validation score (``xc eval`` refuses)."""
+        return self.classifier
     baselines: tuple[str, ...] = ()  # reports pair this method against these (this − baseline); first: DIFF@k
     ablation_of: str | None = None  # the full method this one switches an ingredient off; reports pair full − this
     requires: Requires = Requires()  # e.g. a ``-clf`` builds on its base's trained encoder

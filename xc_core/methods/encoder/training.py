@@ -174,7 +174,7 @@ def _encoder_rows(dataset: XCDataset, cfg: TrainConfig, summary: dict[str, Any])
 
     if not summary.get("epochs") or summary.get("selected_epoch", summary.get("epochs")) == 0:
         return None
-    return split(dataset, cfg)[0]
+    return split(dataset, cfg).train_rows
 
 
 def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, encoder_rows: Any, clf_cfg: Any,

@@ -51,8 +51,6 @@ class IreneMethod:
     needs_anchor_sets: bool = False
     baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
     ablation_of: str | None = None
-    #: stage II's final fit trains on every training query, validation rows included: no validation score
-    fits_on_validation: bool = True
     cfg: IreneConfig = field(default_factory=IreneConfig)
     roles: Roles = Roles(results=True, keywords=True)
 
@@ -77,14 +75,12 @@ class IreneMethod:
         model, summary = fit_irene(job.dataset, vecs, cfg, val_rows=stage_one_validation(job, base),
                                    progress=job.progress)
         model.save(job.out / MODEL)
-        headline = novel_headline(job.dataset, vecs, model)
         mlflow.log_params({"stage_one": base.method, "stage_one_run_id": base.mlflow_run_id,
                            **{f"chosen.{k}": str(v) for k, v in asdict(model.choice).items()},
                            **{f"irene.{k}": str(v)[:250] for k, v in cfg.model_dump().items()}})
         for row in summary["history"]:
             mlflow.log_metrics({k.replace("/", "_"): float(v) for k, v in row.items() if k != "epoch"},
                                step=int(row["epoch"]))
-        mlflow.log_metrics({k.replace("@", "_at_"): float(v) for k, v in headline.items()})
         info = log_encoder(encoder_dir, max_length, job.out, extra_artifacts={"irene": str(job.out / MODEL)})
         return Fitted(info.model_uri, {"encoder_dir": str(encoder_dir), "max_length": max_length,
                                        "stage_one": base.method, "stage_one_model_uri": base.model_uri,
@@ -92,7 +88,7 @@ class IreneMethod:
                                        "depends_on_run_id": base.mlflow_run_id,
                                        # what serving runs: the encoder, the seen classifiers and the combiner
                                        "parameters": encoder.parameter_count() + model.parameters,
-                                       **headline, **summary})
+                                       **summary})
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
                 progress: bool = False) -> Predictions:
@@ -141,38 +137,18 @@ class IreneMethod:
 
 
 def stage_one_validation(job: TrainJob, base: TrainedModel) -> np.ndarray:
-    """The training queries stage I held out for its own validation (its seed, the profile's sizes): IRENE chooses
-    its settings on them, queries the frozen encoder never trained on."""
-    from xc_core.profiles import train_settings
-    from xc_core.training.validation import split_validation
+    """The training queries stage I held out for its own validation, rebuilt from the settings stage I *recorded*
+    (not the profile's): IRENE chooses its settings on them, queries the frozen encoder never trained on."""
+    from xc_core.training.validation import recorded_split_config, validation_split
 
-    cfg = train_settings(job.profile)
-    cfg = cfg.model_copy(update={"seed": int(base.summary.get("seed", cfg.seed))})
-    return split_validation(len(job.dataset.train_texts), cfg)[1]
+    cfg = recorded_split_config(base.summary, f"IRENE's stage I ({base.method} on {job.dataset.name})")
+    return validation_split(job.dataset, cfg).val_rows
 
 
 def _encoder(trained: TrainedModel) -> Any:
     from xc_core.encoders.text import encoder_for
 
     return encoder_for(Path(trained.summary["encoder_dir"]), int(trained.summary.get("max_length", 32)))
-
-
-def novel_headline(dataset: XCDataset, vecs: dict[str, np.ndarray], model: Any) -> dict[str, float]:
-    """Zero-shot R@10 on novel labels (novel-only: IRENE's setting; and their positives in the generalised
-    ranking), IRENE and the encoder alone — what ``xc train --method irene`` prints."""
-    from xc_core.methods.irene.settings import ranking_metrics, setting_truths
-
-    novel = np.flatnonzero(dataset.label_novel)
-    if len(novel) == 0:
-        return {}
-    truths = setting_truths(dataset, np.ones(len(dataset.test_texts), dtype=bool))
-    out = {}
-    for prefix, reps in (("", model.label_reps), ("encoder_only_", vecs["labels"])):
-        out[f"{prefix}novel_R@10"] = ranking_metrics(vecs["test"], truths["novel-only"], reps[novel])[0].get(
-            "R@10", np.nan)
-        out[f"{prefix}generalised_novel_R@10"] = ranking_metrics(
-            vecs["test"], truths["generalised: novel positives"], reps)[0].get("R@10", np.nan)
-    return out
 
 
 IRENE = register(IreneMethod())

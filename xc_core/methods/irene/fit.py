@@ -135,12 +135,13 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
     way of associating seen labels), represent the held-out labels as novel labels for each τ0 of the grid, and rank
     every seen label for the validation queries as serving does (``own_label_pairs``: ``XCDataset.own_label_pairs``,
     whose pairs are never ranked, as the test filter removes a test query's own label). The criterion is R@10 over
-    all their
-    positives (the ranking users get), the held-out labels' positives breaking ties, on one seeded half of the
-    validation queries; the best setting then serves only when it beats the encoder alone (every label by its text
-    embedding, the do-nothing fallback) on the other half (:func:`~xc_core.evaluation.fallback.against_fallback`).
-    Returns the choice, the curve (on all validation queries) and the fallback test."""
-    from xc_core.evaluation.fallback import against_fallback, halves
+    all their positives (the ranking users get), the held-out labels' positives breaking ties. The choice serves only
+    when, cross-fitted over seeded folds of the validation queries (each fold ranked by the setting the other folds
+    pick), it beats the encoder alone (every label by its text embedding, the do-nothing fallback) on all of them
+    (:func:`~xc_core.evaluation.fallback.cross_fitted`). Returns the choice (picked on every validation query), the
+    curve (on all of them) and the fallback test."""
+    from xc_core.evaluation.fallback import cross_fitted, row_folds
+    from xc_core.evaluation.metrics import recall_per_row
     from xc_core.training.validation import top_k_exact
 
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
@@ -157,15 +158,14 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
                             truth[:, len(fit_labels):]]).tocsr()
     queries, fit_text, held_text = vecs["train"][val_rows], vecs["labels"][fit_labels], vecs["labels"][held_labels]
     exclude = own_label_pairs(val_rows, columns) if own_label_pairs is not None else None
-    pick, check = halves(len(val_rows), cfg.seed)
     tops: list[np.ndarray] = []
+    recalls: list[tuple[np.ndarray, np.ndarray]] = []  # per query: (R@10, held-out R@10) of each scored setting
 
     def scored(reps: np.ndarray) -> dict[str, float]:
         top = top_k_exact(queries, reps, 10, exclude=exclude)
         tops.append(top)
-        return {"R@10": _recall(top, truth), "held-out R@10": _recall(top, held_truth),
-                "pick R@10": _recall(top[pick], truth[pick]),
-                "pick held-out R@10": _recall(top[pick], held_truth[pick])}
+        recalls.append((recall_per_row(truth, top, 10), recall_per_row(held_truth, top, 10)))
+        return {"R@10": _recall(top, truth), "held-out R@10": _recall(top, held_truth)}
 
     k = cfg.associations
     curve: list[dict[str, Any]] = []
@@ -183,12 +183,22 @@ def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.nd
                 curve.append({"serves": "irene", "combiner_loss": loss, "seen_associations": mode, "tau0": tau0,
                               **scored(np.vstack([fit_reps, reps])),
                               "associated": float((assoc >= 0).sum(axis=1).mean())})
-    position = max(range(len(curve)), key=lambda i: (curve[i]["pick R@10"], curve[i]["pick held-out R@10"]))
+    has_positive = np.diff(truth.indptr) > 0
+
+    def select(rows: np.ndarray) -> int:
+        """The curve position best on ``rows`` (their queries with a positive): R@10, then held-out R@10."""
+        rows = rows[has_positive[rows]]
+        return max(range(len(curve)), key=lambda i: (float(recalls[i + 1][0][rows].mean()) if len(rows) else 0.0,
+                                                     float(recalls[i + 1][1][rows].mean()) if len(rows) else 0.0))
+
+    def settings(position: int) -> dict[str, Any]:
+        return {key: curve[position][key] for key in ("combiner_loss", "seen_associations", "tau0")}
+
+    position = select(np.arange(len(val_rows)))
     trained = curve[position]  # what the combiner would serve
-    settings = {key: trained[key] for key in ("combiner_loss", "seen_associations", "tau0")}
-    test = against_fallback("irene vs its encoder", tops[position + 1][check], tops[0][check], truth[check],
-                            None if inv_propensity is None else inv_propensity[columns], "R@10", cfg.fallback,
-                            len(pick), settings)
+    test, _ = cross_fitted("irene vs its encoder", select, lambda i: tops[i + 1], tops[0], truth,
+                           None if inv_propensity is None else inv_propensity[columns], "R@10", cfg.fallback,
+                           row_folds(len(val_rows), cfg.fallback.folds, cfg.seed), describe=settings)
     serves = "irene" if test.kept or not cfg.encoder_competes else "encoder"
     curve.insert(0, {"serves": "encoder", **encoder})
     return (Choice(trained["seen_associations"], trained["combiner_loss"], trained["tau0"], serves), curve,
@@ -230,10 +240,14 @@ def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig,
         choice, curve, fallback_test = choose(vecs, y, seen_rows, val_rows, cfg, progress,
                                               dataset.own_label_pairs, propensity(dataset))
     k = cfg.associations
+    # the served stage II is the tested one's: fit on the queries the choice was not tested on (the validation
+    # queries stay out of every part of the model, so `xc eval --split validation` stays clean), every seen label
+    fit_docs = np.arange(y.shape[0]) if val_rows is None else np.setdiff1d(np.arange(y.shape[0]), val_rows)
+    y_fit = sp.csr_matrix(y[fit_docs])
     assoc = np.full((dataset.n_labels, k), -1, dtype=np.int64)
-    assoc[seen_rows] = _seen_assoc(choice.seen_mode, y, vecs["labels"], seen_rows, k)
-    stage = train_stage_two(vecs["train"], vecs["labels"], y, seen_rows, assoc[seen_rows], cfg, choice.combiner_loss,
-                            progress)
+    assoc[seen_rows] = _seen_assoc(choice.seen_mode, y_fit, vecs["labels"], seen_rows, k)
+    stage = train_stage_two(vecs["train"][fit_docs], vecs["labels"], y_fit, seen_rows, assoc[seen_rows], cfg,
+                            choice.combiner_loss, progress)
     seen_text = vecs["labels"][seen_rows]
     model = IreneModel(cfg, seen_rows, stage.weights, seen_text, stage.combiner, choice,
                        np.empty_like(vecs["labels"]), assoc)

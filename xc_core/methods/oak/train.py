@@ -40,6 +40,7 @@ from xc_core.training.batches import BatchBuilder, same_text
 from xc_core.training.config import TrainConfig
 from xc_core.training.losses import InBatchSoftmaxLoss, in_batch_softmax
 from xc_core.training.selection import Selection, heldout_texts, split
+from xc_core.training.validation import ValidationSplit
 
 PROBE = 61  # seeds.rng stream tag of the fixed batches the loss is probed on before and after training
 
@@ -197,15 +198,16 @@ def _optimizer(parts: StepParts, train_cfg: TrainConfig, cfg: OakConfig, steps: 
 
 
 def _parts(dataset: XCDataset, enc_cfg: EncoderConfig, train_cfg: TrainConfig, cfg: OakConfig,
-           val: np.ndarray) -> StepParts:
+           found: ValidationSplit) -> StepParts:
     """Encoder, GCN layer, batches and the leak-free adjacency of one run (seeded: the same for ``oak`` and
     ``oak-oracle``)."""
     torch.manual_seed(train_cfg.seed)
     encoder = TextEncoder(enc_cfg)
     gcn = GraphConvolution(encoder.dim, cfg.aggregation).to(encoder.device)
     nodes = NodeTable.of(dataset)
-    adjacency = without_leaks(train_neighbours(dataset, nodes), dataset, nodes, heldout_texts(dataset, val, train_cfg))
-    builder = BatchBuilder.from_anchor_sets(dataset.train_texts, dataset.label_texts, dataset.y_train, {}, [], [])
+    adjacency = without_leaks(train_neighbours(dataset, nodes), dataset, nodes,
+                              heldout_texts(dataset, found.val_rows, train_cfg))
+    builder = BatchBuilder.from_anchor_sets(dataset.train_texts, dataset.label_texts, found.y_fit, {}, [], [])
     return StepParts(encoder, gcn, builder, adjacency, nodes, cfg, InBatchSoftmaxLoss(train_cfg.softmax_scale),
                      train_cfg.softmax_scale)
 
@@ -217,9 +219,10 @@ def train_oak(dataset: XCDataset, enc_cfg: EncoderConfig, train_cfg: TrainConfig
     best epoch restored with ``select_best``; save the encoder in ``out/encoder``; return the model with its node
     table encoded by the kept encoder."""
     started = time.perf_counter()
-    rows, val = split(dataset, train_cfg)
-    parts = _parts(dataset, enc_cfg, train_cfg, cfg, val)
-    selection = Selection.of(dataset, train_cfg, val)
+    found = split(dataset, train_cfg)
+    rows = found.train_rows
+    parts = _parts(dataset, enc_cfg, train_cfg, cfg, found)
+    selection = Selection.of(dataset, train_cfg, found)
     before = _probe(parts, rows, train_cfg, cfg.probe_batches)
     _log(on_metrics, validate(parts, selection, dataset, 0))
     optimizer, scheduler = _optimizer(parts, train_cfg, cfg, int(np.ceil(len(rows) / train_cfg.batch_size))

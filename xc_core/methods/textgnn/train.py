@@ -89,13 +89,14 @@ class Steps:
     def __init__(self, dataset: XCDataset, encoder: TextEncoder, heads: TextGNNHeads, docs: Neighbours,
                  labels: Neighbours, cfg: TrainConfig, tg: TextGNNConfig) -> None:
         self.data, self.encoder, self.heads, self.cfg, self.tg = dataset, encoder, heads, cfg, tg
-        self.rows, val = split(dataset, cfg)  # the encoder methods' split: validation is never trained on
-        heldout = heldout_texts(dataset, val, cfg)
+        found = split(dataset, cfg)  # the encoder methods' split: validation is never trained on
+        self.rows = found.train_rows
+        heldout = heldout_texts(dataset, found.val_rows, cfg)
         self.docs, self.labels = without(docs, heldout), without(labels, heldout)
-        self.builder = BatchBuilder.from_anchor_sets(dataset.train_texts, dataset.label_texts, dataset.y_train,
+        self.builder = BatchBuilder.from_anchor_sets(dataset.train_texts, dataset.label_texts, found.y_fit,
                                                      {}, [], [])
         self.loss = InBatchSoftmaxLoss(cfg.softmax_scale)
-        self.selection = Selection.of(dataset, cfg, val)
+        self.selection = Selection.of(dataset, cfg, found)
 
     @property
     def modules(self) -> list[torch.nn.Module]:

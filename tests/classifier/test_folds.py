@@ -1,0 +1,50 @@
+"""Out-of-fold rows of the classifier stage follow the data set's split kind: rolling-origin blocks of days on an
+event log (a repeated query is trained on with its earlier clicks, scored on its later ones), document folds
+elsewhere; rows the encoder trained on are never scored."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import scipy.sparse as sp
+
+from xc_core.classifier.folds import document_folds, out_of_fold
+from xc_core.datasets.container import XCDataset
+
+
+def test_temporal_folds_refit_on_the_days_before_each_block_and_score_its_clicks(tiny_data: XCDataset) -> None:
+    days = tiny_data.train_pair_days
+    assert len(days) and (days[:, 2] >= 0).all()
+    folds = out_of_fold(tiny_data, folds=10, max_rows=10_000, seed=0, time_blocks=3)
+    assert len(folds) == 3 and all(f.name.startswith("days ") for f in folds)
+    starts = [int(f.name.split()[1].split("-")[0]) for f in folds]
+    assert starts == sorted(starts)
+    repeated = 0
+    for fold, start in zip(folds, starts, strict=True):
+        end = int(fold.name.split("-")[1]) + 1
+        fit_pairs = {(d, j) for d, j, day in days.tolist() if day < start}
+        block_pairs = {(d, j) for d, j, day in days.tolist() if start <= day < end}
+        y_fit = sp.csr_matrix(fold.y_fit)
+        assert set(zip(*y_fit.nonzero(), strict=True)) == fit_pairs  # W never reads the block's clicks
+        rows, cols = fold.truth.nonzero()
+        assert {(int(fold.score_rows[r]), int(c)) for r, c in zip(rows, cols, strict=True)} == block_pairs
+        assert set(fold.fit_rows) == {d for d, _ in fit_pairs}
+        repeated += len(set(fold.score_rows) & set(fold.fit_rows))
+    assert repeated > 0, "queries asked before a block are scored too, as repeated test queries are"
+
+
+def test_document_folds_partition_the_labelled_documents_and_skip_the_encoders_rows(tiny_data: XCDataset) -> None:
+    data = dataclasses.replace(tiny_data, train_pair_days=np.empty((0, 3), np.int64))
+    labelled = np.flatnonzero(np.diff(sp.csr_matrix(data.y_train).indptr) > 0)
+    never = np.zeros(len(data.train_texts), bool)
+    never[labelled[::4]] = True  # as if the encoder had trained on every fourth document
+    folds = document_folds(data, folds=5, max_rows=10_000, seed=0, never=never)
+    scored = np.concatenate([f.score_rows for f in folds])
+    assert len(scored) == len(np.unique(scored)) and not never[scored].any()
+    assert set(scored) == set(labelled[~never[labelled]])
+    for fold in folds:
+        assert not set(fold.fit_rows) & set(fold.score_rows) and len(fold.fit_rows) >= 0.75 * len(labelled)
+        assert (fold.truth != sp.csr_matrix(data.y_train)[fold.score_rows]).nnz == 0
+    few = document_folds(data, folds=5, max_rows=50, seed=0, never=np.zeros(len(data.train_texts), bool))
+    assert all(len(f.score_rows) == 10 for f in few)  # the cost cap: max_rows split over the folds
