@@ -59,8 +59,8 @@ def get_profile(name: str) -> Profile:
         "tiny": Profile(name="tiny", encoder=EncoderConfig(max_length=16, batch_size=512),
                         rwr=RWRConfig(walk_length=100), tiny_model=True,
                         train=TrainConfig(epochs=2, batch_size=16, lr=1e-3, cluster_size=4, max_train_docs=400,
-                                          val_max=40, val_min=10, log_every_steps=2, prune_warmup_epochs=1, prune_every=1,
-                                          bandit_period=5)),
+                                          val_max=40, val_min=10, log_every_steps=2, prune_warmup_epochs=1,
+                                          prune_every=1, bandit_period=5)),
         # CPU minutes (`make run` ≤ 15 min on 2 cores): the full encoder, a seeded 2,000-document subsample,
         # 2 epochs (3 took make run past 15 minutes with the full encoder).
         "demo": Profile(name="demo", encoder=EncoderConfig(max_length=32, batch_size=256), rwr=RWRConfig(),

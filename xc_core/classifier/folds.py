@@ -14,8 +14,8 @@ Folds follow the data set's split kind, so a validation row meets the model as a
   folds of the labelled training documents; W is refit on the other folds.
 
 Rows the encoder itself trained on (a fine-tuned base's training documents) are never scored: the encoder would
-look better on them than on any test query. Each fold scores at most ``max_rows / <number of folds>`` seeded rows (the cost of
-the fusion grid; the refits see all their rows).
+look better on them than on any test query. Each fold scores at most ``max_rows / <number of folds>`` seeded rows
+(the cost of the fusion grid; the refits see all their rows).
 """
 
 from __future__ import annotations

@@ -231,9 +231,9 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
                         encoder_rows, cfg.time_blocks)
     parts, refit_seconds = [], 0.0
     for fold in folds:
-        grid, seconds = _fold_grid(dataset, fold, doc_vecs, label_vecs, inv_propensity, cfg)
+        grid, fit_seconds = _fold_grid(dataset, fold, doc_vecs, label_vecs, inv_propensity, cfg)
         parts.append(grid)
-        refit_seconds += seconds
+        refit_seconds += fit_seconds
     best, decisions, curve = choose_fusion(OutOfFoldGrid(parts), cfg, seed=cfg.seed)
     chosen = time.perf_counter()
     y = sp.csr_matrix(dataset.y_train)
@@ -244,14 +244,14 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f served after %d out-of-fold rows "
              "(%s %.4f on them)", best["alpha"], best["lexical_weight"], best["untrained_offset"],
              sum(len(f.score_rows) for f in folds), cfg.select_metric, best[cfg.select_metric])
-    seconds = {"encode": round(encoded - started, 2), "out_of_fold": round(chosen - encoded, 2),
+    stage_seconds = {"encode": round(encoded - started, 2), "out_of_fold": round(chosen - encoded, 2),
                "out_of_fold_refits": round(refit_seconds, 2), "final_fit": round(time.perf_counter() - chosen, 2)}
     fused = FusedClassifier(fit.weights, best["alpha"], cfg.search_k, {
         "select_metric": cfg.select_metric, "fold_kind": fold_kind(dataset, cfg.fold_kind),
         "folds": [{"name": f.name, "fit_documents": len(f.fit_rows), "scored_rows": len(f.score_rows)}
                   for f in folds],
         "out_of_fold_rows": sum(len(f.score_rows) for f in folds), "alpha_curve": curve,
-        "fallback_tests": decisions, "history": fit.history, "train_seconds": fit.seconds, "stage_seconds": seconds,
+        "fallback_tests": decisions, "history": fit.history, "train_seconds": fit.seconds, "stage_seconds": stage_seconds,
         "train_pairs": fit.pairs, "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts),
         "config": cfg.model_dump(), "encoder_rows_not_scored": 0 if encoder_rows is None else len(encoder_rows)},
         lexical, best["lexical_weight"], best["untrained_offset"], untrained)
