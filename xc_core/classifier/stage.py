@@ -251,7 +251,8 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
         "folds": [{"name": f.name, "fit_documents": len(f.fit_rows), "scored_rows": len(f.score_rows)}
                   for f in folds],
         "out_of_fold_rows": sum(len(f.score_rows) for f in folds), "alpha_curve": curve,
-        "fallback_tests": decisions, "history": fit.history, "train_seconds": fit.seconds, "stage_seconds": stage_seconds,
+        "fallback_tests": decisions, "history": fit.history, "train_seconds": fit.seconds,
+        "stage_seconds": stage_seconds,
         "train_pairs": fit.pairs, "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts),
         "config": cfg.model_dump(), "encoder_rows_not_scored": 0 if encoder_rows is None else len(encoder_rows)},
         lexical, best["lexical_weight"], best["untrained_offset"], untrained)
