@@ -18,9 +18,9 @@ class Stream:
     BANDIT_REWARD_BATCH = 99  # the fixed training-side mini-batch the bandit's reward is measured on
     PRUNE_PASS_RATES = 41  # random (document, label) pairs of the pruning pass-rate log, per epoch
     EPOCH_BATCHES = 7  # the order of documents into batches, per epoch
-    FUSION_HALVES = 53  # the classifier stage's split of validation rows: pick the fusion, then test it
-    FALLBACK_HALVES = 61  # the other stages' split of validation rows: pick a candidate, then test it against
-    #                       its do-nothing fallback (evaluation/fallback.py)
+    FUSION_HALVES = 53  # the classifier stage's row folds of one grid: the fusion's cross-fitted test
+    FALLBACK_HALVES = 61  # the other stages' row folds of validation rows: each fold ranked by the candidate the
+    #                       others pick, against the do-nothing fallback (evaluation/fallback.py)
     CLASSIFIER_FOLDS = 67  # the classifier stage's out-of-fold refits: document folds and scored-row samples
     CLASSIFIER_NEGATIVES = 41  # the classifier stage's uniform negatives ([seed, 41]: no epoch scope, so
     #                            never the same stream as PRUNE_PASS_RATES' [seed, epoch, 41])

@@ -89,12 +89,6 @@ def row_folds(n: int, k: int, seed: int, stream: int = Stream.FALLBACK_HALVES) -
     return [np.sort(order[i::k]) for i in range(max(1, min(k, n)))]
 
 
-def halves(n: int, seed: int, stream: int = Stream.FALLBACK_HALVES) -> tuple[np.ndarray, np.ndarray]:
-    """(pick rows, check rows): a seeded half/half split of ``n`` validation rows, each sorted."""
-    order = seeds.rng(seed, stream).permutation(n)
-    return np.sort(order[: n // 2]), np.sort(order[n // 2:])
-
-
 def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray,
             inv_propensity: np.ndarray | None) -> dict[str, np.ndarray]:
     """``metric``'s per-row terms in :func:`~xc_core.evaluation.analyses.per_row_metrics`' layout (any k): the
