@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from xc_core import seeds
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
+from xc_core.training.validation import in_test_mix, test_mix
 
 FoldKind = Literal["auto", "temporal", "documents"]
 
@@ -95,12 +96,16 @@ def temporal_folds(dataset: XCDataset, folds: int, span: float, max_rows: int, s
         return []
     starts = [n_days - (folds - i) * width for i in range(folds)]
     shape = dataset.y_train.shape
+    share = test_mix(dataset)
     out = []
     for i, start in enumerate(starts):
         before, inside = days[days[:, 2] < start], days[(days[:, 2] >= start) & (days[:, 2] < start + width)]
         y_fit = _binary(before, shape)
         candidates = np.unique(inside[:, 0])
-        rows = _sample(candidates[~never[candidates]], max_rows // folds, seed, i)
+        candidates = candidates[~never[candidates]]
+        repeated = np.isin(candidates, before[:, 0])
+        rows = in_test_mix(candidates[repeated], candidates[~repeated], share, max_rows // folds,
+                           seeds.rng(seed, Stream.CLASSIFIER_FOLDS, i))
         truth = _binary(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
                         rows, truth))
