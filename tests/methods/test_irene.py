@@ -156,10 +156,11 @@ def test_validation_serves_the_encoder_unless_the_combiner_ranks_better() -> Non
     choice, curve, test = choose(vecs, y, np.arange(150), val_rows, cfg)
     assert choice.serves == "encoder" and not test["kept"] and test["low"] <= 0
     assert len(curve) == 1 + 2 * 2 * 2  # the encoder, then 2 losses × 2 ways of associating × (no τ0, 0.2)
-    assert test["picked_on_rows"] + test["tested_on_rows"] == len(val_rows)
+    assert test["tested_on_rows"] == len(val_rows) and test["folds"] == 5  # cross-fitted: every query tests
     # weak text embeddings: the classifiers learnt from clicks rank the validation queries' labels better, by a
-    # margin 150 held-out queries can show (on 60 the same world's gain is within noise and the encoder serves)
-    docs, label_text, y = _labelled_world(text_noise=1.5, n_labels=150, n_docs=1200)
+    # margin the cross-fitted test on 300 queries can show (text noise 1.5 gave +3.2 R@10 [−0.3, +6.8] there: the
+    # folds' picks split between close settings, and the encoder served)
+    docs, label_text, y = _labelled_world(text_noise=2.0, n_labels=150, n_docs=1200)
     val_rows = np.arange(0, 1200, 4)
     choice, curve, test = choose({"train": docs, "labels": label_text}, y, np.arange(150), val_rows, cfg)
     best = max(row["R@10"] for row in curve if row["serves"] == "irene")
