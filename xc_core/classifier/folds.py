@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from xc_core import seeds
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
-from xc_core.training.validation import in_test_mix, test_mix
+from xc_core.training.validation import binary_pairs, in_test_mix, test_mix
 
 FoldKind = Literal["auto", "temporal", "documents"]
 
@@ -100,23 +100,16 @@ def temporal_folds(dataset: XCDataset, folds: int, span: float, max_rows: int, s
     out = []
     for i, start in enumerate(starts):
         before, inside = days[days[:, 2] < start], days[(days[:, 2] >= start) & (days[:, 2] < start + width)]
-        y_fit = _binary(before, shape)
+        y_fit = binary_pairs(before, shape)
         candidates = np.unique(inside[:, 0])
         candidates = candidates[~never[candidates]]
         repeated = np.isin(candidates, before[:, 0])
         rows = in_test_mix(candidates[repeated], candidates[~repeated], share, max_rows // folds,
                            seeds.rng(seed, Stream.CLASSIFIER_FOLDS, i))
-        truth = _binary(inside, shape)[rows]
+        truth = binary_pairs(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
                         rows, truth))
     return out
-
-
-def _binary(pairs: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
-    m = sp.csr_matrix((np.ones(len(pairs), np.float32), (pairs[:, 0], pairs[:, 1])), shape=shape)
-    m.sum_duplicates()
-    m.data[:] = 1.0
-    return m
 
 
 def _sample(rows: np.ndarray, limit: int, seed: int, fold: int) -> np.ndarray:

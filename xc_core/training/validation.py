@@ -126,7 +126,7 @@ def _temporal(dataset: XCDataset, y: sp.csr_matrix, cfg: TrainConfig) -> Validat
     val = np.sort(np.concatenate([rng.choice(kinds[k], min(want[k], len(kinds[k])), replace=False)
                                   for k in (True, False)]))
     before, inside = days[days[:, 2] < first], days[days[:, 2] >= first]
-    y_fit, y_val = _binary(before, y.shape), _binary(inside, y.shape)
+    y_fit, y_val = binary_pairs(before, y.shape), binary_pairs(inside, y.shape)
     train = np.flatnonzero(np.diff(y_fit.indptr) > 0)
     return ValidationSplit("temporal", train, val, y_fit, y_val, first)
 
@@ -155,7 +155,8 @@ def _repeated_or_new(days: np.ndarray, first: int) -> dict[bool, np.ndarray]:
     return {True: inside[repeated], False: inside[~repeated]}
 
 
-def _binary(pairs: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+def binary_pairs(pairs: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The 0/1 documents × labels matrix of ``pairs`` (document, label[, anything else])."""
     m = sp.csr_matrix((np.ones(len(pairs), np.float32), (pairs[:, 0], pairs[:, 1])), shape=shape)
     m.sum_duplicates()
     m.data[:] = 1.0
