@@ -56,6 +56,13 @@ def test_auggt_validation_recall_is_scored_on_the_original_labels(tiny_data: XCD
     augmented = method.prepare(tiny_data, cfg)
     assert augmented.y_train.nnz > tiny_data.y_train.nnz
     enc = encoder_config(profile, tiny_home)
+    # the event log's temporal split scores the clicks of its validation days whatever the method trains on, and
+    # training keeps the added pairs (they have no click day), minus only the pairs first clicked in those days
+    temporal = Trainer(augmented, enc, cfg, tmp_path / "t")
+    added = (augmented.y_train - augmented.y_train.multiply(tiny_data.y_train)).tocsr()
+    assert temporal.split.kind == "temporal" and added.nnz and temporal.data.y_train.multiply(added).nnz == added.nnz
+    assert temporal.val_truth is temporal.split.y_val
+    cfg = cfg.model_copy(update={"val_split": "documents"})  # held-out documents: scored on what the caller passes
     as_trained = Trainer(augmented, enc, cfg, tmp_path / "a")
     scored_alike = Trainer(augmented, enc, cfg, tmp_path / "b", val_truth=tiny_data.y_train)
     reference = Trainer(tiny_data, enc, cfg, tmp_path / "c")  # same untrained encoder, original labels

@@ -126,7 +126,13 @@ def _temporal(dataset: XCDataset, y: sp.csr_matrix, cfg: TrainConfig) -> Validat
     val = np.sort(np.concatenate([rng.choice(kinds[k], min(want[k], len(kinds[k])), replace=False)
                                   for k in (True, False)]))
     before, inside = days[days[:, 2] < first], days[days[:, 2] >= first]
-    y_fit, y_val = binary_pairs(before, y.shape), binary_pairs(inside, y.shape)
+    y_val = binary_pairs(inside, y.shape)
+    # training keeps every pair of y_train but those first clicked in the validation days; a method that added
+    # pairs of its own (AugGT) keeps them, as they have no click day
+    window_only = (y_val - y_val.multiply(binary_pairs(before, y.shape))).tocsr()
+    y_fit = (y - y.multiply(window_only)).tocsr()
+    y_fit.eliminate_zeros()
+    y_fit.data[:] = 1.0
     train = np.flatnonzero(np.diff(y_fit.indptr) > 0)
     return ValidationSplit("temporal", train, val, y_fit, y_val, first)
 
