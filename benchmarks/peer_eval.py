@@ -1,13 +1,16 @@
-"""The linear peer on xc's splits, scored by xc: PECOS XR-Linear on TF-IDF (issue #18).
+"""The linear peers on xc's splits, scored by xc: PECOS XR-Linear on TF-IDF (issue #18), and on xc's own features
+[TF-IDF ⊕ the untrained encoder's vectors] (``--peer pecos-xc``, issue #40: XR-Transformer's recipe, no fine-tuning).
 
     make peers   # once: .venv-peers with libpecos 1.2.8 (numpy<2, scipy<1.14; never in xc's environment)
     .venv/bin/python benchmarks/peer_eval.py --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 /tmp/xc-s1
+    .venv/bin/python benchmarks/peer_eval.py --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 --peer pecos-xc
 
 Writes the data set's training and test documents and the training labels as an XC-repository-style folder
-(``<first home>/peers/<data set>/``), runs ``benchmarks/peers/pecos_peer.py`` on it in ``.venv-peers``, reads
+(``<first home>/peers/<data set>/``, ``peers/<data set>-xc/`` for ``pecos-xc`` with the encoder's vectors as
+``trn_dense.npy`` / ``tst_dense.npy``), runs ``benchmarks/peers/pecos_peer.py`` on it in ``.venv-peers``, reads
 back its test score matrix and evaluates it exactly as ``xc eval`` evaluates a method (filter pairs removed,
 the same propensities, per-query rows for paired intervals) into ``eval/<data set>/pecos-<profile>`` of every
-home, so ``xc report`` and ``benchmarks/seed_table.py`` list ``pecos`` beside the methods. PECOS has no
+home, so ``xc report``, ``xc results`` and ``benchmarks/seed_table.py`` list the peer beside the methods. PECOS has no
 training seed here: the same result goes to each home. A finished peer run for the same split is reused.
 """
 
@@ -26,16 +29,23 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parents[1]
 PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 PEER_SCRIPT = ROOT / "benchmarks" / "peers" / "pecos_peer.py"
-PEER = "pecos"
+#: peer name → (the feature set pecos_peer.py builds, the exchange folder's suffix)
+PEERS = {"pecos": ("tfidf", ""), "pecos-xc": ("hybrid", "-xc")}
 
 
 def _line(text: str) -> str:
     return " ".join(text.split())  # one document per line: no newline may survive in a text
 
 
-def export(dataset, folder: Path, split: str) -> None:
-    """The XC-repository-style exchange folder the peer reads."""
+def export(dataset, folder: Path, split: str, features: str = "tfidf") -> None:
+    """The XC-repository-style exchange folder the peer reads (and the untrained encoder's vectors for ``hybrid``)."""
     folder.mkdir(parents=True, exist_ok=True)
+    if features == "hybrid":
+        from xc_core.encoders.text import default_model_path, encoder_for
+
+        encoder = encoder_for(default_model_path())
+        np.save(folder / "trn_dense.npy", encoder.encode(dataset.train_texts, progress=True, desc="train documents"))
+        np.save(folder / "tst_dense.npy", encoder.encode(dataset.test_texts, progress=True, desc="test documents"))
     (folder / "trn_X.txt").write_text("".join(_line(t) + "\n" for t in dataset.train_texts), encoding="utf-8")
     (folder / "tst_X.txt").write_text("".join(_line(t) + "\n" for t in dataset.test_texts), encoding="utf-8")
     sp.save_npz(folder / "trn_X_Y.npz", sp.csr_matrix(dataset.y_train, dtype=np.float32))
@@ -43,7 +53,7 @@ def export(dataset, folder: Path, split: str) -> None:
                                                   "test_split": split}) + "\n")
 
 
-def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
+def run_peer(dataset, folder: Path, features: str = "tfidf") -> tuple[sp.csr_matrix, dict]:
     from xc_core.evaluation.record import fingerprint_test_split
 
     split = fingerprint_test_split(dataset)
@@ -54,8 +64,8 @@ def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
         if not PEER_PYTHON.exists():
             raise SystemExit(f"{PEER_PYTHON} missing: run `make peers` first (libpecos lives in its own venv)")
         (folder / "tst_scores.npz").unlink(missing_ok=True)
-        export(dataset, folder, split)
-        subprocess.run([str(PEER_PYTHON), str(PEER_SCRIPT), str(folder)], check=True)
+        export(dataset, folder, split, features)
+        subprocess.run([str(PEER_PYTHON), str(PEER_SCRIPT), str(folder), "--features", features], check=True)
     scores = sp.load_npz(folder / "tst_scores.npz").tocsr()
     if scores.shape != (len(dataset.test_texts), dataset.n_labels):
         raise SystemExit(f"{folder}/tst_scores.npz is {scores.shape}, expected "
@@ -63,18 +73,19 @@ def run_peer(dataset, folder: Path) -> tuple[sp.csr_matrix, dict]:
     return scores, json.loads((folder / "peer.json").read_text())
 
 
-def evaluate_peer(dataset_name: str, profile: str, homes: list[Path]) -> dict:
+def evaluate_peer(dataset_name: str, profile: str, homes: list[Path], peer: str = "pecos") -> dict:
     from xc_core.paths import eval_dir
     from xc_core.stages.anchor_sets import load_with_anchors
     from xc_core.stages.evaluate import evaluate_scores
 
     dataset = load_with_anchors(homes[0], dataset_name)
     started = time.perf_counter()
-    scores, info = run_peer(dataset, homes[0] / "peers" / dataset_name)
+    features, suffix = PEERS[peer]
+    scores, info = run_peer(dataset, homes[0] / "peers" / f"{dataset_name}{suffix}", features)
     summary: dict = {}
     for home in homes:
-        summary, _ = evaluate_scores(dataset, scores, eval_dir(home, dataset_name, PEER, profile),
-                                     {"dataset": dataset_name, "method": PEER, "profile": profile, "peer": info},
+        summary, _ = evaluate_scores(dataset, scores, eval_dir(home, dataset_name, peer, profile),
+                                     {"dataset": dataset_name, "method": peer, "profile": profile, "peer": info},
                                      started)
     summary.pop("subsets", None)
     return summary
@@ -85,8 +96,9 @@ def main() -> None:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--profile", required=True, help="the profile whose eval folders the peer joins")
     parser.add_argument("--homes", type=Path, nargs="+", required=True)
+    parser.add_argument("--peer", choices=sorted(PEERS), default="pecos")
     args = parser.parse_args()
-    json.dump(evaluate_peer(args.dataset, args.profile, args.homes), sys.stdout, indent=2, default=float)
+    json.dump(evaluate_peer(args.dataset, args.profile, args.homes, args.peer), sys.stdout, indent=2, default=float)
     print()
 
 

@@ -39,3 +39,22 @@ def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path:
     again = peer_eval.evaluate_peer("synthetic", "tiny", [tmp_path])  # the finished peer run is reused
     assert again["P@1"] == summary["P@1"]
     assert json.loads((folder / "peer.json").read_text())["seconds"] > 0
+
+
+def test_pecos_on_xcs_features_reads_the_encoders_vectors(tiny_home: Path, tmp_path: Path) -> None:
+    """``pecos-xc``: the same peer on [TF-IDF ⊕ the untrained encoder's vectors], its own folder and eval name."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.paths import anchors_dir, eval_dir
+
+    shutil.copytree(anchors_dir(tiny_home, "synthetic"), anchors_dir(tmp_path, "synthetic"))
+    data = XCDataset.load(anchors_dir(tmp_path, "synthetic"))
+    summary = peer_eval.evaluate_peer("synthetic", "tiny", [tmp_path], peer="pecos-xc")
+    folder = tmp_path / "peers" / "synthetic-xc"
+    assert np.load(folder / "trn_dense.npy").shape == (len(data.train_texts), 384)
+    assert np.load(folder / "tst_dense.npy").shape == (len(data.test_texts), 384)
+    info = json.loads((folder / "peer.json").read_text())
+    assert info["feature_set"] == "hybrid" and info["dense_dim"] == 384 and info["features"] > 0
+    assert summary["method"] == "pecos-xc"
+    assert (eval_dir(tmp_path, "synthetic", "pecos-xc", "tiny") / "per_row.npz").exists()
+    chance = float(np.mean(np.diff(data.y_test.tocsr().indptr))) / data.n_labels
+    assert summary["P@1"] > 10 * chance

@@ -24,6 +24,7 @@ class Stream:
     CLASSIFIER_FOLDS = 67  # the classifier stage's out-of-fold refits: document folds and scored-row samples
     CLASSIFIER_NEGATIVES = 41  # the classifier stage's uniform negatives ([seed, 41]: no epoch scope, so
     #                            never the same stream as PRUNE_PASS_RATES' [seed, epoch, 41])
+    LABEL_TREE = 71  # the hybrid channel's label tree: the 2-means seeds of every split
 
 
 def rng(seed: int, stream: int, *scope: int) -> np.random.Generator:

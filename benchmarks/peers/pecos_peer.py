@@ -1,6 +1,6 @@
 """PECOS XR-Linear on TF-IDF: the linear extreme classifier a practitioner tries first. Runs in .venv-peers.
 
-    .venv-peers/bin/python benchmarks/peers/pecos_peer.py FOLDER [--topk 100] [--seed 0]
+    .venv-peers/bin/python benchmarks/peers/pecos_peer.py FOLDER [--topk 100] [--seed 0] [--features tfidf|hybrid]
 
 FOLDER is an XC-repository-style exchange folder written by xc (``benchmarks/peer_eval.py``):
 ``trn_X.txt`` / ``tst_X.txt`` (one document text per line), ``trn_X_Y.npz`` (train document × label CSR)
@@ -13,6 +13,10 @@ Features: TF-IDF over word 1–2-grams and character 2–4-grams within word bou
 ≥ 2 training documents), raw tf (on wikispeedia sublinear tf or every char n-gram scored 1–3 P@1 lower,
 within noise: the stronger peer is kept), each block L2-normalised, stacked, rows L2-normalised; labels clustered by
 PIFA (label = normalised sum of its training documents' features); XR-Linear with its default solver.
+
+``--features hybrid`` (the peer on xc's own features, issue #40; XR-Transformer's recipe without fine-tuning): the
+TF-IDF block above ⊕ the untrained encoder's vectors (``trn_dense.npy`` / ``tst_dense.npy``, written by xc), each
+block L2-normalised, equal weight, rows L2-normalised; nothing tuned.
 """
 
 from __future__ import annotations
@@ -43,6 +47,20 @@ def featurize(train: list[str], test: list[str], seed: int) -> tuple[sp.csr_matr
     return (normalize(x_train).astype(np.float32).tocsr(), normalize(x_test).astype(np.float32).tocsr(), info)
 
 
+def with_dense(x_train: sp.csr_matrix, x_test: sp.csr_matrix, folder: Path, info: dict
+               ) -> tuple[sp.csr_matrix, sp.csr_matrix, dict]:
+    """[TF-IDF ⊕ encoder vectors]: both blocks unit rows, equal weight, the whole row unit."""
+    from sklearn.preprocessing import normalize
+
+    blocks = []
+    for sparse, name in ((x_train, "trn_dense.npy"), (x_test, "tst_dense.npy")):
+        dense = np.load(folder / name).astype(np.float32)
+        if dense.shape[0] != sparse.shape[0]:
+            raise SystemExit(f"{folder / name}: {dense.shape[0]} rows for {sparse.shape[0]} documents")
+        blocks.append(normalize(sp.hstack([sparse, sp.csr_matrix(normalize(dense))]).tocsr()).astype(np.float32))
+    return blocks[0].tocsr(), blocks[1].tocsr(), {**info, "dense_dim": int(np.load(folder / "trn_dense.npy").shape[1])}
+
+
 def train_and_predict(x_train: sp.csr_matrix, y_train: sp.csr_matrix, x_test: sp.csr_matrix, topk: int,
                       seed: int) -> sp.csr_matrix:
     from pecos.xmc import Indexer, LabelEmbeddingFactory
@@ -59,6 +77,7 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--topk", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--features", choices=("tfidf", "hybrid"), default="tfidf")
     args = parser.parse_args()
     started = time.perf_counter()
     meta = json.loads((args.folder / "meta.json").read_text())
@@ -67,11 +86,15 @@ def main() -> None:
     if y_train.shape != (len(train), meta["n_labels"]):
         raise SystemExit(f"{args.folder}: trn_X_Y.npz is {y_train.shape}, expected ({len(train)}, {meta['n_labels']})")
     x_train, x_test, info = featurize(train, test, args.seed)
+    if args.features == "hybrid":
+        x_train, x_test, info = with_dense(x_train, x_test, args.folder, info)
     featurized = time.perf_counter()
     scores = train_and_predict(x_train, y_train, x_test, args.topk, args.seed)
     sp.save_npz(args.folder / "tst_scores.npz", scores)
     (args.folder / "peer.json").write_text(json.dumps({
-        "peer": "PECOS XR-Linear (libpecos 1.2.8), TF-IDF word 1-2 + char_wb 2-4, PIFA clustering",
+        "peer": "PECOS XR-Linear (libpecos 1.2.8), TF-IDF word 1-2 + char_wb 2-4"
+                + (" ⊕ the untrained encoder's vectors" if args.features == "hybrid" else "") + ", PIFA clustering",
+        "feature_set": args.features,
         "topk": args.topk, "seed": args.seed, **info, "featurize_seconds": round(featurized - started, 2),
         "seconds": round(time.perf_counter() - started, 2)}, indent=2) + "\n")
 

@@ -126,8 +126,10 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert fused[RECORD_KEY] == method_code_version("pretrained-clf", "train") != base[RECORD_KEY]
     assert 0.0 <= fused["alpha"] <= 1.0 and fused["classifier_mb"] > 0
     curve, cfg = fused["alpha_curve"], ClassifierConfig()
-    assert [row["alpha"] for row in curve if row["lexical_weight"] == 0.0] == list(cfg.alphas)
+    assert [row["alpha"] for row in curve if row["lexical_weight"] == 0.0 and row["linear_weight"] == 0.0
+            ] == list(cfg.alphas)
     assert sorted({row["lexical_weight"] for row in curve}) == sorted(cfg.lexical.weights)
+    assert sorted({row["linear_weight"] for row in curve}) == sorted(cfg.linear_weights), "the hybrid channel tried"
     info = FusedClassifier.load(Path(fused["classifier_dir"])).info
     tests = info["fallback_tests"]
     assert set(tests) == {"fusion"}, "one joint test of the served fusion against the encoder alone"
@@ -140,7 +142,7 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert [f["fit_documents"] for f in info["folds"]] == sorted(f["fit_documents"] for f in info["folds"])
     assert test["detectable"]["P@1"] > 0
     served_fusion = {"alpha": fused["alpha"], "lexical_weight": fused["lexical_weight"],
-                     **({"untrained_offset": fused["untrained_offset"]} if fused["untrained_offset"] else {})}
+                     **{key: fused[key] for key in ("untrained_offset", "linear_weight") if fused[key]}}
     assert test["served"] == (served_fusion if test["kept"] else {"alpha": 1.0, "lexical_weight": 0.0})
     activate(tracking_uri(tmp_path))
     model = mlflow.pyfunc.load_model(fused["model_uri"])
@@ -154,7 +156,8 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     # the head/tail trade-off: per-decile shares of each variant sum to its P@5, the fused one to the eval's
     variants = result["classifier"]["variants"]
     lexical = {"lexical only"} if result["classifier"]["lexical_weight"] > 0 else set()
-    assert set(variants) == {"encoder only", "classifier only", "fused", *lexical}
+    hybrid = {"hybrid only"} if result["classifier"]["linear_weight"] > 0 else set()
+    assert set(variants) == {"encoder only", "classifier only", "fused", *lexical, *hybrid}
     assert variants["fused"]["P@5"] == pytest.approx(result["P@5"], abs=1e-9)
     assert (eval_dir(tmp_path, tiny_data.name, "pretrained-clf", "tiny") / "tradeoff.png").stat().st_size > 0
     assert variants["classifier only"]["P@5"] != variants["encoder only"]["P@5"]

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from xc_core.classifier.lexical import LexicalConfig
+from xc_core.classifier.linear import LinearConfig
 from xc_core.evaluation.fallback import FallbackPolicy
 
 #: metrics the validation curve computes (``evaluate(..., k=5)``): what ``select_metric`` may name
@@ -42,6 +43,11 @@ class ClassifierConfig(BaseModel):
     search_k: int = Field(default=100, ge=1, description="candidates taken from each index before re-scoring")
     lexical: LexicalConfig = Field(default_factory=LexicalConfig, description="the TF-IDF nearest-document "
                                    "channel fused with the dense ones (weight 0 on validation = not used)")
+    linear: LinearConfig = Field(default_factory=LinearConfig, description="the hybrid channel: XR-Linear on "
+                                 "TF-IDF ⊕ the encoder's vector (classifier/linear.py)")
+    linear_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6), description=(
+        "hybrid-channel weights tried out of fold with every alpha and lexical weight (0 = channel off; its score "
+        "lies in [0, 1], 1.6 lets it outrank the cosines)"))
     fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the chosen fusion must beat "
                                      "the encoder alone on the out-of-fold rows (cross-fitted over the folds)")
     folds: int = Field(default=10, ge=2, description="document folds (classifier/folds.py): W and the lexical "
@@ -64,6 +70,13 @@ class ClassifierConfig(BaseModel):
         if value not in SELECTABLE:
             raise ValueError(f"select_metric {value!r} is not computed on validation: "
                              f"choose one of {', '.join(SELECTABLE)}")
+        return value
+
+    @field_validator("linear_weights")
+    @classmethod
+    def _linear_weights(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(w < 0 for w in value):
+            raise ValueError(f"linear_weights {value!r}: give at least one weight, each ≥ 0 (0 = channel off)")
         return value
 
     @field_validator("alphas")

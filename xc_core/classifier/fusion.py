@@ -8,6 +8,8 @@ With a lexical channel (``lexical.py``, kept only when validation gives it a wei
 the shortlist and ``lexical_weight * lexical`` is added to every candidate's score; it needs the query texts.
 Labels without a training positive (W is their text vector, so they score by text alone whatever alpha) get
 ``untrained_offset`` added: their own calibration against the trained labels' fused score, chosen on validation.
+With the hybrid channel (``linear.py``: XR-Linear on TF-IDF ⊕ the encoder's vector, issue #40) its beam's labels
+join the shortlist too and ``linear_weight * linear`` is added (0 outside its beam); it needs the query texts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
-from xc_core.classifier.shortlist import union_ids
+from xc_core.classifier.linear import HYBRID_DIR, LinearChannel
+from xc_core.classifier.shortlist import scores_on, union_ids
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
 UNTRAINED_FILE = "untrained.npy"  # per label: no training positive when W was fit (only saved with an offset)
@@ -38,6 +41,8 @@ class FusedClassifier:
     lexical_weight: float = 0.0  # share of the lexical score added to the fused one (0: channel unused)
     untrained_offset: float = 0.0  # added to the score of every label without a training positive
     untrained: np.ndarray | None = None  # (n_labels,) bool: no training positive when W was fit
+    linear: LinearChannel | None = None
+    linear_weight: float = 0.0  # share of the hybrid channel's score added to the fused one (0: channel unused)
 
     def label_offsets(self) -> np.ndarray | None:
         """Per-label additive score (the offset on untrained labels, 0 elsewhere), or None when there is none."""
@@ -54,18 +59,31 @@ class FusedClassifier:
     def uses_lexical(self) -> bool:
         return self.active_lexical is not None
 
+    @property
+    def active_linear(self) -> LinearChannel | None:
+        """The hybrid channel when it takes part in the score (weight > 0), else None."""
+        return self.linear if self.linear_weight > 0 else None
+
+    @property
+    def uses_texts(self) -> bool:
+        """Whether a search needs the query texts (a lexical or hybrid channel)."""
+        return self.uses_lexical or self.active_linear is not None
+
     def save(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / WEIGHTS_FILE, self.weights.astype(np.float32))
         weight = self.lexical_weight if self.uses_lexical else 0.0
         offset = self.untrained_offset if self.label_offsets() is not None else 0.0
+        linear_weight = self.linear_weight if self.active_linear is not None else 0.0
         (folder / FUSION_FILE).write_text(json.dumps(
             {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, "untrained_offset": offset,
-             **self.info}, indent=2, default=float) + "\n")
+             "linear_weight": linear_weight, **self.info}, indent=2, default=float) + "\n")
         if offset != 0.0 and self.untrained is not None:
             np.save(folder / UNTRAINED_FILE, np.asarray(self.untrained, bool))
         if (channel := self.active_lexical) is not None:
             channel.save(folder / LEXICAL_DIR)
+        if (linear := self.active_linear) is not None:
+            linear.save(folder / HYBRID_DIR)
         return folder
 
     @classmethod
@@ -85,29 +103,39 @@ class FusedClassifier:
             raise FileNotFoundError(f"{folder / FUSION_FILE}: untrained_offset {offset} but no {UNTRAINED_FILE} "
                                     "beside it; retrain the '-clf' method")
         untrained = np.load(folder / UNTRAINED_FILE) if offset != 0.0 else None
-        return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight, offset, untrained)
+        linear_weight = float(meta.pop("linear_weight", 0.0))  # absent in folders saved before the channel existed
+        if linear_weight > 0 and not (folder / HYBRID_DIR).is_dir():
+            raise FileNotFoundError(f"{folder / FUSION_FILE}: linear_weight {linear_weight} but no {HYBRID_DIR}/ "
+                                    "folder beside it; retrain the '-clf' method")
+        linear = LinearChannel.load(folder / HYBRID_DIR) if linear_weight > 0 else None
+        return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight, offset, untrained,
+                   linear, linear_weight)
 
-    def with_alpha(self, alpha: float, lexical_weight: float | None = None,
-                   untrained_offset: float | None = None) -> FusedClassifier:
-        """The same parts under other fusion weights (None keeps the current lexical weight / offset)."""
+    def with_alpha(self, alpha: float, lexical_weight: float | None = None, untrained_offset: float | None = None,
+                   linear_weight: float | None = None) -> FusedClassifier:
+        """The same parts under other fusion weights (None keeps the current weight / offset)."""
         weight = self.lexical_weight if lexical_weight is None else lexical_weight
         offset = self.untrained_offset if untrained_offset is None else untrained_offset
+        linear = self.linear_weight if linear_weight is None else linear_weight
         return FusedClassifier(self.weights, alpha, self.search_k, self.info, self.lexical, weight, offset,
-                               self.untrained)
+                               self.untrained, self.linear, linear)
 
     @property
     def megabytes(self) -> float:
-        channel = self.active_lexical
-        return self.weights.nbytes / 2**20 + (channel.megabytes if channel is not None else 0.0)
+        channel, linear = self.active_lexical, self.active_linear
+        return (self.weights.nbytes / 2**20 + (channel.megabytes if channel is not None else 0.0)
+                + (linear.megabytes if linear is not None else 0.0))
 
 
 def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,
             alpha: float, k: int, chunk: int = 256, lexical: np.ndarray | None = None,
-            lexical_weight: float = 0.0, offsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+            lexical_weight: float = 0.0, offsets: np.ndarray | None = None, linear: np.ndarray | None = None,
+            linear_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(scores, ids) of the best ``k`` candidates per query under the fused score, best first.
 
-    ``lexical``: the lexical channel's score of each candidate (same shape as ``candidates``), added
-    with ``lexical_weight``; ``offsets``: a per-label score added to each candidate (untrained labels')."""
+    ``lexical`` / ``linear``: the lexical / hybrid channel's score of each candidate (same shape as
+    ``candidates``), added with their weights; ``offsets``: a per-label score added to each candidate (untrained
+    labels')."""
     n = len(queries)
     width = min(k, candidates.shape[1])
     out_scores = np.full((n, width), -np.inf, dtype=np.float32)
@@ -123,6 +151,8 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
             score += (1 - alpha) * np.einsum("rcd,rd->rc", weights[safe], q)
         if lexical is not None and lexical_weight > 0:
             score += lexical_weight * lexical[start: start + chunk]
+        if linear is not None and linear_weight > 0:
+            score += linear_weight * linear[start: start + chunk]
         if offsets is not None:
             score += offsets[safe]
         score[cand < 0] = -np.inf
@@ -139,18 +169,25 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     model has that channel: ``texts`` are then the queries' texts), united, re-scored."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     offsets = fused.label_offsets()
-    if fused.alpha >= 1.0 and not fused.uses_lexical and offsets is None:  # the encoder's ranking, as indexed
+    if fused.alpha >= 1.0 and not fused.uses_texts and offsets is None:  # the encoder's ranking, as indexed
         return label_index.search(queries, k)
+    if fused.uses_texts and (texts is None or len(texts) != len(queries)):
+        raise ValueError("this fused model has a lexical or hybrid channel: pass the query texts (one per query "
+                         "vector)")
     depth = max(k, fused.search_k)
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
-    candidates, lexical = union_ids(enc_ids, clf_ids), None
+    candidates, lexical, linear = union_ids(enc_ids, clf_ids), None, None
+    if (hybrid := fused.active_linear) is not None:
+        linear_scores, linear_ids = hybrid.search(list(texts or []), queries, depth)
+        candidates = union_ids(candidates, linear_ids)
     if (channel := fused.active_lexical) is not None:
-        if texts is None or len(texts) != len(queries):
-            raise ValueError("this fused model has a lexical channel: pass the query texts (one per query vector)")
-        candidates, lexical = channel.shortlist(list(texts), depth, candidates)
+        candidates, lexical = channel.shortlist(list(texts or []), depth, candidates)
+    if hybrid is not None:
+        linear = scores_on(linear_ids, linear_scores, candidates)
     return rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
-                   lexical_weight=fused.lexical_weight, offsets=offsets)
+                   lexical_weight=fused.lexical_weight, offsets=offsets, linear=linear,
+                   linear_weight=fused.linear_weight)
 
 
 def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

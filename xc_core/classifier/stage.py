@@ -1,11 +1,12 @@
 """The classifier stage for one trained encoder: cache embeddings, choose the fusion out of fold, train W, save.
 
-The fusion (α, the lexical weight γ, the offset β on untrained labels) is chosen on *out-of-fold* training documents
-(``classifier/folds.py``, issue #39): W and the lexical channel are refit ``folds`` times, each without the rows it
-then scores — by blocks of days for event logs (rolling origin: a repeated query meets W as in the test period), by
-document folds elsewhere — so thousands of rows decide, not a small validation split. The whole choice is tested
-once against the encoder alone (α = 1, γ = 0, β = 0), cross-fitted over those folds
-(:func:`~xc_core.evaluation.fallback.cross_fitted`); the final W and lexical channel are then fit on every training
+The fusion (α, the lexical weight γ, the offset β on untrained labels, the hybrid channel's weight δ) is chosen on
+*out-of-fold* training documents (``classifier/folds.py``, issue #39): W, the lexical and the hybrid channel
+(``linear.py``, issue #40) are refit ``folds`` times, each without the rows it then scores — by blocks of days for
+event logs (rolling origin: a repeated query meets W as in the test period), by document folds elsewhere — so
+thousands of rows decide, not a small validation split. The whole choice is tested
+once against the encoder alone (α = 1, γ = β = δ = 0), cross-fitted over those folds
+(:func:`~xc_core.evaluation.fallback.cross_fitted`); the final W and text channels are then fit on every training
 document and served with the chosen settings, or the encoder alone is. A scored document's own labels
 (``XCDataset.own_label_pairs``: same id, or the folder's train filter) are never ranked, as the test filter removes
 a test document's own label; documents the encoder trained on are never scored.
@@ -24,7 +25,8 @@ from xc_core.classifier.config import ClassifierConfig
 from xc_core.classifier.folds import Fold
 from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
 from xc_core.classifier.lexical import LexicalChannel
-from xc_core.classifier.shortlist import union_ids
+from xc_core.classifier.linear import LinearChannel
+from xc_core.classifier.shortlist import scores_on, union_ids
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
@@ -39,15 +41,16 @@ def label_vectors_path(classifier_dir: Path) -> Path:
 
 
 class FusionGrid:
-    """Scored rows' exact shortlist (label text ∪ W ∪ the lexical channel's top labels, ``search_k`` each) with each
-    channel's score of every candidate computed once, so any (alpha, lexical weight, untrained-label offset) re-ranks
-    them by a weighted sum; a row's own label (``exclude``) never counts, as in the test filter. ``untrained``: labels
-    without a positive in W's training rows (the offset's labels)."""
+    """Scored rows' exact shortlist (label text ∪ W ∪ the lexical channel's ∪ the hybrid channel's top labels,
+    ``search_k`` each) with each channel's score of every candidate computed once, so any fusion (alpha, lexical
+    weight, untrained-label offset, hybrid weight) re-ranks them by a weighted sum; a row's own label (``exclude``)
+    never counts, as in the test filter. ``untrained``: labels without a positive in W's training rows (the offset's
+    labels)."""
 
     def __init__(self, queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
                  search_k: int, exclude: np.ndarray, inv_propensity: np.ndarray,
                  lexical: LexicalChannel | None = None, texts: list[str] | None = None,
-                 untrained: np.ndarray | None = None) -> None:
+                 untrained: np.ndarray | None = None, linear: LinearChannel | None = None) -> None:
         from xc_core.index import IndexConfig, LabelIndex
 
         flat = IndexConfig(kind="flat")
@@ -56,10 +59,14 @@ class FusionGrid:
         _, enc_ids = LabelIndex.build(label_vecs, None, flat).search(queries, depth)
         _, clf_ids = LabelIndex.build(weights, None, flat).search(queries, depth)
         self.candidates, lexical_scores = union_ids(enc_ids, clf_ids), None
-        self.has_lexical = lexical is not None
+        self.has_lexical, self.has_linear = lexical is not None, linear is not None
         self.untrained = np.zeros(len(label_vecs), bool) if untrained is None else np.asarray(untrained, bool)
+        if linear is not None:
+            linear_scores, linear_ids = linear.search(texts or [], queries, depth)
+            self.candidates = union_ids(self.candidates, linear_ids)
         if lexical is not None:
             self.candidates, lexical_scores = lexical.shortlist(texts or [], depth, self.candidates)
+        self.linear_scores = scores_on(linear_ids, linear_scores, self.candidates) if linear is not None else None
         safe = np.maximum(self.candidates, 0)
         self.encoder_scores = _cosines(queries, label_vecs, safe)
         self.classifier_scores = _cosines(queries, weights, safe)
@@ -69,11 +76,14 @@ class FusionGrid:
             self.blocked[row] |= self.candidates[row] == label
         self.on_untrained = self.untrained[safe]
 
-    def ranked(self, alpha: float, weight: float, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def ranked(self, alpha: float, weight: float, offset: float = 0.0,
+               linear_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the top ``search_k`` per row under this fusion, own labels dropped (−1 pads)."""
         score = alpha * self.encoder_scores + (1 - alpha) * self.classifier_scores
         if self.lexical_scores is not None and weight > 0:
             score = score + weight * self.lexical_scores
+        if self.linear_scores is not None and linear_weight > 0:
+            score = score + linear_weight * self.linear_scores
         if offset:
             score = score + np.float32(offset) * self.on_untrained
         score = np.where(self.blocked, -np.inf, score).astype(np.float32)
@@ -91,9 +101,8 @@ def _cosines(queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, chunk: i
     return out
 
 
-Fusion = tuple[float, float, float]  # (alpha, lexical weight, untrained offset)
-ENCODER_ONLY = {"alpha": 1.0, "lexical_weight": 0.0}  # the do-nothing fallback of every fusion
-_FALLBACK: Fusion = (1.0, 0.0, 0.0)
+Fusion = tuple[float, float, float, float]  # (alpha, lexical weight, untrained offset, hybrid weight)
+ENCODER_ONLY: Fusion = (1.0, 0.0, 0.0, 0.0)  # the do-nothing fallback of every fusion
 
 
 class OutOfFoldGrid:
@@ -107,6 +116,7 @@ class OutOfFoldGrid:
         sizes = np.cumsum([0, *(p.truth.shape[0] for p in parts)])
         self.blocks = [np.arange(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
         self.has_lexical = any(p.has_lexical for p in parts)
+        self.has_linear = any(p.has_linear for p in parts)
         self.untrained_any = any(p.on_untrained.any() for p in parts)
         self._ranked: dict[Fusion, tuple[np.ndarray, np.ndarray]] = {}
         self._terms: dict[tuple[Fusion, str], dict[str, np.ndarray]] = {}
@@ -148,8 +158,9 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
                   seed: int = 0) -> tuple[dict[str, float], dict[str, Any], list[dict[str, float]]]:
     """The fusion to serve, the record of its one test against the encoder alone, and the curve over α × γ.
 
-    The selection procedure, run on any set of rows: the (α, γ) of the curve best on ``select_metric``, then the
-    untrained-label offset β best for it (ties prefer less lexical weight, a smaller offset, then more encoder).
+    The selection procedure, run on any set of rows: the (α, γ, δ) of the curve best on ``select_metric``, then the
+    untrained-label offset β best for it (ties prefer less hybrid weight, less lexical weight, a smaller offset, then
+    more encoder).
     Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
     procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
     the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut
@@ -159,33 +170,38 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     oof = grid if isinstance(grid, OutOfFoldGrid) else OutOfFoldGrid([grid])
     metric = cfg.select_metric
     weights = cfg.lexical.weights if oof.has_lexical else (0.0,)
-    pairs = [(float(a), float(w)) for w in weights for a in cfg.alphas]
+    linear_weights = cfg.linear_weights if oof.has_linear else (0.0,)
+    triples = [(float(a), float(w), float(d)) for d in linear_weights for w in weights for a in cfg.alphas]
     offsets = sorted({0.0, *cfg.untrained_offsets}, key=abs) if oof.untrained_any else [0.0]
 
     def select(rows: np.ndarray) -> Fusion:
-        alpha, weight = max(pairs, key=lambda p: (oof.value((*p, 0.0), metric, rows), -p[1], p[0]))
-        offset = max(offsets, key=lambda b: (oof.value((alpha, weight, b), metric, rows), -abs(b)))
-        return alpha, weight, offset
+        alpha, weight, linear = max(triples, key=lambda t: (oof.value((t[0], t[1], 0.0, t[2]), metric, rows),
+                                                            -t[2], -t[1], t[0]))
+        offset = max(offsets, key=lambda b: (oof.value((alpha, weight, b, linear), metric, rows), -abs(b)))
+        return alpha, weight, offset, linear
 
     folds = oof.blocks if len(oof.blocks) > 1 else row_folds(oof.truth.shape[0], cfg.fallback.folds, seed,
                                                              Stream.FUSION_HALVES)
-    decision, served = cross_fitted("fusion", select, oof.top, oof.top(_FALLBACK), oof.truth, oof.inv_propensity,
+    decision, served = cross_fitted("fusion", select, oof.top, oof.top(ENCODER_ONLY), oof.truth, oof.inv_propensity,
                                     metric, cfg.fallback, folds, describe=lambda f: _pair(_as_row(f)))
     log.info("classifier: fusion %s vs the encoder alone: %s", decision.candidate, decision.reason)
-    chosen = served or _FALLBACK
-    record = {**decision.as_dict(), "fallback": dict(ENCODER_ONLY), "served": _pair(_as_row(chosen))}
-    curve = [{"alpha": a, "lexical_weight": w, **oof.metrics((a, w, 0.0))} for a, w in pairs]
+    chosen = served or ENCODER_ONLY
+    record = {**decision.as_dict(), "fallback": _pair(_as_row(ENCODER_ONLY)), "served": _pair(_as_row(chosen))}
+    curve = [{"alpha": a, "lexical_weight": w, **({"linear_weight": d} if oof.has_linear else {}),
+              **oof.metrics((a, w, 0.0, d))} for a, w, d in triples]
     best = {**oof.metrics(chosen), **_as_row(chosen)}
     return best, {"fusion": record}, curve
 
 
 def _as_row(fusion: Fusion) -> dict[str, float]:
-    return {"alpha": fusion[0], "lexical_weight": fusion[1], "untrained_offset": fusion[2]}
+    return {"alpha": fusion[0], "lexical_weight": fusion[1], "untrained_offset": fusion[2],
+            "linear_weight": fusion[3]}
 
 
 def _pair(row: dict[str, float]) -> dict[str, float]:
+    """The fusion as recorded: alpha and the lexical weight always, the offset and hybrid weight where not 0."""
     pair = {"alpha": row["alpha"], "lexical_weight": row["lexical_weight"]}
-    return {**pair, "untrained_offset": row["untrained_offset"]} if row.get("untrained_offset") else pair
+    return {**pair, **{key: row[key] for key in ("untrained_offset", "linear_weight") if row.get(key)}}
 
 
 def _fit_lexical(texts: list[str], y: sp.csr_matrix, cfg: ClassifierConfig) -> LexicalChannel | None:
@@ -195,18 +211,32 @@ def _fit_lexical(texts: list[str], y: sp.csr_matrix, cfg: ClassifierConfig) -> L
     return LexicalChannel.fit(texts, y, cfg.lexical)
 
 
+def _fit_linear(texts: list[str], vectors: np.ndarray, y: sp.csr_matrix, cfg: ClassifierConfig
+                ) -> LinearChannel | None:
+    """The hybrid channel over ``texts`` and their labels (None when no weight > 0 is to be tried)."""
+    if not any(w > 0 for w in cfg.linear_weights):
+        return None
+    return LinearChannel.fit(texts, vectors, y, cfg.linear.model_copy(update={"seed": cfg.seed}))
+
+
 def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs: np.ndarray,
-               inv_propensity: np.ndarray, cfg: ClassifierConfig) -> tuple[FusionGrid, float]:
-    """W and the lexical channel refit on the fold's fit rows, its scored rows' grid, and W's train seconds."""
+               inv_propensity: np.ndarray, cfg: ClassifierConfig) -> tuple[FusionGrid, dict[str, float]]:
+    """W and the text channels refit on the fold's fit rows, its scored rows' grid, and the refits' seconds."""
+    import time
+
     y_fit = sp.csr_matrix(fold.y_fit[fold.fit_rows])
     fit = train_classifier(label_vecs, doc_vecs[fold.fit_rows], y_fit, cfg)
-    lexical = _fit_lexical([dataset.train_texts[i] for i in fold.fit_rows], y_fit, cfg)
+    fit_texts = [dataset.train_texts[i] for i in fold.fit_rows]
+    lexical = _fit_lexical(fit_texts, y_fit, cfg)
+    started = time.perf_counter()
+    linear = _fit_linear(fit_texts, doc_vecs[fold.fit_rows], y_fit, cfg)
+    linear_seconds = time.perf_counter() - started
     grid = FusionGrid(doc_vecs[fold.score_rows], fold.truth, label_vecs, fit.weights, cfg.search_k,
                       dataset.own_label_pairs(fold.score_rows), inv_propensity, lexical,
-                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained)
-    log.info("classifier: %s — W refit on %d documents, %d scored out of fold", fold.name, len(fold.fit_rows),
-             len(fold.score_rows))
-    return grid, fit.seconds
+                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained, linear)
+    log.info("classifier: %s — W and the text channels refit on %d documents, %d scored out of fold", fold.name,
+             len(fold.fit_rows), len(fold.score_rows))
+    return grid, {"W": fit.seconds, "hybrid": linear_seconds}
 
 
 def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
@@ -229,23 +259,29 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     inv_propensity = propensity(dataset)
     folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
                         encoder_rows, cfg.time_blocks)
-    parts, refit_seconds = [], 0.0
+    parts, refit_seconds = [], {"W": 0.0, "hybrid": 0.0}
     for fold in folds:
         grid, fit_seconds = _fold_grid(dataset, fold, doc_vecs, label_vecs, inv_propensity, cfg)
         parts.append(grid)
-        refit_seconds += fit_seconds
+        refit_seconds = {key: refit_seconds[key] + fit_seconds[key] for key in refit_seconds}
     best, decisions, curve = choose_fusion(OutOfFoldGrid(parts), cfg, seed=cfg.seed)
     chosen = time.perf_counter()
     y = sp.csr_matrix(dataset.y_train)
     labelled = np.flatnonzero(np.diff(y.indptr) > 0)
     fit = train_classifier(label_vecs, doc_vecs[labelled], y[labelled], cfg, progress=progress)
-    lexical = _fit_lexical([dataset.train_texts[i] for i in labelled], y[labelled], cfg)
+    texts = [dataset.train_texts[i] for i in labelled]
+    lexical = _fit_lexical(texts, y[labelled], cfg)
+    hybrid_started = time.perf_counter()
+    linear = _fit_linear(texts, doc_vecs[labelled], y[labelled], cfg) if best["linear_weight"] > 0 else None
+    hybrid_seconds = time.perf_counter() - hybrid_started
     untrained = np.diff(y.tocsc().indptr) == 0  # W kept their text vectors
-    log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f served after %d out-of-fold rows "
-             "(%s %.4f on them)", best["alpha"], best["lexical_weight"], best["untrained_offset"],
-             sum(len(f.score_rows) for f in folds), cfg.select_metric, best[cfg.select_metric])
+    log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f, hybrid weight %.2f served after "
+             "%d out-of-fold rows (%s %.4f on them)", best["alpha"], best["lexical_weight"], best["untrained_offset"],
+             best["linear_weight"], sum(len(f.score_rows) for f in folds), cfg.select_metric, best[cfg.select_metric])
     stage_seconds = {"encode": round(encoded - started, 2), "out_of_fold": round(chosen - encoded, 2),
-               "out_of_fold_refits": round(refit_seconds, 2), "final_fit": round(time.perf_counter() - chosen, 2)}
+                     "out_of_fold_refits": round(refit_seconds["W"] + refit_seconds["hybrid"], 2),
+                     "out_of_fold_hybrid_refits": round(refit_seconds["hybrid"], 2),
+                     "final_fit": round(time.perf_counter() - chosen, 2), "final_hybrid_fit": round(hybrid_seconds, 2)}
     fused = FusedClassifier(fit.weights, best["alpha"], cfg.search_k, {
         "select_metric": cfg.select_metric, "fold_kind": fold_kind(dataset, cfg.fold_kind),
         "folds": [{"name": f.name, "fit_documents": len(f.fit_rows), "scored_rows": len(f.score_rows)}
@@ -254,8 +290,9 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
         "fallback_tests": decisions, "history": fit.history, "train_seconds": fit.seconds,
         "stage_seconds": stage_seconds,
         "train_pairs": fit.pairs, "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts),
-        "config": cfg.model_dump(), "encoder_rows_not_scored": 0 if encoder_rows is None else len(encoder_rows)},
-        lexical, best["lexical_weight"], best["untrained_offset"], untrained)
+        "config": cfg.model_dump(), "encoder_rows_not_scored": 0 if encoder_rows is None else len(encoder_rows),
+        **({"hybrid": linear.info} if linear is not None else {})},
+        lexical, best["lexical_weight"], best["untrained_offset"], untrained, linear, best["linear_weight"])
     fused.save(out_dir)
     np.save(label_vectors_path(out_dir), label_vecs)
     return fused

@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-VARIANTS_FILE = "variants.npz"  # index folder: the test queries' top ids under alpha = 1, alpha = 0 (no lexical
-#                                 channel) and the lexical channel alone when the model has one
+VARIANTS_FILE = "variants.npz"  # index folder: the test queries' top ids under alpha = 1, alpha = 0 (no text
+#                                 channel) and each text channel (lexical, hybrid) alone when the model has it
 
 
 def decile_table(y_test: sp.spmatrix, y_train: sp.spmatrix, tops: dict[str, np.ndarray], inv_propensity: np.ndarray,
@@ -37,9 +37,9 @@ def decile_table(y_test: sp.spmatrix, y_train: sp.spmatrix, tops: dict[str, np.n
 
 
 def plot(table: pl.DataFrame, curve: list[dict[str, float]], chosen: float, out: Path, lexical_weight: float = 0.0,
-         k: int = 5) -> Path:
-    """Left two panels: per-decile shares of P@k and PSP@k by variant; right: the validation alpha curve at
-    the chosen lexical weight."""
+         k: int = 5, linear_weight: float = 0.0) -> Path:
+    """Left two panels: per-decile shares of P@k and PSP@k by variant; right: the out-of-fold alpha curve at
+    the chosen lexical and hybrid weights."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,12 +54,14 @@ def plot(table: pl.DataFrame, curve: list[dict[str, float]], chosen: float, out:
             axis.bar(part["decile"].to_numpy() + i * width, 100 * part[metric].to_numpy(), width, label=variant)
         axis.set(title=f"test {metric} by label-frequency decile (0 = tail)", xlabel="decile", ylabel="points")
         axis.legend(fontsize=7)
-    curve = [row for row in curve if row.get("lexical_weight", 0.0) == lexical_weight]
+    curve = [row for row in curve if row.get("lexical_weight", 0.0) == lexical_weight
+             and row.get("linear_weight", 0.0) == linear_weight]
     alphas = [row["alpha"] for row in curve]
     for metric in ("P@1", f"P@{k}", "PSP@1", f"PSP@{k}"):
         axes[2].plot(alphas, [100 * row[metric] for row in curve], marker=".", label=metric)
     axes[2].axvline(chosen, color="grey", linestyle="--", label=f"chosen α = {chosen:.1f}")
-    axes[2].set(title=f"validation metrics by α (1 = encoder only), lexical weight {lexical_weight:g}",
+    axes[2].set(title=f"out-of-fold metrics by α (1 = encoder only), lexical {lexical_weight:g}, "
+                      f"hybrid {linear_weight:g}",
                 xlabel="α", ylabel="points")
     axes[2].legend(fontsize=7)
     fig.tight_layout()

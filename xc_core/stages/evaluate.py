@@ -24,8 +24,10 @@ from xc_core.training.record import TrainedModel
 
 log = logging.getLogger(__name__)
 
-#: the linear peers, scored by benchmarks/peer_eval.py into the same folders: every method is paired with them
-PEERS = ("pecos",)
+#: the linear peers, scored by benchmarks/peer_eval.py into the same folders: every method is paired with them.
+#: ``pecos``: XR-Linear on TF-IDF; ``pecos-xc``: XR-Linear on xc's own features, [TF-IDF ⊕ the untrained encoder's
+#: vectors] (the XR-Transformer-style peer of issue #40)
+PEERS = ("pecos", "pecos-xc")
 
 
 #: what ``xc eval --split`` scores: the test split (read once, for results) or the validation rows the stages select

@@ -52,11 +52,13 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
         ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
         # the same queries under the encoder alone, the classifier alone and the lexical channel alone (tradeoff.py)
         enc_scores, enc_ids = index.search(queries, k)
-        clf_scores, clf_ids = fused_search(queries, index, clf_index, labels, fused.with_alpha(0.0, 0.0), k)
+        clf_scores, clf_ids = fused_search(queries, index, clf_index, labels, fused.with_alpha(0.0, 0.0, None, 0.0), k)
         variants = {"encoder_ids": enc_ids, "encoder_scores": enc_scores, "classifier_ids": clf_ids,
                     "classifier_scores": clf_scores}
         if fused.uses_lexical:
             variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
+        if (hybrid := fused.active_linear) is not None:
+            variants["hybrid_scores"], variants["hybrid_ids"] = hybrid.search(texts, queries, k)
         np.savez(index_dir / VARIANTS_FILE, **variants)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     recall, exact_ms = measure_against_exact(index, labels, queries, k)
     np.save(index_dir / "test_top_ids.npy", ids)

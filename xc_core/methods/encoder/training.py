@@ -191,21 +191,23 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, enco
     # two validation curves through the chosen point: over alpha (step = 100 alpha) and over the lexical weight
     for prefix, fixed, varied in (("val", "lexical_weight", "alpha"), ("val_lexical", "alpha", "lexical_weight")):
         chosen = fused.alpha if fixed == "alpha" else fused.lexical_weight
-        for row in (r for r in curve if r.get(fixed, 0.0) == chosen):
-            metrics = {k: v for k, v in row.items() if k not in ("alpha", "lexical_weight")}
+        for row in (r for r in curve if r.get(fixed, 0.0) == chosen
+                    and r.get("linear_weight", 0.0) == fused.linear_weight):
+            metrics = {k: v for k, v in row.items() if k not in ("alpha", "lexical_weight", "linear_weight")}
             mlflow.log_metrics({f"classifier/{prefix}_{k.replace('@', '_at_')}": v for k, v in metrics.items()},
                                step=int(round(100 * row.get(varied, 0.0))))
     for row in fused.info["history"]:
         mlflow.log_metric("classifier/loss", row["loss"], step=int(row["epoch"]))
     mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/lexical_weight": fused.lexical_weight,
                         "classifier/untrained_offset": fused.untrained_offset,
+                        "classifier/linear_weight": fused.linear_weight,
                         "classifier/weights_mb": fused.megabytes,
                         "classifier/train_seconds": fused.info["train_seconds"]})
     tests = fused.info.get("fallback_tests", {})
     log_fallback_tests(tests, "classifier")
     mlflow.log_artifact(str(folder / "fusion.json"))
     return folder, {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
-                    "untrained_offset": fused.untrained_offset,
+                    "untrained_offset": fused.untrained_offset, "linear_weight": fused.linear_weight,
                     "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
                     "alpha_curve": curve, "fallback_tests": tests}
 
