@@ -81,3 +81,16 @@ def test_a_record_is_outdated_per_method_only_when_its_stages_code_changed() -> 
     why = record_outdated({RECORD_KEY: "old", "git_commit": "1234567"}, "ramen", "train")
     assert why is not None and "the train code of ramen changed" in why and "1234567" in why
     assert record_outdated(current, "ramen", "evaluate") is not None, "each stage has its own version"
+
+
+def test_the_lineage_version_ignores_the_classifier_and_the_trainer() -> None:
+    """An edit to a later stage (the classifier, the trainer, the validation split) leaves every home's data sets and
+    anchors current: none of their modules is in the lineage's import closure."""
+    from xc_assets.defs.freshness import LATER_STAGES, LINEAGE_MODULES
+    from xc_core.methods.versions import REGISTRY
+    from xc_core.provenance import import_closure
+
+    closure = import_closure(LINEAGE_MODULES, stop=(*REGISTRY, *LATER_STAGES))
+    assert "xc_core.stages.dataset" in closure and "xc_core.datasets.container" in closure
+    later = [m for m in closure if m.startswith(("xc_core.classifier", "xc_core.training", "xc_core.methods."))]
+    assert later == [], later

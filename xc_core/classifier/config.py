@@ -45,9 +45,9 @@ class ClassifierConfig(BaseModel):
                                    "channel fused with the dense ones (weight 0 on validation = not used)")
     linear: LinearConfig = Field(default_factory=LinearConfig, description="the hybrid channel: XR-Linear on "
                                  "TF-IDF ⊕ the encoder's vector (classifier/linear.py)")
-    linear_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6), description=(
+    linear_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2), description=(
         "hybrid-channel weights tried out of fold with every alpha and lexical weight (0 = channel off; its score "
-        "lies in [0, 1], 1.6 lets it outrank the cosines)"))
+        "lies in [0, 1]: from 1.6 up it outranks the cosines, 3.2 ranks by it almost alone)"))
     fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the chosen fusion must beat "
                                      "the encoder alone on the out-of-fold rows (cross-fitted over the folds)")
     folds: int = Field(default=10, ge=2, description="document folds (classifier/folds.py): W and the lexical "
