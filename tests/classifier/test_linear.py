@@ -114,3 +114,13 @@ def test_the_fused_search_adds_the_hybrid_channel_and_needs_the_texts(tiny_data:
     hit = np.asarray(y[rows[:, None], np.maximum(ids[:, :1], 0)].todense()).mean()
     hit_alone = np.asarray(y[rows[:, None], np.maximum(alone[:, :1], 0)].todense()).mean()
     assert hit > hit_alone + 0.3, "random label vectors alone find nothing; the hybrid channel's words do"
+
+
+def test_the_costs_count_the_hybrid_channels_weights_not_its_index_arrays(tiny_data: XCDataset,
+                                                                          tmp_path: Path) -> None:
+    from xc_core.evaluation.costs import count_parameters
+
+    channel, _, _ = _channel(tiny_data, "hybrid")
+    folder = channel.save(tmp_path / HYBRID_DIR)
+    expected = sum(layer.sparse_weights.nnz + layer.dense_weights.size + layer.biases.size for layer in channel.layers)
+    assert count_parameters([folder]) == expected > 0

@@ -126,11 +126,22 @@ def tensor_elements(path: Path) -> int:
     return 0
 
 
+#: the arrays of a hybrid-channel layer file (classifier/linear.py) that are weights: the kept sparse weights, the
+#: dense block and the biases (its index arrays, indptr / indices / children, are not parameters)
+LAYER_WEIGHTS = ("data", "dense", "biases")
+
+
 def count_parameters(paths: Iterable[Path]) -> int:
     """Values in the weights a model is served from: every ``.safetensors`` file of a folder (an encoder saved
-    with ``save_pretrained``), or a weights file itself."""
+    with ``save_pretrained``), the weights of every ``layer*.npz`` of a folder (the hybrid channel's tree), or a
+    weights file itself."""
     total = 0
     for path in paths:
+        if path.is_dir() and not any(path.glob("*.safetensors")):
+            for layer in sorted(path.glob("layer*.npz")):
+                with np.load(layer, allow_pickle=False) as arrays:
+                    total += sum(int(arrays[name].size) for name in LAYER_WEIGHTS if name in arrays.files)
+            continue
         files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
         total += sum(tensor_elements(f) for f in files if f.exists())
     return total

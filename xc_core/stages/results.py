@@ -215,14 +215,18 @@ def _trained_runs(home: Path, dataset: str, profile: str) -> dict[str, TrainedMo
 
 
 def _served_weights(summary: dict[str, Any]) -> dict[str, Path]:
-    """The weight files of the model a method serves, as its train summary names them (encoder, classifier W)."""
+    """The weight files of the model a method serves, as its train summary names them (encoder, classifier W, the
+    hybrid channel's layers when the served fusion uses it)."""
     from xc_core.classifier.fusion import WEIGHTS_FILE
+    from xc_core.classifier.linear import HYBRID_DIR
 
     found = {}
     if summary.get("encoder_dir"):
         found["encoder"] = Path(str(summary["encoder_dir"]))
     if summary.get("classifier_dir"):
         found["classifier W"] = Path(str(summary["classifier_dir"])) / WEIGHTS_FILE
+        if (hybrid := Path(str(summary["classifier_dir"])) / HYBRID_DIR).is_dir():
+            found["hybrid"] = hybrid
     return found
 
 
