@@ -149,6 +149,9 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     served = model.unwrap_python_model().classifier
     assert served is not None and served.alpha == fused["alpha"]
     assert served.lexical_weight == fused["lexical_weight"] and served.uses_lexical == (fused["lexical_weight"] > 0)
+    # the hybrid channel travels in the MLflow model (its hybrid/ folder) exactly when the served fusion uses it
+    assert served.linear_weight == fused["linear_weight"]
+    assert (served.active_linear is not None) == (fused["linear_weight"] > 0)
     assert served.weights.shape == (tiny_data.n_labels, model.predict(["a query"]).shape[1])
     assert mlflow.pyfunc.load_model(base["model_uri"]).unwrap_python_model().classifier is None
     result = evaluate_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
