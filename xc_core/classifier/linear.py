@@ -181,8 +181,11 @@ class Layer:
         """(rows, c) decision values of each row's ``nodes`` (−1 pads → −inf)."""
         safe = np.maximum(nodes, 0)
         out = self.biases[safe].astype(np.float32)
-        if self.dense_weights.shape[1]:
-            out += np.einsum("rcd,rd->rc", self.dense_weights[safe], x_dense)
+        if dim := self.dense_weights.shape[1]:
+            step = max(1, 2**24 // max(nodes.shape[1] * dim, 1))  # rows per gather: ≤ 64 MB of weights at a time
+            for lo in range(0, len(nodes), step):
+                out[lo: lo + step] += np.einsum("rcd,rd->rc", self.dense_weights[safe[lo: lo + step]],
+                                                x_dense[lo: lo + step])
         if self.sparse_weights.shape[1] and self.sparse_weights.nnz:
             out += _sparse_pairs(x_sparse, self._sparse_t, safe)
         return np.where(nodes >= 0, out, -np.inf).astype(np.float32)
