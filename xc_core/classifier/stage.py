@@ -158,9 +158,10 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
                   seed: int = 0) -> tuple[dict[str, float], dict[str, Any], list[dict[str, float]]]:
     """The fusion to serve, the record of its one test against the encoder alone, and the curve over α × γ.
 
-    The selection procedure, run on any set of rows: the (α, γ, δ) of the curve best on ``select_metric``, then the
-    untrained-label offset β best for it (ties prefer less hybrid weight, less lexical weight, a smaller offset, then
-    more encoder).
+    The selection procedure, run on any set of rows: among the fusions that keep every guard metric of the policy
+    (PSP@1) at least at the encoder's on those rows, the (α, γ, δ) best on ``select_metric``, then the untrained-label
+    offset β best for it under the same constraint (ties prefer less hybrid weight, less lexical weight, a smaller
+    offset, then more encoder).
     Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
     procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
     the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut
@@ -174,10 +175,21 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     triples = [(float(a), float(w), float(d)) for d in linear_weights for w in weights for a in cfg.alphas]
     offsets = sorted({0.0, *cfg.untrained_offsets}, key=abs) if oof.untrained_any else [0.0]
 
+    guards = [g for g in cfg.fallback.guards if g != metric]
+
     def select(rows: np.ndarray) -> Fusion:
-        alpha, weight, linear = max(triples, key=lambda t: (oof.value((t[0], t[1], 0.0, t[2]), metric, rows),
+        # only fusions that keep every guard metric at least at the encoder's on these rows are candidates: a pick
+        # by P@1 alone may buy head labels with the tail (wikispeedia: +4.8 P@1 out of fold, PSP@1 lost, fallback)
+        floor = {g: oof.value(ENCODER_ONLY, g, rows) for g in guards}
+
+        def keeps(fusion: Fusion) -> bool:
+            return all(oof.value(fusion, g, rows) >= floor[g] for g in guards)
+
+        allowed = [t for t in triples if keeps((t[0], t[1], 0.0, t[2]))] or [(1.0, 0.0, 0.0)]
+        alpha, weight, linear = max(allowed, key=lambda t: (oof.value((t[0], t[1], 0.0, t[2]), metric, rows),
                                                             -t[2], -t[1], t[0]))
-        offset = max(offsets, key=lambda b: (oof.value((alpha, weight, b, linear), metric, rows), -abs(b)))
+        shifts = [b for b in offsets if keeps((alpha, weight, b, linear))] or [0.0]
+        offset = max(shifts, key=lambda b: (oof.value((alpha, weight, b, linear), metric, rows), -abs(b)))
         return alpha, weight, offset, linear
 
     folds = oof.blocks if len(oof.blocks) > 1 else row_folds(oof.truth.shape[0], cfg.fallback.folds, seed,
