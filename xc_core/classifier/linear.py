@@ -54,7 +54,7 @@ class LinearConfig(BaseModel):
     cost: float = Field(default=1.0, gt=0, description="SVM C (PECOS/liblinear default 1)")
     bias: float = Field(default=1.0, ge=0, description="value of the constant feature (PECOS default 1)")
     max_iter: int = Field(default=100, ge=1, description="dual coordinate-descent passes per node at most (PECOS)")
-    tolerance: float = Field(default=0.1, gt=0, description="stop a label when its projected gradient is this small")
+    tolerance: float = Field(default=0.1, gt=0, description="stop a node when its projected gradient is this small")
     prune: float = Field(default=0.1, ge=0, description="weights with |w| below this are dropped (PECOS threshold), "
                          "in both blocks")
     max_leaf: int = Field(default=100, ge=2, description="labels per bottom cluster of the tree at most (PECOS)")
