@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from xc_core.classifier.lexical import LexicalConfig
+from xc_core.classifier.lexical import LexicalConfig, channel_weights
 from xc_core.classifier.linear import LinearConfig
 from xc_core.evaluation.fallback import FallbackPolicy
 
@@ -75,9 +75,7 @@ class ClassifierConfig(BaseModel):
     @field_validator("linear_weights")
     @classmethod
     def _linear_weights(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if not value or any(w < 0 for w in value):
-            raise ValueError(f"linear_weights {value!r}: give at least one weight, each ≥ 0 (0 = channel off)")
-        return value
+        return channel_weights("linear_weights", value)
 
     @field_validator("alphas")
     @classmethod

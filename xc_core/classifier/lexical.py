@@ -46,9 +46,14 @@ class LexicalConfig(BaseModel):
     @field_validator("weights")
     @classmethod
     def _weights(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if not value or any(w < 0 for w in value):
-            raise ValueError(f"lexical weights {value!r}: give at least one weight, each ≥ 0 (0 = channel off)")
-        return value
+        return channel_weights("lexical weights", value)
+
+
+def channel_weights(name: str, value: tuple[float, ...]) -> tuple[float, ...]:
+    """A text channel's weight grid: at least one weight, none negative (0 switches the channel off)."""
+    if not value or any(w < 0 for w in value):
+        raise ValueError(f"{name} {value!r}: give at least one weight, each ≥ 0 (0 = channel off)")
+    return value
 
 
 def _vectorizer(cfg: LexicalConfig, vocabulary: dict[str, int] | None = None) -> Any:
