@@ -9,7 +9,12 @@ back. So the run is three steps:
     # there (device tool, one call): xc's trainer with the full profile, then exact top-k of every test query
     python3 benchmarks/device_full.py train --bundle .device_bundle --out $OUT
     # here: score the returned rankings exactly as `xc evaluate` scores a method, pair them, write the table
-    .venv/bin/python benchmarks/device_full.py score --home /work/device_home --returned DIR
+    .venv/bin/python benchmarks/device_full.py score --home /work/device_home --returned DIR [DIR ...]
+
+The runs are bound by the CPU side (tokenisation, per-epoch validation), not the GPU: several ``train`` processes
+can share the one GPU, each with ``--datasets``/``--methods``/``--set seed=N`` of its own and its own ``--out``
+(``OMP_NUM_THREADS`` split between them); ``score`` merges the folders of one seed. The 2026-11-27 lease ran four
+at once (H100 utilisation 96 %, 44 GiB) with ``pydantic`` carried as wheels (the image lacks it).
 
 What the device step runs is xc's code, unchanged: the registry's method configuration (``train_config``), the
 data-set transform (``prepare``), ``Trainer.fit`` with its validation-epoch selection and fallback test, and
@@ -141,8 +146,10 @@ def device_info() -> dict[str, Any]:
             "bf16": bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())}
 
 
-def train(bundle: Path, out: Path, methods: list[str], budget_s: float, overrides: dict[str, Any]) -> None:
-    """Every (data set, method) of the bundle in turn, until the budget would be overrun: rankings + a summary."""
+def train(bundle: Path, out: Path, methods: list[str], budget_s: float, overrides: dict[str, Any],
+          datasets: list[str] | None = None) -> None:
+    """Every (data set, method) of the bundle in turn (``datasets``: only these), until the budget would be
+    overrun: rankings + a summary. Several of these can share one GPU, each with its own ``out``."""
     import shutil
     import tempfile
 
@@ -156,6 +163,8 @@ def train(bundle: Path, out: Path, methods: list[str], budget_s: float, override
     summary: dict[str, Any] = {"device": device_info(), "profile": PROFILE, "overrides": overrides, "runs": {},
                                "skipped": []}
     for path in sorted(bundle.glob("*.pkl")):
+        if datasets and path.stem not in datasets:
+            continue
         data = pickle.loads(path.read_bytes())
         arrays: dict[str, np.ndarray] = {}
         for name in methods:
@@ -194,7 +203,24 @@ def _evaluate(data: Any, top: np.ndarray, scores: np.ndarray, out: Path, method:
     return EvaluationRecord.load(out), summary
 
 
-def score(home: Path, returned: Path, demo_home: Path | None) -> dict[str, Any]:
+def merge_returned(folders: list[Path]) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
+    """(one summary, each data set's arrays) of the folders that runs sharing one GPU returned: the runs and
+    arrays side by side, the device seconds the longest of them (they ran at the same time)."""
+    summary: dict[str, Any] = {"runs": {}, "skipped": []}
+    arrays: dict[str, dict[str, np.ndarray]] = {}
+    for folder in folders:
+        part = json.loads((folder / "summary.json").read_text())
+        summary["device"] = part["device"]
+        summary["seconds"] = max(summary.get("seconds") or 0, part.get("seconds") or 0) or None
+        summary["runs"].update(part["runs"])
+        summary["skipped"] += part["skipped"]
+        for npz in sorted(folder.glob("*.npz")):
+            loaded = np.load(npz)
+            arrays.setdefault(npz.stem, {}).update({key: loaded[key] for key in loaded.files})
+    return summary, arrays
+
+
+def score(home: Path, returned: list[Path], demo_home: Path | None) -> dict[str, Any]:
     """Evaluate the returned rankings (and the untrained encoder ranked here from float32 and float16 weights)
     into ``<home>/eval``; pair every method with the untrained one, the methods with each other, PECOS where
     ``benchmarks/peer_eval.py`` has scored it, and the demo-profile model of ``demo_home``."""
@@ -206,19 +232,19 @@ def score(home: Path, returned: Path, demo_home: Path | None) -> dict[str, Any]:
     from xc_core.paths import eval_dir
     from xc_core.profiles import get_profile
     from xc_core.stages.anchor_sets import load_with_anchors
+    from xc_core.stages.evaluate import PEERS
     from xc_core.stages.results import paired_rows
 
-    summary = json.loads((returned / "summary.json").read_text())
+    summary, returned_arrays = merge_returned(returned)
     max_length = get_profile(PROFILE).encoder.max_length
     table: dict[str, Any] = {"device": summary["device"], "device_seconds": summary.get("seconds"),
                              "skipped": summary["skipped"], "datasets": {}}
     control = control_method()
-    for npz in sorted(returned.glob("*.npz")):
-        arrays = np.load(npz)
-        data = load_with_anchors(home, npz.stem)
+    for name, arrays in sorted(returned_arrays.items()):
+        data = load_with_anchors(home, name)
         records: dict[str, Any] = {}
         summaries: dict[str, dict[str, Any]] = {}
-        for key in sorted(k for k in arrays.files if k.endswith("/top")):
+        for key in sorted(k for k in arrays if k.endswith("/top")):
             method = key.removesuffix("/top")
             records[method], summaries[method] = _evaluate(data, arrays[key], arrays[f"{method}/scores"],
                                         eval_dir(home, data.name, method, PROFILE), method)
@@ -240,10 +266,12 @@ def score(home: Path, returned: Path, demo_home: Path | None) -> dict[str, Any]:
         trained = [m for m in references() if m in records and m != control]  # the registry's order: a − b once
         pairs += [{"method": a, "vs": b, **paired_rows(records[a], records[b])}
                   for i, a in enumerate(trained) for b in trained[i + 1:]]
-        peer = EvaluationRecord.load(eval_dir(home, data.name, "pecos", PROFILE))
-        if peer is not None:
-            rows["pecos"] = {k: peer.metrics.get(k) for k in ("P@1", "P@5", "R@10", "PSP@5")}
-            pairs += [{"method": m, "vs": "pecos", **paired_rows(r, peer)} for m, r in records.items()]
+        for name in PEERS:  # the peers ignore xc's training profile: their demo-profile scoring is theirs
+            peer = EvaluationRecord.load(eval_dir(home, data.name, name, PROFILE)) or EvaluationRecord.load(
+                eval_dir(home, data.name, name, "demo"))
+            if peer is not None:
+                rows[name] = {k: peer.metrics.get(k) for k in ("P@1", "P@5", "R@10", "PSP@5")}
+                pairs += [{"method": m, "vs": name, **paired_rows(r, peer)} for m, r in records.items()]
         if demo_home is not None:
             for m, r in records.items():
                 demo = EvaluationRecord.load(eval_dir(demo_home, data.name, m, "demo"))
@@ -270,12 +298,14 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--bundle", type=Path, default=ROOT / ".device_bundle")
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--methods", default="", help="comma-separated (default: the registry's references)")
+    t.add_argument("--datasets", default="", help="comma-separated (default: every data set of the bundle)")
     t.add_argument("--budget-s", type=float, default=420.0, help="start no new run after this many seconds")
     t.add_argument("--set", dest="settings", action="append", default=[], type=setting, metavar="KEY=VALUE",
                    help="a TrainConfig override, for a smoke test only (recorded in the summary)")
     s = sub.add_parser("score", help="here: evaluate what came back and write the table")
     s.add_argument("--home", type=Path, required=True)
-    s.add_argument("--returned", type=Path, required=True)
+    s.add_argument("--returned", type=Path, nargs="+", required=True,
+                   help="what came back: one folder per train run (runs that shared the GPU are merged)")
     s.add_argument("--demo-home", type=Path, default=None)
     s.add_argument("--result", type=Path, default=RESULT)
     args = parser.parse_args(argv)
@@ -287,7 +317,8 @@ def main(argv: list[str] | None = None) -> None:
         control = control_method()  # first: every trained method is paired with it
         methods = (args.methods.split(",") if args.methods
                    else [control, *(m for m in dependency_order(references()) if m != control)])
-        train(args.bundle, args.out, methods, args.budget_s, dict(args.settings))
+        train(args.bundle, args.out, methods, args.budget_s, dict(args.settings),
+              [d for d in args.datasets.split(",") if d])
     else:
         table = score(args.home, args.returned, args.demo_home)
         args.result.write_text(json.dumps(table, indent=1, default=str) + "\n")
