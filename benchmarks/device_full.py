@@ -14,7 +14,8 @@ back. So the run is three steps:
 The runs are bound by the CPU side (tokenisation, per-epoch validation), not the GPU: several ``train`` processes
 can share the one GPU, each with ``--datasets``/``--methods``/``--set seed=N`` of its own and its own ``--out``
 (``OMP_NUM_THREADS`` split between them); ``score`` merges the folders of one seed. The 2026-11-27 lease ran four
-at once (H100 utilisation 96 %, 44 GiB) with ``pydantic`` carried as wheels (the image lacks it).
+at once (H100 utilisation 96 %, 44 GiB) with ``pydantic`` carried as wheels (the image lacks it). The bundle
+is git-ignored: name ``.device_bundle`` (and the wheels' folder) in the device call's ``carry``.
 
 What the device step runs is xc's code, unchanged: the registry's method configuration (``train_config``), the
 data-set transform (``prepare``), ``Trainer.fit`` with its validation-epoch selection and fallback test, and
