@@ -182,13 +182,14 @@ def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
 class Server:
     """``xc serve --version N`` in a subprocess: started on a free port, ready, stopped by PID."""
 
-    def __init__(self, home: Path, dataset: str, version: str, ready_timeout_s: float) -> None:
+    def __init__(self, home: Path, dataset: str, version: str, ready_timeout_s: float,
+                 options: tuple[str, ...] = ()) -> None:
         self.home, self.dataset, self.version, self.ready_timeout_s = home, dataset, version, ready_timeout_s
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="bench-serve-", suffix=".log", delete=False)
         xc = Path(sys.executable).with_name("xc")
         self.cmd = [str(xc), "serve", "--dataset", dataset, "--home", str(home), "--port", str(self.port),
-                    "--version", version, "--quiet"]
+                    "--version", version, "--quiet", *options]
         self.proc: subprocess.Popen[bytes] | None = None
         self.facts: dict[str, Any] = {}
 

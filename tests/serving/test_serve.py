@@ -361,3 +361,94 @@ def test_xc_serve_refuses_a_public_address_and_an_unknown_model(home: Path, tmp_
     assert check_loopback("127.0.0.1") == "127.0.0.1"
     with pytest.raises(LookupError, match="is not in the registry of"):
         start_live(DATASET, tmp_path)
+
+
+# -- hostile input and overload (issue #41) -----------------------------------------------------------------------
+def _raw(url: str, send: Any, headers: dict[str, str], read_timeout: float = 30) -> tuple[int, Any, Any]:
+    """A request written by hand over one connection (``send(connection)`` writes what follows the headers): the
+    status, headers and JSON body the server answers, even when it answers before the body is all sent."""
+    import http.client
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=read_timeout)
+    try:
+        connection.putrequest("POST", "/predict", skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        try:
+            send(connection)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before the rest arrived: its answer is still in the socket
+        response = connection.getresponse()
+        return response.status, response.headers, json.loads(response.read())  # headers: case-insensitive
+    finally:
+        connection.close()
+
+
+def test_a_body_declared_over_the_limit_is_refused_before_it_is_sent(xc_server: str) -> None:
+    status, _, answer = _raw(xc_server, lambda _c: None, {"Content-Type": "application/json",
+                                                         "Content-Length": str(1 << 30)})
+    assert status == 413 and "1073741824 bytes is over the limit" in answer["error"], answer
+
+
+def test_a_chunked_body_over_the_limit_is_refused_while_it_streams(xc_server: str) -> None:
+    """No Content-Length: the server counts while reading and stops at the limit (1 MiB) instead of buffering."""
+    chunk = b" " * 65536
+
+    def send(connection: Any) -> None:
+        for _ in range(20):  # 1.25 MiB, as HTTP/1.1 chunks
+            connection.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        connection.send(b"0\r\n\r\n")
+
+    status, _, answer = _raw(xc_server, send, {"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    assert status == 413 and "while it was streaming in" in answer["error"], answer
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"query": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"])
+def test_nested_json_is_a_400_not_a_crash(xc_server: str, body: bytes) -> None:
+    status, answer = _call(f"{xc_server}/predict", body)
+    assert status == 400 and "nested deeper than the parser allows" in answer["error"], answer
+    assert _predict(xc_server, {"query": "shoes"})[0] == 200  # and the service goes on
+
+
+def test_a_body_that_is_not_json_is_a_415(xc_server: str) -> None:
+    status, _, answer = _raw(xc_server, lambda c: c.send(b"query=shoes"),
+                             {"Content-Type": "application/x-www-form-urlencoded", "Content-Length": "11"})
+    assert status == 415 and "is not JSON" in answer["error"], answer
+
+
+def test_overload_is_refused_with_retry_after_and_counted(home: Path) -> None:
+    """A queue of one and a 50 ms deadline under 12 clients sending full batches: every answer is a 200 or a
+    one-line 503 with Retry-After, some are refused, and /metrics counts each refusal by its reason."""
+    port = _free_port()
+    process = _start([sys.executable, "-m", "xc_core.cli", "serve", "--dataset", DATASET, "--home", str(home),
+                      "--port", str(port), "--max-queue", "1", "--deadline-ms", "50", "--max-batch", "8", "--quiet"])
+    url = f"http://127.0.0.1:{port}"
+    texts = list(XCDataset.load(home / "datasets" / DATASET).test_texts[:64])
+    answers: list[tuple[int, Any, Any]] = []
+    try:
+        _wait(f"{url}/ready", process)
+
+        def client(offset: int) -> None:
+            for _ in range(5):
+                body = json.dumps({"queries": texts[offset:offset + 32], "k": 5}).encode()
+                answers.append(_raw(url, lambda c, b=body: c.send(b),
+                                    {"Content-Type": "application/json", "Content-Length": str(len(body))}))
+
+        threads = [threading.Thread(target=client, args=(i % 32,)) for i in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    finally:
+        _stop(process)
+    refused = [a for a in answers if a[0] == 503]
+    assert len(answers) == 60 and {a[0] for a in answers} <= {200, 503}, {a[0] for a in answers}
+    assert refused, "12 clients on a queue of one and a 50 ms deadline must see a refusal"
+    assert all(a[1].get("Retry-After") == "1" and "\n" not in a[2]["error"] for a in refused), refused[:2]
+    counted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                  if line.startswith("xc_serve_refused_total{"))
+    assert counted == len(refused), (counted, len(refused))

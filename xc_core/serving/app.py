@@ -6,15 +6,22 @@
   the reason (readiness); ``GET /metrics`` — Prometheus text: requests by endpoint and status, errors, latency
   histogram, batch sizes, the live model version, swaps and failed swaps.
 
-Bad input is a 4xx with one line ``{"error": "..."}``: malformed JSON 400; a missing, empty, non-string or
-unknown field, or k out of range 422; too many or too long queries, or a body over the limit 413. A request
-that arrives before any version is loaded gets 503.
+Bad input is a 4xx with one line ``{"error": "..."}``: malformed JSON (nesting too deep included) 400; a
+missing, empty, non-string or unknown field, or k out of range 422; too many or too long queries, or a body over
+the limit 413 — refused by its ``Content-Length`` before it is read, or while it streams in when it has none; a
+content type other than JSON 415; a body that does not arrive within the deadline 408. A request that arrives
+before any version is loaded gets 503.
+
+Overload is refused, not queued without end: at most ``max_queue`` requests wait for the model; one more is
+answered 503 at once, and a request not answered within ``deadline_s`` gets 503 (its queued work is dropped,
+not computed). Both 503s carry ``Retry-After`` and are counted in ``xc_serve_refused_total{reason}``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import shutil
 import threading
 import time
@@ -24,9 +31,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, Field
 
-from xc_core.serving.batching import Batcher, NotReadyError
+from xc_core.serving.batching import Batcher, NotReadyError, OverloadedError
 from xc_core.serving.live import LiveModel, Loaded
 
 
@@ -37,6 +45,16 @@ class Limits(BaseModel):
     max_chars: int = Field(default=512, ge=1, description="characters in one query")
     max_body_bytes: int = Field(default=1 << 20, ge=1024, description="bytes in one request body")
     default_k: int = Field(default=10, ge=1)
+    max_queue: int = Field(default=128, ge=1, description="requests waiting for the model at once; one more is "
+                           "refused (503) instead of waiting behind them")
+    deadline_s: float = Field(default=2.0, gt=0, description="seconds from a request's arrival to its answer "
+                              "(body read included); a later one is refused (503, or 408 for a body still "
+                              "arriving) and its queued work dropped")
+
+    @property
+    def retry_after(self) -> str:
+        """``Retry-After`` of a refused request: whole seconds (RFC 9110), the deadline rounded up."""
+        return str(max(1, math.ceil(self.deadline_s)))
 
 
 class BadRequest(ValueError):
@@ -54,6 +72,38 @@ class Query:
 FIELDS = ("query", "queries", "k")
 
 
+def check_content_type(value: str | None) -> None:
+    """JSON or nothing said (curl, urllib without a header); any other media type is 415."""
+    media = (value or "").split(";", 1)[0].strip().lower()
+    if media and media != "application/json" and not media.endswith("+json"):
+        raise BadRequest(415, f"content type {media!r} is not JSON: send 'Content-Type: application/json'")
+
+
+def declared_length(value: str | None, limits: Limits) -> None:
+    """Refuse by ``Content-Length`` before a byte of the body is read."""
+    if value is None:
+        return
+    if not value.strip().isdigit():
+        raise BadRequest(400, f"Content-Length {value!r} is not a number of bytes")
+    if int(value) > limits.max_body_bytes:
+        raise BadRequest(413, f"request body of {int(value)} bytes is over the limit of {limits.max_body_bytes}")
+
+
+async def read_body(request: Request, limits: Limits) -> bytes:
+    """The body, read while it streams in and given up on as soon as it passes the limit (a body without
+    ``Content-Length``, chunked, is never buffered past ``max_body_bytes``)."""
+    check_content_type(request.headers.get("content-type"))
+    declared_length(request.headers.get("content-length"), limits)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limits.max_body_bytes:
+            raise BadRequest(413, f"request body passed the limit of {limits.max_body_bytes} bytes while it was "
+                                  "streaming in")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def parse_request(body: bytes, limits: Limits, max_k: int) -> Query:
     """The request body as queries and k, or :class:`BadRequest` with its status and a one-line reason."""
     if len(body) > limits.max_body_bytes:
@@ -62,6 +112,8 @@ def parse_request(body: bytes, limits: Limits, max_k: int) -> Query:
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(400, f"malformed JSON: {exc}") from None
+    except RecursionError:  # "[" * 100000 fits in 1 MiB and exhausts the parser's stack
+        raise BadRequest(400, "malformed JSON: nested deeper than the parser allows") from None
     if not isinstance(payload, dict):
         raise BadRequest(422, f"the body must be a JSON object with 'query' or 'queries', got {_kind(payload)}")
     unknown = sorted(set(payload) - set(FIELDS))
@@ -125,6 +177,9 @@ class Metrics:
         self.swap_failures = Counter("xc_serve_swap_failures", "loads or refreshes that failed (the old version kept "
                                      "serving)",
                                      registry=self.registry)
+        self.refused = Counter("xc_serve_refused", "requests refused under overload (503 with Retry-After), by "
+                               "reason: queue_full, deadline", ["reason"], registry=self.registry)
+        self.waiting = Gauge("xc_serve_queue_requests", "requests waiting for the model", registry=self.registry)
 
     def swapped(self, new: Loaded, _old: Loaded | None) -> None:
         self.version.clear()  # one series: the version serving now
@@ -151,7 +206,8 @@ def create_app(live: LiveModel, limits: Limits | None = None, max_batch: int = 6
     live.on_swap, live.on_failure = metrics.swapped, lambda _reason: metrics.swap_failures.inc()
     if live.current is not None:
         metrics.swapped(live.current, None)
-    batcher = Batcher(live, max_batch, on_batch=metrics.batch.observe)
+    batcher = Batcher(live, max_batch, on_batch=metrics.batch.observe, max_waiting=limits.max_queue)
+    metrics.waiting.set_function(batcher.waiting)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -166,12 +222,17 @@ def create_app(live: LiveModel, limits: Limits | None = None, max_batch: int = 6
     app = FastAPI(title="xc serve", description=__doc__, lifespan=lifespan, docs_url="/docs", redoc_url=None)
     app.state.live, app.state.metrics, app.state.limits = live, metrics, limits
 
-    def reply(endpoint: str, started: float, status: int, body: dict[str, Any]) -> JSONResponse:
+    def reply(endpoint: str, started: float, status: int, body: dict[str, Any],
+              headers: dict[str, str] | None = None) -> JSONResponse:
         metrics.requests.labels(endpoint, str(status)).inc()
         if status >= 400:
             metrics.errors.labels(endpoint, str(status)).inc()
         metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
-        return JSONResponse(body, status_code=status)
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    def refuse(started: float, reason: str, message: str) -> JSONResponse:
+        metrics.refused.labels(reason).inc()
+        return reply("predict", started, 503, {"error": message}, {"Retry-After": limits.retry_after})
 
     @app.post("/predict")
     async def predict(request: Request) -> JSONResponse:
@@ -180,11 +241,23 @@ def create_app(live: LiveModel, limits: Limits | None = None, max_batch: int = 6
         if loaded is None:
             return reply("predict", started, 503, {"error": live.status()["reason"]})
         try:
-            query = parse_request(await request.body(), limits, loaded.model.max_k)
+            body = await asyncio.wait_for(read_body(request, limits), limits.deadline_s)
+            query = parse_request(body, limits, loaded.model.max_k)
         except BadRequest as bad:
             return reply("predict", started, bad.status, {"error": str(bad)})
+        except TimeoutError:
+            return reply("predict", started, 408, {"error": f"the request body did not arrive within "
+                                                            f"{limits.deadline_s:g} s"})
+        except ClientDisconnect:  # nobody reads the answer; counted so that a flood of them shows
+            return reply("predict", started, 400, {"error": "the client disconnected before its body arrived"})
         try:
-            answer = await asyncio.wrap_future(batcher.submit(query.texts, query.k))
+            left = limits.deadline_s - (time.perf_counter() - started)
+            answer = await asyncio.wait_for(asyncio.wrap_future(batcher.submit(query.texts, query.k)), max(left, 0))
+        except OverloadedError as exc:
+            return refuse(started, "queue_full", str(exc))
+        except TimeoutError:  # cancelling the wait cancels the queued job: the worker skips it
+            return refuse(started, "deadline", f"not answered within the {limits.deadline_s:g} s deadline "
+                                               "(the service is overloaded): retry later")
         except NotReadyError as exc:
             return reply("predict", started, 503, {"error": str(exc)})
         except Exception as exc:  # a model failure is the server's fault: 500, one line, counted

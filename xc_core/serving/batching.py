@@ -4,6 +4,10 @@ waits for nothing; under load one encoder pass serves many clients — on a CPU,
 little more than one — instead of several passes fighting over the same cores.
 
 Each batch reads the live version once, so every request in it is answered by that version and names it.
+
+The queue is bounded (``max_waiting`` requests): one more is refused at once (:class:`OverloadedError`) rather than
+left to wait behind work it cannot overtake. A request whose caller stopped waiting (its future cancelled, e.g.
+at the service's deadline) is dropped when the worker reaches it, not computed.
 """
 
 from __future__ import annotations
@@ -36,20 +40,30 @@ class NotReadyError(RuntimeError):
     """No version is loaded yet (no champion, or the first one did not load)."""
 
 
+class OverloadedError(RuntimeError):
+    """The queue holds ``max_waiting`` requests already."""
+
+
 class Batcher:
     """``submit(texts, k)`` → a future :class:`Answer`; ``close()`` stops the worker after the queue drains."""
 
     def __init__(self, live: LiveModel, max_queries: int = 64,
-                 on_batch: Callable[[int], None] | None = None) -> None:
-        self.live, self.max_queries, self.on_batch = live, max_queries, on_batch
+                 on_batch: Callable[[int], None] | None = None, max_waiting: int = 128) -> None:
+        self.live, self.max_queries, self.on_batch, self.max_waiting = live, max_queries, on_batch, max_waiting
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="xc-serve-batcher", daemon=True)
         self._worker.start()
 
     def submit(self, texts: list[str], k: int) -> Future[Answer]:
+        # one event loop submits, the worker only takes away: the size can only be smaller than read here
+        if self._queue.qsize() >= self.max_waiting:
+            raise OverloadedError(f"the queue is full ({self.max_waiting} waiting for the model): retry later")
         future: Future[Answer] = Future()
         self._queue.put(_Job(texts, k, future))
         return future
+
+    def waiting(self) -> int:
+        return self._queue.qsize()
 
     def close(self) -> None:
         self._queue.put(None)
@@ -76,6 +90,9 @@ class Batcher:
                 return
 
     def _answer(self, batch: list[_Job], loaded: Loaded | None) -> None:
+        batch = [job for job in batch if job.future.set_running_or_notify_cancel()]  # drop the abandoned
+        if not batch:
+            return
         if loaded is None:
             for job in batch:
                 job.future.set_exception(NotReadyError(self.live.status().get("reason", "no model loaded")))

@@ -21,6 +21,10 @@ def _arguments(command: argparse.ArgumentParser) -> None:
                          help="queries one model call answers at most when requests queue up (default 64)")
     command.add_argument("--max-queries", type=int, default=256, help="queries one request may send (default 256)")
     command.add_argument("--max-chars", type=int, default=512, help="characters one query may have (default 512)")
+    command.add_argument("--max-queue", type=int, default=128,
+                         help="requests that may wait for the model; one more is refused with 503 (default 128)")
+    command.add_argument("--deadline-ms", type=float, default=2000.0,
+                         help="a request not answered within this is refused with 503 and dropped (default 2000)")
     command.add_argument("--version", default=None, help="serve this registry version and follow no alias (a "
                                                          "canary, a benchmark of one version)")
 
@@ -31,7 +35,8 @@ def _run(args: argparse.Namespace) -> Payload:
     from xc_core.serving.server import serve
 
     home = resolve_home(args.home)
-    limits = Limits(max_queries=args.max_queries, max_chars=args.max_chars)
+    limits = Limits(max_queries=args.max_queries, max_chars=args.max_chars, max_queue=args.max_queue,
+                    deadline_s=args.deadline_ms / 1000)
     return serve(resolve_dataset(args.dataset, home, define=False), home, args.host, args.port, args.poll_seconds,
                  limits, args.max_batch, args.version)
 
