@@ -26,6 +26,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# the optional engines (pyspark: the graph tables on Spark); `make test` exercises them, `make run` never needs them
+SCALE_STAMP := $(VENV)/.installed-scale
+$(SCALE_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[scale]'
+	touch $(SCALE_STAMP)
+
 # The linear peer (PECOS XR-Linear) in its own environment: libpecos pins numpy<2 / scipy<1.14.
 # xc talks to it through files only (benchmarks/peers/pecos_peer.py); xc's environment never imports it.
 PEERS := .venv-peers
@@ -77,11 +83,11 @@ results: $(STAMP) peers
 	$(BIN)/xc results --profile $(PROFILE) --datasets $(RESULTS_DATASETS) --home $(XC_HOME) --out $(RESULTS_OUT)
 
 # ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first
-lint: $(STAMP)
+lint: $(STAMP) $(SCALE_STAMP)
 	$(BIN)/ruff check xc_core xc_assets tests benchmarks
 	$(BIN)/mypy xc_core xc_assets tests benchmarks
 
-test: $(STAMP) peers lint
+test: $(STAMP) $(SCALE_STAMP) peers lint
 	$(BIN)/python -m pytest -q
 
 ui-snapshot: $(STAMP) $(XC_DAGSTER_STATE)

@@ -68,6 +68,13 @@ class GraphConfig(BaseModel):
                                   description="sessions with more distinct queries/items are skipped (bots)")
     markets: list[str] | None = Field(default=None, description="only these markets (None: all)")
     label: LabelKey = Field(default="item_id", description="the items' key: item_id, or the host of a URL")
+    # Where the tables are computed: not part of what they are (excluded from the dump that marks published
+    # tables and fingerprints data sets), since both engines give the same rows (tests/engines).
+    engine: Literal["duckdb", "spark"] = Field(
+        default_factory=lambda: os.environ.get("XC_GRAPH_ENGINE", "duckdb"), exclude=True,  # type: ignore[arg-type]
+        description="duckdb (one machine, the default) or spark (pip install -e '.[scale]'); env XC_GRAPH_ENGINE")
+    spark_master: str = Field(default_factory=lambda: os.environ.get("XC_SPARK_MASTER", "local[2]"), exclude=True,
+                              description="the Spark master URL when engine is spark; env XC_SPARK_MASTER")
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ def _events_sql(store: EventStore) -> str:
     return f"read_parquet('{(store.events_dir / 'day=*' / 'events.parquet').as_posix()}', hive_partitioning=false)"
 
 
+# The tables' SQL is written in what duckdb and Spark SQL both parse (engines/spark.py runs it on Spark).
 def _click_graph_sql(cfg: GraphConfig) -> str:
     return f"""
     WITH edges AS (
@@ -99,11 +107,11 @@ def _click_graph_sql(cfg: GraphConfig) -> str:
       FROM train WHERE item_id IS NOT NULL GROUP BY ALL
       HAVING impressions >= {cfg.min_impressions} AND clicks >= {cfg.min_clicks}),
     ranked AS (
-      SELECT *, clicks::DOUBLE / impressions AS ctr,
-        row_number() OVER (PARTITION BY query ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, item)
-          AS rank_in_query,
-        row_number() OVER (PARTITION BY item ORDER BY clicks::DOUBLE / impressions DESC, clicks DESC, query)
-          AS rank_in_item
+      SELECT *, CAST(clicks AS DOUBLE) / impressions AS ctr,
+        CAST(row_number() OVER (PARTITION BY query ORDER BY CAST(clicks AS DOUBLE) / impressions DESC, clicks DESC,
+                                item) AS BIGINT) AS rank_in_query,  -- BIGINT: Spark's row_number is an INT
+        CAST(row_number() OVER (PARTITION BY item ORDER BY CAST(clicks AS DOUBLE) / impressions DESC, clicks DESC,
+                                query) AS BIGINT) AS rank_in_item
       FROM edges)
     SELECT query, item, impressions, clicks, ctr, first_ts, last_ts, rank_in_query, rank_in_item
     FROM ranked WHERE rank_in_query <= {cfg.top_n} OR rank_in_item <= {cfg.top_n}
@@ -144,17 +152,10 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
     token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmps = {name: out_dir / f".{name}.parquet.tmp-{token}" for name in queries}
     try:
-        with duckdb.connect() as con:
-            con.execute("SET TimeZone = 'UTC'")
-            markets = "" if cfg.markets is None else f" AND market IN ({', '.join('?' for _ in cfg.markets)})"
-            with store.lock(shared=True):  # one snapshot: no writer between reading day files
-                generation = store.generation()
-                events = keyed_events(_events_sql(store), cfg.label)
-                con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {events} WHERE ts >= ? AND ts < ?{markets}",
-                            [train_start, train_end, *(cfg.markets or [])])
-            for name, sql in queries.items():
-                con.execute(f"COPY (SELECT *, ?::TIMESTAMPTZ AS train_start, ?::TIMESTAMPTZ AS train_end FROM "
-                            f"({sql})) TO '{tmps[name].as_posix()}' (FORMAT parquet)", [train_start, train_end])
+        if cfg.engine == "spark":
+            generation = _build_on_spark(store, queries, tmps, train_start, train_end, cfg)
+        else:
+            generation = _build_on_duckdb(store, queries, tmps, train_start, train_end, cfg)
         built_from = {"store_generation": generation, "train_start": train_start.isoformat(),
                       "train_end": train_end.isoformat(), "config": cfg.model_dump()}
         published = _publish(store, out_dir, tmps, built_from, register)
@@ -167,6 +168,37 @@ def build_graph_tables(store: EventStore, out_dir: Path, train_start: datetime, 
     return GraphTablesSummary(train_start=train_start.isoformat(), train_end=train_end.isoformat(),
                               seconds=round(time.perf_counter() - started, 3), store_generation=generation,
                               published=published, **counts)
+
+
+def _build_on_duckdb(store: EventStore, queries: dict[str, str], tmps: dict[str, Path], train_start: datetime,
+                     train_end: datetime, cfg: GraphConfig) -> int:
+    """The tables into ``tmps``; the store generation they were read from."""
+    with duckdb.connect() as con:
+            con.execute("SET TimeZone = 'UTC'")
+            markets = "" if cfg.markets is None else f" AND market IN ({', '.join('?' for _ in cfg.markets)})"
+            with store.lock(shared=True):  # one snapshot: no writer between reading day files
+                generation = store.generation()
+                events = keyed_events(_events_sql(store), cfg.label)
+                con.execute(f"CREATE TEMP TABLE train AS SELECT * FROM {events} WHERE ts >= ? AND ts < ?{markets}",
+                            [train_start, train_end, *(cfg.markets or [])])
+            for name, sql in queries.items():
+                con.execute(f"COPY (SELECT *, ?::TIMESTAMPTZ AS train_start, ?::TIMESTAMPTZ AS train_end FROM "
+                            f"({sql})) TO '{tmps[name].as_posix()}' (FORMAT parquet)", [train_start, train_end])
+    return generation
+
+
+def _build_on_spark(store: EventStore, queries: dict[str, str], tmps: dict[str, Path], train_start: datetime,
+                    train_end: datetime, cfg: GraphConfig) -> int:
+    """The same tables computed by Spark; the store is held (shared) for the whole build, since Spark reads the
+    day files lazily, while the tables are computed."""
+    from xc_core.engines.spark import build_tables, spark_session, train_events
+
+    with spark_session(cfg.spark_master) as spark, store.lock(shared=True):
+        generation = store.generation()
+        day_files = sorted(store.events_dir.glob("day=*/events.parquet"))
+        build_tables(spark, train_events(spark, day_files, train_start, train_end, cfg), queries, train_start,
+                     train_end, tmps)
+    return generation
 
 
 def test_window_cosession(con: duckdb.DuckDBPyConnection, events: str, params: list[object], test_start: datetime,

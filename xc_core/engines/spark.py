@@ -1,0 +1,102 @@
+"""The graph tables on Apache Spark (issue #42): the same SQL as the duckdb build, run by Spark SQL.
+
+duckdb is the default and stays so (one machine, no JVM). Spark is for an ads team whose logs already live on a
+Spark cluster: ``GraphConfig(engine="spark", spark_master="spark://host:7077")`` (or ``yarn``, ``k8s://…``)
+runs the three tables where the events are; here and in tests it runs as ``local[2]``.
+
+What is shared and what is not:
+- the tables' logic is *one* definition — ``graph_tables._click_graph_sql`` and ``_co_occurrence_sql`` — written in
+  the SQL both engines parse (``count(*) FILTER``, ``GROUP BY ALL``, ``CAST``, window functions);
+- reading the store's day files, the train-window and market filter and the label key are engine code (duckdb's
+  ``SELECT * REPLACE`` and ``trim(x, '.')`` have no Spark SQL spelling; the host key is the same regular
+  expression through Spark's column functions);
+- each table comes back to the driver as Arrow and is written as one Parquet file where the duckdb build writes
+  its own, so every reader (polars, duckdb views, the data-set builder) is unchanged. The tables are the
+  aggregated graph, orders of magnitude smaller than the events they are built from.
+
+pyspark is the optional extra ``scale`` (``pip install -e '.[scale]'``; Java 17); nothing imports this module on the
+default path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from xc_core.datasets.graph_tables import GraphConfig
+
+#: the URL-host label key (graph_tables.LABEL_KEYS["host"]) as a Java regular expression: scheme, user info, host
+HOST_PATTERN = r"^(?:[a-z][a-z0-9+.\-]*://)?(?:[^/@\s]*@)?([a-z0-9.\-_]+)"
+
+
+@contextmanager
+def spark_session(master: str, app_name: str = "xc-graph-tables") -> Iterator[SparkSession]:
+    """A Spark session bound to loopback when local (no UI, UTC, few shuffle partitions for a small machine);
+    stopped on exit. On a cluster the master URL is the only change."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ImportError("engine 'spark' needs pyspark and Java 17: pip install -e '.[scale]'") from None
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", os.environ.get("XC_SPARK_SHUFFLE_PARTITIONS", "8"))
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+    if master.startswith("local"):  # services bind to loopback only
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def train_events(spark: SparkSession, day_files: list[Path], train_start: datetime, train_end: datetime,
+                 cfg: GraphConfig) -> DataFrame:
+    """The store's events of ``[train_start, train_end)`` (and the configured markets), labels keyed as the
+    duckdb build keys them."""
+    from pyspark.sql import functions as F
+
+    events = spark.read.parquet(*(path.as_posix() for path in day_files))
+    events = events.where((F.col("ts") >= F.lit(train_start)) & (F.col("ts") < F.lit(train_end)))
+    if cfg.markets is not None:
+        events = events.where(F.col("market").isin(cfg.markets))
+    if cfg.label == "host":
+        host = F.regexp_replace(F.expr("trim(BOTH '.' FROM _host)"), r"^www\.", "")
+        events = (events.withColumn("_host", F.regexp_extract(F.lower("item_id"), HOST_PATTERN, 1))
+                  .withColumn("item_id", F.when(host.like("%_._%"), host))  # a host has a dot
+                  .withColumn("item_text", F.lit(None).cast("string")).drop("_host"))
+    return events
+
+
+def build_tables(spark: SparkSession, events: DataFrame, queries: dict[str, str], train_start: datetime,
+                 train_end: datetime, out: dict[str, Path]) -> None:
+    """Each of ``queries`` (SQL over the view ``train``) with the train window's columns, one Parquet file each."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    events.createOrReplaceTempView("train")
+    for name, sql in queries.items():
+        table = spark.sql(sql).toArrow()
+        window = pa.array([train_start, train_end], type=pa.timestamp("us", tz="UTC"))
+        for column, value in (("train_start", window[0]), ("train_end", window[1])):
+            table = table.append_column(column, pa.array([value.as_py()] * table.num_rows, window.type))
+        pq.write_table(_utc(table), out[name])
+
+
+def _utc(table: Any) -> Any:
+    """Spark's timestamps come back naive (UTC by the session's zone); the duckdb build writes them with the zone."""
+    import pyarrow as pa
+
+    fields = [pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
