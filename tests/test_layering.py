@@ -3,7 +3,8 @@
 The layers, lowest first (a package imports only from the layers before it):
 
 1. ``paths``, ``seeds``, ``provenance`` — the home's layout, named random streams and the code version; import
-   nothing of xc_core
+   nothing of xc_core; ``engines`` — what runs a stage on engines beside the process (Spark), given SQL and
+   files, blind to what they mean
 2. ``logs`` → ``simulate`` → ``datasets`` (the container, graph tables, the data-set registry) → ``quality``
 3. ``encoders``, ``index`` — text encoders and label indexes, blind to data sets
 4. ``graphs`` (anchor sets) → ``evaluation`` (metrics, analyses, report) → ``training`` (the trainer) →
@@ -39,7 +40,7 @@ ROOT = Path(xc_core.__file__).parent
 PACKAGES = (ROOT, Path(xc_assets.__file__).parent)
 #: the layers above, lowest first; a package may import only from packages in earlier layers
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("paths", "seeds", "provenance"), ("logs",), ("simulate",), ("datasets",), ("quality",), ("encoders", "index"),
+    ("paths", "seeds", "provenance"), ("engines",), ("logs",), ("simulate",), ("datasets",), ("quality",), ("encoders", "index"),
     ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",), ("tracking",), ("methods",),
     ("abtest",), ("serving",), ("stages",), ("cli",))
 

@@ -40,8 +40,9 @@ TABLES = ("click_graph", "cosession_queries", "coclick_items")
 LabelKey = Literal["item_id", "host"]
 #: What a data set's labels are, as a duckdb expression over an event row: the item id itself, or the host of a
 #: URL-like item id (lower-cased, no ``www.``; a bare host stays itself) — the aol-1000 protocol's label.
-_HOST = (r"regexp_replace(trim(regexp_extract(lower(item_id), '^(?:[a-z][a-z0-9+.\-]*://)?(?:[^/@\s]*@)?"
-         r"([a-z0-9.\-_]+)', 1), '.'), '^www\.', '')")
+#: scheme, user info, then the host: its first group
+HOST_PATTERN = r"^(?:[a-z][a-z0-9+.\-]*://)?(?:[^/@\s]*@)?([a-z0-9.\-_]+)"
+_HOST = rf"regexp_replace(trim(regexp_extract(lower(item_id), '{HOST_PATTERN}', 1), '.'), '^www\.', '')"
 LABEL_KEYS: dict[str, str] = {
     "item_id": "item_id",
     "host": f"CASE WHEN {_HOST} LIKE '%_._%' THEN {_HOST} END",  # a host has a dot; anything else has no key
@@ -196,8 +197,9 @@ def _build_on_spark(store: EventStore, queries: dict[str, str], tmps: dict[str, 
     with spark_session(cfg.spark_master) as spark, store.lock(shared=True):
         generation = store.generation()
         day_files = sorted(store.events_dir.glob("day=*/events.parquet"))
-        build_tables(spark, train_events(spark, day_files, train_start, train_end, cfg), queries, train_start,
-                     train_end, tmps)
+        events = train_events(spark, day_files, train_start, train_end, cfg.markets,
+                              HOST_PATTERN if cfg.label == "host" else None)
+        build_tables(spark, events, queries, train_start, train_end, tmps)
     return generation
 
 

@@ -30,11 +30,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from xc_core.datasets.graph_tables import GraphConfig
-
-#: the URL-host label key (graph_tables.LABEL_KEYS["host"]) as a Java regular expression: scheme, user info, host
-HOST_PATTERN = r"^(?:[a-z][a-z0-9+.\-]*://)?(?:[^/@\s]*@)?([a-z0-9.\-_]+)"
-
 
 @contextmanager
 def spark_session(master: str, app_name: str = "xc-graph-tables") -> Iterator[SparkSession]:
@@ -61,18 +56,18 @@ def spark_session(master: str, app_name: str = "xc-graph-tables") -> Iterator[Sp
 
 
 def train_events(spark: SparkSession, day_files: list[Path], train_start: datetime, train_end: datetime,
-                 cfg: GraphConfig) -> DataFrame:
-    """The store's events of ``[train_start, train_end)`` (and the configured markets), labels keyed as the
-    duckdb build keys them."""
+                 markets: list[str] | None, host_pattern: str | None) -> DataFrame:
+    """The store's events of ``[train_start, train_end)`` (and ``markets``; None: all), labels keyed as the duckdb
+    build keys them: the item id, or (``host_pattern``, graph_tables.HOST_PATTERN) the host of a URL-like id."""
     from pyspark.sql import functions as F
 
     events = spark.read.parquet(*(path.as_posix() for path in day_files))
     events = events.where((F.col("ts") >= F.lit(train_start)) & (F.col("ts") < F.lit(train_end)))
-    if cfg.markets is not None:
-        events = events.where(F.col("market").isin(cfg.markets))
-    if cfg.label == "host":
+    if markets is not None:
+        events = events.where(F.col("market").isin(markets))
+    if host_pattern is not None:  # the same regular expression, in Java's dialect (it uses none that differs)
         host = F.regexp_replace(F.expr("trim(BOTH '.' FROM _host)"), r"^www\.", "")
-        events = (events.withColumn("_host", F.regexp_extract(F.lower("item_id"), HOST_PATTERN, 1))
+        events = (events.withColumn("_host", F.regexp_extract(F.lower("item_id"), host_pattern, 1))
                   .withColumn("item_id", F.when(host.like("%_._%"), host))  # a host has a dot
                   .withColumn("item_text", F.lit(None).cast("string")).drop("_host"))
     return events
