@@ -40,9 +40,9 @@ ROOT = Path(xc_core.__file__).parent
 PACKAGES = (ROOT, Path(xc_assets.__file__).parent)
 #: the layers above, lowest first; a package may import only from packages in earlier layers
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("paths", "seeds", "provenance"), ("engines",), ("logs",), ("simulate",), ("datasets",), ("quality",), ("encoders", "index"),
-    ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",), ("tracking",), ("methods",),
-    ("abtest",), ("serving",), ("stages",), ("cli",))
+    ("paths", "seeds", "provenance"), ("engines",), ("logs",), ("simulate",), ("datasets",), ("quality",),
+    ("encoders", "index"), ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",),
+    ("tracking",), ("methods",), ("abtest",), ("serving",), ("stages",), ("cli",))
 
 Edge = tuple[str, str]
 

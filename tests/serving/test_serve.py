@@ -194,7 +194,9 @@ def test_the_served_encoder_runs_on_onnx_runtime_and_ranks_as_torch_does(home: P
     with_onnx = model.search(texts, 10)
     encoder.use_onnx(None)
     with_torch = model.search(texts, 10)
-    assert (with_onnx[1] == with_torch[1]).all() and abs(with_onnx[0] - with_torch[0]).max() < 1e-4
+    from xc_core.index.ties import rankings_agree
+
+    assert rankings_agree(with_torch, with_onnx).all()  # the same labels up to ties, not the same last bits
 
 
 def test_mlflow_models_serve_on_the_champion_answers_ads(home: Path) -> None:
@@ -371,7 +373,7 @@ def _raw(url: str, send: Any, headers: dict[str, str], read_timeout: float = 30)
     from urllib.parse import urlparse
 
     parsed = urlparse(url)
-    connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=read_timeout)
+    connection = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=read_timeout)
     try:
         connection.putrequest("POST", "/predict", skip_accept_encoding=True)
         for name, value in headers.items():

@@ -92,7 +92,8 @@ def test_score_merges_the_folders_of_runs_that_shared_the_gpu(tmp_path: Path) ->
     merge = runpy.run_path(str(ROOT / "benchmarks" / "device_full.py"))["merge_returned"]
     for folder, method, seconds in (("a", "pretrained", 50.0), ("b", "ramen", 120.0)):
         (tmp_path / folder).mkdir()
-        np.savez(tmp_path / folder / "wiki.npz", **{f"{method}/top": np.arange(6).reshape(2, 3)})
+        arrays: dict[str, np.ndarray] = {f"{method}/top": np.arange(6).reshape(2, 3)}
+        np.savez(tmp_path / folder / "wiki.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub: savez(file, *args, allow_pickle=..)
         (tmp_path / folder / "summary.json").write_text(json.dumps(
             {"device": {"gpu": "x"}, "seconds": seconds, "skipped": [], "runs": {f"wiki/{method}": {"epochs": 1}}}))
     summary, arrays = merge([tmp_path / "a", tmp_path / "b"])

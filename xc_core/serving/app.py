@@ -31,8 +31,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, Field
+from starlette.requests import ClientDisconnect
 
 from xc_core.serving.batching import Batcher, NotReadyError, OverloadedError
 from xc_core.serving.live import LiveModel, Loaded

@@ -11,8 +11,12 @@ A served model bundles, as artefacts of one MLflow pyfunc model (logged "from co
 - ``labels.parquet``: index id → label id and text;
 - ``served.json``: what it is (method, data set, profile, the training run's model URI, the largest k, the
   encoder's runtime);
-- ``encoder.onnx``: the method's text encoder for ONNX Runtime, when the export reproduced torch's vectors at
-  registration (``encoders/onnx_runtime.py``; faster on CPU, same rankings); else the encoder runs on torch.
+- ``encoder.onnx``: the method's text encoder for ONNX Runtime, when at registration the export reproduced
+  torch's vectors and the served search on it ranked sample queries' labels as on torch, up to ties
+  (``encoders/onnx_runtime.py``, ``index/ties.py``; faster on CPU, same rankings); else the encoder runs on torch.
+
+Beside the artefacts it carries the code they need (``code/xc_core``) and pins every package that code imports to
+load and answer (``requirements.txt``), so it deploys outside xc's checkout (``log_served``).
 
 Every method answers through the same search as its evaluation: the method's model embeds the queries, and the
 index is searched — fused with the classifier index when the method's model carries a classifier stage. The
@@ -37,7 +41,7 @@ from mlflow.pyfunc import PythonModel
 from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS, FusedClassifier, fused_search
 from xc_core.encoders.text import TextEncoder
 from xc_core.index import IndexError_, LabelIndex
-from xc_core.tracking.requirements import PIP_REQUIREMENTS
+from xc_core.tracking.requirements import SERVED_REQUIREMENTS, pinned, stage_code
 
 FORMAT = 1
 SERVED_JSON, LABELS_FILE, ONNX_FILE = "served.json", "labels.parquet", "encoder.onnx"
@@ -273,7 +277,11 @@ def bundle_parts(index_folder: Path, label_ids: list[str], label_texts: list[str
 def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_ids: list[str],
                label_texts: list[str], info: dict[str, Any]) -> Any:
     """Log the served model into the training run ``run_id`` (beside the method's own model) and return its
-    ``ModelInfo``: the method's model is copied from ``trained_model_uri``, the index from ``index_folder``."""
+    ``ModelInfo``: the method's model is copied from ``trained_model_uri``, the index from ``index_folder``.
+
+    Deployable as it is: it carries the xc_core package (``code_paths``: the entry point and the method's model
+    import it) and pins every package its load and predict import (``requirements.py``), so a fresh virtualenv
+    built from its ``requirements.txt`` alone loads it (``benchmarks/deploy_check.py``)."""
     import mlflow
 
     with tempfile.TemporaryDirectory(prefix="xc-served-") as tmp:
@@ -286,27 +294,60 @@ def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_id
         served = Path(artifacts["served"])
         served.write_text(json.dumps({**json.loads(served.read_text()), **runtime}, indent=2) + "\n")
         example = (["running shoes", "bank of america"], {"k": 10, "output": "labels"})
+        code = stage_code(work / "code")
         with mlflow.start_run(run_id=run_id), warnings.catch_warnings():
             # the answer's rows mix strings and floats (dict[str, Any]): MLflow warns it cannot validate Any
             warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType.*")
             return mlflow.pyfunc.log_model(
                 name=ARTIFACT_NAME, python_model=str(Path(__file__).with_name("served_entry.py")),
-                artifacts=artifacts, pip_requirements=[*PIP_REQUIREMENTS, "faiss-cpu==1.15.1", "polars==2.1.0"],
+                artifacts=artifacts, pip_requirements=pinned(SERVED_REQUIREMENTS), code_paths=[str(code)],
                 input_example=example)
+
+
+#: labels per sample query whose ranking the ONNX check compares with torch's
+ONNX_CHECK_K = 10
 
 
 def _onnx_encoder(model_folder: Path, path: Path, sample: list[str]) -> dict[str, Any]:
     """Export the text encoder of the method's model (when its pyfunc exposes one as ``.encoder``: the encoder
-    family, IRENE, OAK) for ONNX Runtime, checked against torch on ``sample`` (``encoders/onnx_runtime.py``)."""
-    import mlflow
-
+    family, IRENE, OAK) for ONNX Runtime, checked against torch on ``sample`` (``encoders/onnx_runtime.py``), then
+    through the served search itself (:func:`_onnx_ranks_as_torch`). The bundle's other parts (``bundle_parts``)
+    lie beside ``path``."""
     from xc_core.encoders.onnx_runtime import export_checked
-    from xc_core.encoders.text import TextEncoder
 
-    encoder = getattr(mlflow.pyfunc.load_model(str(model_folder)).unwrap_python_model(), "encoder", None)
+    bundle = path.parent
+    served = load_served({"model": str(model_folder), "index": str(bundle / "index"),
+                          "labels": str(bundle / LABELS_FILE), "served": str(bundle / SERVED_JSON)})
+    encoder = getattr(served.embedder.unwrap_python_model(), "encoder", None)
     if not isinstance(encoder, TextEncoder):
         return {"encoder_runtime": "torch", "onnx": "the method's model has no text encoder of its own to export"}
-    return export_checked(encoder, path, sample)
+    runtime = export_checked(encoder, path, sample)
+    return _onnx_ranks_as_torch(served, encoder, path, sample, runtime) if path.exists() else runtime
+
+
+def _onnx_ranks_as_torch(served: ServedModel, encoder: TextEncoder, path: Path, sample: list[str],
+                         runtime: dict[str, Any]) -> dict[str, Any]:
+    """Keep the export only when the served model ranks ``sample``'s labels as with torch, up to ties
+    (``index/ties.py``). Why the whole search and not the encoder's vectors: what the encoder feeds can amplify
+    its float noise — OAK's linker picks graph nodes by score, so a near tie there changes the neighbours the GCN
+    convolves and with them the labels; the vectors alone pass such a model."""
+    from xc_core.index.ties import TIE, rankings_agree
+
+    k = max(1, min(ONNX_CHECK_K, served.n_served))
+    reference = served.search(sample, k)
+    encoder.use_onnx(path)
+    try:
+        agree = rankings_agree(reference, served.search(sample, k))
+        why = f"on {int((~agree).sum())} of {len(sample)} label texts"
+    except Exception as exc:  # no ONNX is a slower server, not a broken one (as in export_checked)
+        agree, why = np.zeros(1, dtype=bool), f"the search on ONNX failed: {type(exc).__name__}"
+    finally:
+        encoder.use_onnx(None)
+    if agree.all():
+        return {**runtime, "onnx": f"{runtime['onnx']}; the same top-{k} labels up to ties ({TIE:g})"}
+    path.unlink(missing_ok=True)
+    return {"encoder_runtime": "torch", "onnx": f"the served top-{k} labels differ from torch's beyond ties "
+                                                f"({TIE:g}): {why}"}
 
 
 def load_registered(model_uri: str, scratch: Path | None = None) -> ServedModel | None:

@@ -8,7 +8,7 @@ from typing import Any
 import mlflow.pyfunc
 from mlflow.pyfunc import PythonModel
 
-from xc_core.tracking.requirements import PIP_REQUIREMENTS
+from xc_core.tracking.requirements import PIP_REQUIREMENTS, pinned
 
 
 class EncoderPyfunc(PythonModel):
@@ -51,6 +51,6 @@ def log_encoder(encoder_dir: Path, max_length: int, work_dir: Path, classifier_d
     return mlflow.pyfunc.log_model(
         name="encoder", python_model=str(Path(__file__).with_name("pyfunc_model.py")),  # models from code
         artifacts=artifacts,
-        pip_requirements=PIP_REQUIREMENTS, input_example=["running shoes", "bank of america"],
+        pip_requirements=pinned(PIP_REQUIREMENTS), input_example=["running shoes", "bank of america"],
     )
 

@@ -10,7 +10,7 @@ from typing import Any
 import mlflow.pyfunc
 from mlflow.pyfunc import PythonModel
 
-from xc_core.tracking.requirements import PIP_REQUIREMENTS
+from xc_core.tracking.requirements import PIP_REQUIREMENTS, pinned
 
 
 class OakPyfunc(PythonModel):
@@ -40,4 +40,4 @@ def log_oak(encoder_dir: Path, max_length: int, oak_dir: Path, work_dir: Path) -
     return mlflow.pyfunc.log_model(
         name="oak", python_model=str(Path(__file__).with_name("pyfunc_model.py")),
         artifacts={"encoder": str(encoder_dir), "settings": str(settings), ARTEFACT: str(oak_dir)},
-        pip_requirements=[*PIP_REQUIREMENTS, "faiss-cpu"], input_example=["running shoes", "bank of america"])
+        pip_requirements=pinned([*PIP_REQUIREMENTS, "faiss-cpu"]), input_example=["running shoes", "bank of america"])

@@ -11,7 +11,7 @@ from typing import Any
 import mlflow.pyfunc
 from mlflow.pyfunc import PythonModel
 
-from xc_core.tracking.requirements import PIP_REQUIREMENTS
+from xc_core.tracking.requirements import PIP_REQUIREMENTS, pinned
 
 
 class TextGNNPyfunc(PythonModel):
@@ -33,4 +33,4 @@ def log_textgnn(encoder_dir: Path, folder: Path, max_length: int, work_dir: Path
     return mlflow.pyfunc.log_model(
         name="textgnn", python_model=str(Path(__file__).with_name("pyfunc_model.py")),
         artifacts={"encoder": str(encoder_dir), "textgnn": str(folder), "settings": str(settings)},
-        pip_requirements=[*PIP_REQUIREMENTS, "faiss-cpu==1.15.1"], input_example=["running shoes", "bank of america"])
+        pip_requirements=pinned([*PIP_REQUIREMENTS, "faiss-cpu"]), input_example=["running shoes", "bank of america"])
