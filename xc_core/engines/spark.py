@@ -10,9 +10,8 @@ What is shared and what is not:
 - reading the store's day files, the train-window and market filter and the label key are engine code (duckdb's
   ``SELECT * REPLACE`` and ``trim(x, '.')`` have no Spark SQL spelling; the host key is the same regular
   expression through Spark's column functions);
-- each table comes back to the driver as Arrow and is written as one Parquet file where the duckdb build writes
-  its own, so every reader (polars, duckdb views, the data-set builder) is unchanged. The tables are the
-  aggregated graph, orders of magnitude smaller than the events they are built from.
+- Spark writes each table's part files, streamed into one Parquet file where the duckdb build writes its own, so
+  every reader (polars, duckdb views, the data-set builder) is unchanged.
 
 pyspark is the optional extra ``scale`` (``pip install -e '.[scale]'``; Java 17); nothing imports this module on the
 default path.
@@ -25,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -43,7 +42,7 @@ def spark_session(master: str, app_name: str = "xc-graph-tables") -> Iterator[Sp
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", os.environ.get("XC_SPARK_SHUFFLE_PARTITIONS", "8"))
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+               .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"))
     if master.startswith("local"):  # services bind to loopback only
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -75,23 +74,38 @@ def train_events(spark: SparkSession, day_files: list[Path], train_start: dateti
 
 def build_tables(spark: SparkSession, events: DataFrame, queries: dict[str, str], train_start: datetime,
                  train_end: datetime, out: dict[str, Path]) -> None:
-    """Each of ``queries`` (SQL over the view ``train``) with the train window's columns, one Parquet file each."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Each of ``queries`` (SQL over the view ``train``) with the train window's columns, one Parquet file each.
+
+    Spark writes each table's part files itself (a table of tens of millions of co-session pairs does not pass
+    through the driver's memory); they are then streamed, in order, into the single file readers expect."""
+    import tempfile
+
+    from pyspark.sql import functions as F
 
     events.createOrReplaceTempView("train")
     for name, sql in queries.items():
-        table = spark.sql(sql).toArrow()
-        window = pa.array([train_start, train_end], type=pa.timestamp("us", tz="UTC"))
-        for column, value in (("train_start", window[0]), ("train_end", window[1])):
-            table = table.append_column(column, pa.array([value.as_py()] * table.num_rows, window.type))
-        pq.write_table(_utc(table), out[name])
+        table = spark.sql(sql).withColumn("train_start", F.lit(train_start)).withColumn("train_end", F.lit(train_end))
+        with tempfile.TemporaryDirectory(prefix=f"xc-spark-{name}-", dir=out[name].parent) as parts:
+            table.write.mode("overwrite").parquet(parts)
+            files = sorted(Path(parts).glob("part-*.parquet"))
+            if not files:  # an empty table may leave no part file: its schema is all there is
+                import pyarrow.parquet as pq
+
+                files = [Path(parts) / "part-empty.parquet"]
+                pq.write_table(table.limit(0).toArrow(), files[0])
+            _concatenate(files, out[name])
 
 
-def _utc(table: Any) -> Any:
-    """Spark's timestamps come back naive (UTC by the session's zone); the duckdb build writes them with the zone."""
+def _concatenate(parts: list[Path], out: Path) -> None:
+    """Part files → one Parquet file, batch by batch (an ORDER BY's parts are in file-name order). Timestamps are
+    written with their zone, as the duckdb build writes them (Spark's are UTC instants without one)."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    fields = [pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
-              for f in table.schema]
-    return table.cast(pa.schema(fields))
+    schema = pq.read_schema(parts[0])
+    schema = pa.schema([pa.field(f.name, pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+                        for f in schema])
+    with pq.ParquetWriter(out, schema) as writer:
+        for part in parts:
+            for batch in pq.ParquetFile(part).iter_batches(batch_size=65536):
+                writer.write_table(pa.Table.from_batches([batch]).cast(schema))
