@@ -53,13 +53,28 @@ def cmd_promote(args: argparse.Namespace) -> dict[str, object]:
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     from xc_assets.run import run_pipeline
 
+    methods, address = _methods(args), _dask_address(args)  # both refused before the home is touched
     home = resolve_home(args.home)
     summary = run_pipeline(dataset=resolve_dataset(args.dataset, home), profile=args.profile, home=home,
-                           methods=_methods(args),
-                           reuse_data=args.reuse_data, min_lead=args.min_lead)
+                           methods=methods, reuse_data=args.reuse_data, min_lead=args.min_lead,
+                           dask_address=address)
     # for machines and for `python -m xc_assets.summary`, whichever output was asked for
     (home / "last-run.json").write_text(json.dumps(summary, default=str) + "\n")
     return summary
+
+
+def _dask_address(args: argparse.Namespace) -> str | None:
+    """The scheduler the method partitions' steps go to (``--executor dask``), checked to have workers, or None: in
+    this process. Before any stage runs, so that a wrong executor or cluster is one line, not a lineage run lost."""
+    from xc_assets.distributed import check_cluster, dask_address
+
+    try:
+        address = dask_address(args.executor, args.dask_address)
+        if address is not None:
+            check_cluster(address)
+        return address
+    except (ValueError, RuntimeError) as err:
+        raise SystemExit(f"xc {args.command}: {err}") from err
 
 
 def cmd_results(args: argparse.Namespace) -> dict[str, object]:
@@ -147,6 +162,19 @@ def _pipeline_arguments(command: argparse.ArgumentParser, run: bool) -> None:
     if run:
         command.add_argument("--reuse-data", action="store_true", help="skip the data lineage run and train on the "
                                                                        "anchor sets already materialized in --home")
+        _executor_arguments(command)
+
+
+def _executor_arguments(command: argparse.ArgumentParser) -> None:
+    from xc_assets.distributed import DEFAULT_DASK_ADDRESS, EXECUTORS  # names only: dagster-dask is not imported
+
+    command.add_argument("--executor", choices=EXECUTORS, default=None,
+                         help="where the method partitions' steps run: in this process, or as tasks of a dask "
+                              "cluster through dagster-dask (pip install 'xc[scale]') (default: $XC_EXECUTOR, else "
+                              "in_process)")
+    command.add_argument("--dask-address", default="", metavar="ADDRESS",
+                         help=f"the dask scheduler for --executor dask (default: $XC_DASK_ADDRESS, else "
+                              f"{DEFAULT_DASK_ADDRESS})")
 
 
 def _table(payload: dict[str, object]) -> str:

@@ -88,19 +88,34 @@ def _partition_tags(dataset: str, profile: str, home: Path | None = None) -> dic
 DEFAULT_CONTROL = abtest_assets.ABTestConfig().control  # make run prints each method's A/B lifts against it
 
 
+def _method_run(dataset: str, profile: str, home: Path, method: str, instance: dg.DagsterInstance,
+                dask_address: str | None = None) -> dg.ExecuteInProcessResult | dg.JobExecutionResult:
+    """One method partition's run (encoder → label_index → offline_eval → ab_vs_control): in this process, or its
+    steps on the dask cluster at ``dask_address`` (:mod:`xc_assets.distributed`); the same config either way."""
+    p, config = prefix(dataset), {"config": {"profile": profile}}
+    run_config = {"ops": {f"{p}__{step}": config for step in ("encoder", "label_index", "offline_eval",
+                                                               "ab_vs_control")}}
+    tags = {"xc/dataset": dataset, "xc/profile": profile, "xc/method": method}
+    if dask_address:
+        from xc_assets.distributed import materialize_on_dask  # dagster-dask: the optional extra `scale`
+
+        events = get_dataset_spec(dataset, home).from_events
+        return materialize_on_dask(dask_address, dataset, events, home, method, instance, run_config, tags)
+    return dg.materialize(_family(dataset, home).method_steps, instance=instance, partition_key=method,
+                          resources={"xc_home": XcHome(home=str(home))}, run_config=run_config,
+                          raise_on_error=False, tags=tags)
+
+
 def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[str, ...],
-                        instance: dg.DagsterInstance, min_lead: float = 0.0) -> dict[str, Any]:
-    """One run per method partition (encoder → label_index → offline_eval → ab_vs_control), then the report run."""
+                        instance: dg.DagsterInstance, min_lead: float = 0.0,
+                        dask_address: str | None = None) -> dict[str, Any]:
+    """One run per method partition, then the report run (in this process) and the promotions."""
     p, assets = prefix(dataset), _family(dataset, home)
     resources = {"xc_home": XcHome(home=str(home))}
     config = {"config": {"profile": profile}}
     out: dict[str, Any] = {"methods": {}}
     for method in methods:
-        result = dg.materialize(
-            assets.method_steps, instance=instance, partition_key=method, resources=resources,
-            run_config={"ops": {f"{p}__encoder": config, f"{p}__label_index": config, f"{p}__offline_eval": config,
-                                f"{p}__ab_vs_control": config}},
-            raise_on_error=False, tags={"xc/dataset": dataset, "xc/profile": profile, "xc/method": method})
+        result = _method_run(dataset, profile, home, method, instance, dask_address)
         metrics: dict[str, Any] = {}
         for event in result.get_asset_materialization_events():
             m = event.step_materialization_data.materialization
@@ -156,7 +171,7 @@ def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resource
     return decisions
 
 
-def _failure(result: dg.ExecuteInProcessResult) -> str:
+def _failure(result: dg.ExecuteInProcessResult | dg.JobExecutionResult) -> str:
     """Why a promotion run ended before its gate (registration failed): the step error, not a rejection."""
     errors = []
     for event in result.get_step_failure_events():
@@ -188,7 +203,7 @@ def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, 
 
 
 def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...], started: float,
-                min_lead: float) -> dict[str, object]:
+                min_lead: float, dask_address: str | None = None) -> dict[str, object]:
     from xc_core.paths import anchors_dir
 
     folder = anchors_dir(home, dataset)
@@ -196,7 +211,8 @@ def _reuse_data(dataset: str, profile: str, home: Path, methods: tuple[str, ...]
         raise FileNotFoundError(f"--reuse-data: no anchor sets at {folder}; run `xc run --dataset {dataset} "
                                 f"--profile {profile} --home {home}` once without --reuse-data")
     summary: dict[str, object] = {"dataset": dataset, "profile": profile, "reused_data": str(folder)}
-    _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, _instance(home), min_lead))
+    _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, _instance(home), min_lead,
+                                               dask_address))
     return _finish(summary, home, started)
 
 
@@ -222,19 +238,21 @@ def _finish(summary: dict[str, object], home: Path, started: float) -> dict[str,
 
 
 def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] | None = None,
-                 reuse_data: bool = False, min_lead: float = 0.0) -> dict[str, object]:
+                 reuse_data: bool = False, min_lead: float = 0.0,
+                 dask_address: str | None = None) -> dict[str, object]:
     """Data lineage in one run (with its checks), then training/evaluation per method and the report.
 
     ``reuse_data`` skips the lineage run when its anchor sets are already materialized in ``home`` (e.g. to
     train more methods on aol-1000 without re-ingesting); it refuses when they are missing. ``min_lead`` goes
     to the promotion gate (as in :func:`promote_methods`). ``methods``: default the registry's ``run_methods()``;
-    each trains after the methods it builds on."""
+    each trains after the methods it builds on. ``dask_address``: run each method partition's steps on the dask
+    cluster there (``xc run --executor dask``); None keeps every run in this process."""
     from xc_core.methods import dependency_order, run_methods
 
     started = time.perf_counter()
     methods = tuple(dependency_order(run_methods() if methods is None else methods))
     if reuse_data:
-        return _reuse_data(dataset, profile, home, methods, started, min_lead)
+        return _reuse_data(dataset, profile, home, methods, started, min_lead, dask_address)
     assets, checks = _selection(dataset, home)
     ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}},
                            **_ingest_ops(dataset, profile, home)}
@@ -253,5 +271,6 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
             summary[materialization.asset_key.to_user_string()] = meta
     summary["checks"] = {e.asset_check_key.to_user_string(): e.passed for e in result.get_asset_check_evaluations()}
     if result.success and methods:
-        _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, instance, min_lead))
+        _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, instance, min_lead,
+                                                   dask_address))
     return _finish(summary, home, started)
