@@ -3,6 +3,7 @@ simulated event log (item ids) and on a real slice of aol-1000 (URL hosts as lab
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +13,15 @@ from xc_core.datasets.graph_tables import TABLES, GraphConfig, GraphTablesSummar
 from xc_core.logs.store import EventStore
 
 pytest.importorskip("pyspark", reason="engine 'spark' is the optional extra: pip install -e '.[scale]'")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_jvm() -> Iterator[None]:
+    """One Spark session for the module (a JVM start is ~10 s): the builds use the active session."""
+    from xc_core.engines.spark import spark_session
+
+    with spark_session("local[2]"):
+        yield
 
 
 def _tables(folder: Path) -> dict[str, pl.DataFrame]:

@@ -32,12 +32,19 @@ if TYPE_CHECKING:
 
 @contextmanager
 def spark_session(master: str, app_name: str = "xc-graph-tables") -> Iterator[SparkSession]:
-    """A Spark session bound to loopback when local (no UI, UTC, few shuffle partitions for a small machine);
-    stopped on exit. On a cluster the master URL is the only change."""
+    """The active Spark session if the caller has one (a notebook's, a test module's: left running), else a new
+    one bound to loopback when local (no UI, UTC, few shuffle partitions for a small machine), stopped on exit.
+    On a cluster the master URL is the only change."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise ImportError("engine 'spark' needs pyspark and Java 17: pip install -e '.[scale]'") from None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.conf.set("spark.sql.session.timeZone", "UTC")  # the tables' timestamps are UTC instants
+        active.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        yield active
+        return
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
