@@ -366,27 +366,14 @@ def test_xc_serve_refuses_a_public_address_and_an_unknown_model(home: Path, tmp_
 
 
 # -- hostile input and overload (issue #41) -----------------------------------------------------------------------
-def _raw(url: str, send: Any, headers: dict[str, str], read_timeout: float = 30) -> tuple[int, Any, Any]:
-    """A request written by hand over one connection (``send(connection)`` writes what follows the headers): the
-    status, headers and JSON body the server answers, even when it answers before the body is all sent."""
-    import http.client
-    from urllib.parse import urlparse
+def _raw(url: str, send: Any, headers: dict[str, str]) -> tuple[int, Any, Any]:
+    """A request written by hand (``send(connection)`` writes the body; the hostile-input benchmark's client):
+    the status, headers (case-insensitive) and JSON body, also when the server answers before the body is sent."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_hostile import post  # a benchmark script, imported from its folder
 
-    parsed = urlparse(url)
-    connection = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=read_timeout)
-    try:
-        connection.putrequest("POST", "/predict", skip_accept_encoding=True)
-        for name, value in headers.items():
-            connection.putheader(name, value)
-        connection.endheaders()
-        try:
-            send(connection)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered and closed before the rest arrived: its answer is still in the socket
-        response = connection.getresponse()
-        return response.status, response.headers, json.loads(response.read())  # headers: case-insensitive
-    finally:
-        connection.close()
+    status, answer_headers, body = post(int(url.rsplit(":", 1)[1]), headers, send)
+    return status, answer_headers, json.loads(body)
 
 
 def test_a_body_declared_over_the_limit_is_refused_before_it_is_sent(xc_server: str) -> None:
