@@ -1,0 +1,73 @@
+"""benchmarks/bench_serve_1m.py at 2,000 labels: generated ad texts, their vectors cached, an HNSW index swept
+against exact search, registered the way `xc promote` registers, served by `xc serve --version N`, and the served
+answers' recall@10 against exact search over HTTP.
+
+Slow (19 s on 2 quiet cores, a minute or more while other work loads them): packaging the tiny profile's encoder,
+the ONNX export that registration always makes (``log_served``) and ``xc serve``'s start take most of it; the 2,000
+labels' own steps take seconds."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import bench_serve_1m as bench  # a benchmark script, imported from its folder
+
+SERVED_AS = bench.DATASET  # xc serve serves known data sets only
+
+
+def test_ad_texts_are_distinct_and_seeded() -> None:
+    texts = bench.ad_texts(3000, 0)
+    assert len(set(texts)) == 3000
+    assert bench.ad_texts(1000, 0) == texts[:1000]  # a prefix of a larger draw: the cache key follows the texts
+    assert bench.ad_texts(1000, 1) != texts[:1000]
+
+
+@pytest.mark.slow
+def test_an_approximate_index_is_registered_served_and_recalls(tiny_home: Path, tmp_path: Path) -> None:
+    from xc_core.datasets.container import XCDataset
+    from xc_core.index import IndexConfig
+    from xc_core.paths import dataset_dir
+    from xc_core.stages.train import train_method
+    from xc_core.training.record import TrainedModel
+
+    home = tmp_path / "home"
+    shutil.copytree(tiny_home, home, ignore=shutil.ignore_patterns("events", "simulate", "graphs", "mlflow",
+                                                                    "models", "indexes", "eval", "serving"))
+    data = XCDataset.load(dataset_dir(home, bench.DATASET))
+    train_method(data, bench.METHOD, "tiny", home)
+    trained = TrainedModel.of(home, bench.DATASET, bench.METHOD, "tiny")
+    encoder = bench.served_encoder(trained, tmp_path, onnx=False)
+
+    texts = bench.ad_texts(2000, 0)
+    vectors, facts = bench.cached_vectors(texts, encoder, tmp_path)
+    assert facts["encoded_now"] == 2000 and vectors.shape == (2000, encoder.dim)
+    assert bench.cached_vectors(texts, encoder, tmp_path)[1]["encoded_now"] == 0  # encoded once, then read
+
+    tune_texts, held_texts = bench.query_sets(data, 64, 0)
+    assert not set(tune_texts) & set(held_texts)
+    tune_q, held_q = encoder.encode(tune_texts), encoder.encode(held_texts)
+    truth = bench.exact_top_k(vectors, np.concatenate([tune_q, held_q]))
+    tune, held = (tune_q, truth[: len(tune_q)]), (held_q, truth[len(tune_q):])
+
+    cfg = IndexConfig(kind="hnsw", hnsw_m=8, ef_construction=40)
+    index, build = bench.build_index(vectors, cfg, trained.model_uri, SERVED_AS)
+    assert build["build_seconds"] >= 0
+    rows = bench.sweep(index, "hnsw", [8, 64], tune, held)
+    chosen = bench.choose(rows, bench.GOAL_RECALL)
+    assert chosen["value"] in (8, 64) and chosen["recall_at_10_tuning"] >= bench.GOAL_RECALL
+    bench.set_search_knob(index, "hnsw", chosen["value"])
+    registered = bench.register_index(home, trained, index.save(tmp_path / "index"), texts, SERVED_AS,
+                                      {"kind": "hnsw", "efSearch": chosen["value"]})
+
+    with bench.Server(home, SERVED_AS, registered["version"], ready_timeout_s=120) as server:
+        assert server.facts["labels_in_index"] == 2000
+        served = bench.served_recall(server.port, held_texts, held[1])
+    # the served answers are the chosen index's: xc serve loads its efSearch from the manifest
+    assert served["recall_at_10"] == pytest.approx(chosen["recall_at_10_held_out"], abs=0.02)
