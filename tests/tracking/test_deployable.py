@@ -142,3 +142,13 @@ def test_the_load_path_outside_the_checkout_imports_only_pinned_packages(model_f
     loaded = {canonicalize_name(d) for d in report["loaded"]}
     unused = pins - loaded - ({"mlflow"} if "mlflow-skinny" in loaded else set())  # its modules ship in -skinny
     assert not unused, f"requirements.txt pins {sorted(unused)}, which loading and answering never import"
+
+
+def test_loading_a_version_in_a_running_process_leaves_sys_path_as_it_was(model_folder: Path) -> None:
+    """`xc serve` loads every promoted version into a process that already runs the checkout's xc_core: the
+    version's code/ must not pile up on sys.path (MLflow adds it at load, and the download is deleted after)."""
+    from xc_core.tracking.served import load_registered
+
+    before = list(sys.path)
+    assert load_registered(str(model_folder)) is not None
+    assert sys.path == before

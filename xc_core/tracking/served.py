@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 import warnings
 from dataclasses import dataclass, field, replace
@@ -360,9 +361,13 @@ def load_registered(model_uri: str, scratch: Path | None = None) -> ServedModel 
 
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
+    path = list(sys.path)
     with tempfile.TemporaryDirectory(prefix="xc-load-", dir=scratch) as tmp:
         model = mlflow.pyfunc.load_model(model_uri, dst_path=tmp)
         python_model = model.unwrap_python_model()
+        # MLflow put the version's code/ on sys.path; this process runs the xc_core it imported before (the
+        # checkout's), and the folder is deleted now: a path per reload would pile up in a long-lived `xc serve`
+        sys.path[:] = path
         return python_model.model if isinstance(python_model, ServedPyfunc) else None
 
 
