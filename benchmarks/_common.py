@@ -14,3 +14,12 @@ def peak_rss_mb() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Reset VmHWM (Linux ≥ 4.0: write 5 to clear_refs) so the next peak read is a step's own; False if it cannot."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from _common import peak_rss_mb  # benchmarks run as scripts from this folder
+from _common import peak_rss_mb, reset_peak_rss  # benchmarks run as scripts from this folder
 from xc_core.evaluation.metrics import evaluate, inverse_propensity
 
 RESULTS = Path(__file__).parent / "results" / "bench_eval.json"
@@ -31,15 +31,6 @@ TRAIN_ROWS = 693_082  # LF-WikiSeeAlsoTitles-320K train points
 GOAL_SECONDS = 10.0
 
 
-
-
-def reset_peak_rss() -> bool:
-    """Reset VmHWM (Linux ≥ 4.0: write 5 to clear_refs) so the next peak is the evaluation's own."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
 
 
 def zipf_labels(rng: np.random.Generator, n_labels: int, size: int, exponent: float) -> np.ndarray:

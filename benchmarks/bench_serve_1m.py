@@ -42,7 +42,7 @@ from typing import Any, cast
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_serve and _common, when imported by a test
-from _common import RESULTS_DIR
+from _common import RESULTS_DIR, reset_peak_rss
 from bench_serve import Phase, Server, bodies, git_head, machine, run_phase, wait_for_quiet
 
 GOAL_RECALL, GOAL_P99_4_MS, MOONSHOT_P99_1_MS = 0.95, 25.0, 10.0
@@ -232,15 +232,6 @@ def recall(truth: np.ndarray, found: np.ndarray) -> float:
                           for t, f in zip(truth, found, strict=True)]))
 
 
-def _reset_peak_rss() -> bool:
-    """Make VmHWM (peak resident memory) start again from the current RSS, so a step's own peak can be read."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
 def _rss_mb(field: str = "VmRSS", pid: int | str = "self") -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -257,7 +248,7 @@ def build_index(vectors: np.ndarray, cfg: Any, model_uri: str, dataset: str) -> 
 
     from xc_core.index import LabelIndex
 
-    rss_before, reset = _rss_mb(), _reset_peak_rss()
+    rss_before, reset = _rss_mb(), reset_peak_rss()
     started = time.perf_counter()
     index = LabelIndex.build(vectors, cfg=cfg, model_uri=model_uri, dataset=dataset)
     seconds = time.perf_counter() - started
