@@ -22,7 +22,7 @@ from xc_assets.defs.assets.results_assets import results_page
 from xc_assets.defs.constants import prefix
 from xc_assets.defs.freshness import Found, latest, lineage, lineage_code_version
 from xc_assets.defs.resources import XcHome
-from xc_assets.run import _failure, _family, _ingest_ops, _instance, _partition_tags, _selection
+from xc_assets.run import METHOD_STEPS, _failure, _family, _ingest_ops, _instance, _partition_tags, _selection
 from xc_core.evaluation.costs import TIMED_QUERIES
 from xc_core.provenance import home_key
 from xc_core.stages.results import (
@@ -37,7 +37,7 @@ from xc_core.stages.results import (
 log = logging.getLogger(__name__)
 
 #: a method partition's steps in order; a stale step re-runs every later one
-STEPS = ("encoder", "label_index", "offline_eval", "ab_vs_control")
+STEPS = METHOD_STEPS
 
 
 class BlockedError(LookupError):

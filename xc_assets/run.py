@@ -88,13 +88,16 @@ def _partition_tags(dataset: str, profile: str, home: Path | None = None) -> dic
 DEFAULT_CONTROL = abtest_assets.ABTestConfig().control  # make run prints each method's A/B lifts against it
 
 
+#: a method partition's steps, in order (one run each method: `xc run`, `xc results`)
+METHOD_STEPS = ("encoder", "label_index", "offline_eval", "ab_vs_control")
+
+
 def _method_run(dataset: str, profile: str, home: Path, method: str, instance: dg.DagsterInstance,
                 dask_address: str | None = None) -> dg.ExecuteInProcessResult | dg.JobExecutionResult:
     """One method partition's run (encoder → label_index → offline_eval → ab_vs_control): in this process, or its
     steps on the dask cluster at ``dask_address`` (:mod:`xc_assets.distributed`); the same config either way."""
     p, config = prefix(dataset), {"config": {"profile": profile}}
-    run_config = {"ops": {f"{p}__{step}": config for step in ("encoder", "label_index", "offline_eval",
-                                                               "ab_vs_control")}}
+    run_config = {"ops": {f"{p}__{step}": config for step in METHOD_STEPS}}
     tags = {"xc/dataset": dataset, "xc/profile": profile, "xc/method": method}
     if dask_address:
         from xc_assets.distributed import materialize_on_dask  # dagster-dask: the optional extra `scale`

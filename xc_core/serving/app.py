@@ -105,9 +105,8 @@ async def read_body(request: Request, limits: Limits) -> bytes:
 
 
 def parse_request(body: bytes, limits: Limits, max_k: int) -> Query:
-    """The request body as queries and k, or :class:`BadRequest` with its status and a one-line reason."""
-    if len(body) > limits.max_body_bytes:
-        raise BadRequest(413, f"request body of {len(body)} bytes is over the limit of {limits.max_body_bytes}")
+    """The request body (:func:`read_body` has held it to the size limit) as queries and k, or :class:`BadRequest`
+    with its status and a one-line reason."""
     try:
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
