@@ -272,7 +272,12 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
         meta = {k: v.value for k, v in materialization.metadata.items() if k in SUMMARY_KEYS}
         if meta:
             summary[materialization.asset_key.to_user_string()] = meta
-    summary["checks"] = {e.asset_check_key.to_user_string(): e.passed for e in result.get_asset_check_evaluations()}
+    evaluations = result.get_asset_check_evaluations()
+    # checks that gate (ERROR) pass or stop the run; a failed WARN check (the graph-worth check) is advice, kept apart
+    summary["checks"] = {e.asset_check_key.to_user_string(): e.passed for e in evaluations
+                         if e.severity == dg.AssetCheckSeverity.ERROR}
+    summary["warnings"] = {e.asset_check_key.to_user_string(): e.description for e in evaluations
+                           if e.severity == dg.AssetCheckSeverity.WARN and not e.passed}
     if result.success and methods:
         _add_training(summary, _train_and_evaluate(dataset, profile, home, methods, instance, min_lead,
                                                    dask_address))

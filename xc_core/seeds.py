@@ -25,6 +25,7 @@ class Stream:
     CLASSIFIER_NEGATIVES = 41  # the classifier stage's uniform negatives ([seed, 41]: no epoch scope, so
     #                            never the same stream as PRUNE_PASS_RATES' [seed, epoch, 41])
     LABEL_TREE = 71  # the hybrid channel's label tree: the 2-means seeds of every split
+    GRAPH_WORTH = 43  # the graph-worth check's training and validation batches (training/agreement.py)
 
 
 def rng(seed: int, stream: int, *scope: int) -> np.random.Generator:

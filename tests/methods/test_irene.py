@@ -226,7 +226,7 @@ def test_irene_requires_the_stage_one_its_config_names() -> None:
 
     assert get_method("irene").requires.methods == (IreneConfig().stage_one,) == ("ramen",)
     assert replace(IRENE, cfg=IreneConfig(stage_one="dual_encoder")).requires.methods == ("dual_encoder",)
-    assert requirements("irene") == ["ramen"]
+    assert requirements("irene") == ["dual_encoder", "ramen"]  # ramen's own fallback comes first
 
 
 def test_stage_one_is_the_configured_method_recorded_on_the_model_not_the_champion(

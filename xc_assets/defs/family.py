@@ -88,7 +88,7 @@ def family(dataset: str, events: bool) -> DatasetFamily:
         graph_tables=graph_assets._graph_tables(dataset) if events else None,
         xc_dataset=graph_assets._xc_dataset(dataset, events),
         anchor_sets=graph_assets._anchor_sets(dataset),
-        lineage_checks=(*checks, graph_assets._coverage_check(dataset)),
+        lineage_checks=(*checks, graph_assets._coverage_check(dataset), graph_assets._graph_worth_check(dataset)),
         encoder=model_assets._encoder(dataset),
         ab_vs_control=abtest_assets._ab_vs_control(dataset),
         challenger=registry_assets._challenger(dataset),

@@ -195,8 +195,8 @@ def _pad_to(top: np.ndarray, width: int) -> np.ndarray:
 
 
 #: where a training summary keeps its fallback tests (evaluation/fallback.py): the trainer's epoch, the classifier
-#: stage's (alpha, lexical, untrained_offset), TextGNN/OAK's epoch and IRENE's combiner
-FALLBACK_KEYS = ("epoch_fallback_test", "fallback_tests", "fallback_test")
+#: stage's (alpha, lexical, untrained_offset), TextGNN/OAK's epoch, IRENE's combiner and ramen against dual_encoder
+FALLBACK_KEYS = ("epoch_fallback_test", "fallback_tests", "fallback_test", "text_only_fallback_test")
 #: the HTML report's table of a method's learned choices (its training records) against their fallbacks
 FALLBACK_TABLE = "learned choices against their do-nothing fallback (validation, held-out half)"
 

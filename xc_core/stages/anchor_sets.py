@@ -51,7 +51,10 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
     stage = build_anchor_stage(dataset, cfg, embed=embed, progress=progress)
     expanded = dataclasses.replace(dataset, anchor_sets=stage.anchor_sets,
                                    meta={**dataset.meta, "anchor_profile": profile.name, "rwr": cfg.rwr.model_dump()})
+    worth = assess_graph(expanded, home, profile, use_encoder=use_encoder)
+    expanded.meta["graph_worth"] = worth  # what ramen reads to choose its anchor sets (TrainConfig.graph_worth)
     path = expanded.save(anchors_dir(home, dataset.name))
+    (path / "graph_worth.json").write_text(json.dumps(worth, indent=2) + "\n")
     thresholds = thresholds if thresholds is not None else default_thresholds(dataset)
     stage.coverage.write_parquet(path / "coverage.parquet")
     if stage.similar_text.height:
@@ -65,9 +68,53 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
         "proxy_edges": stage.similar_text.height,
         "reachable_train_labels": stage.reachable_train_labels,
         "coverage_checks_passed": all(o.passed for o in outcomes),
+        "graph_worth": {name: row["verdict"] for name, row in worth["sets"].items()},
         "seconds": round(time.perf_counter() - started, 2),
     }
     return AnchorStageResult(expanded, stage.coverage, thresholds, summary, path)
+
+
+def assess_graph(dataset: XCDataset, home: Path, profile: Profile, use_encoder: bool = True) -> dict[str, Any]:
+    """The graph-worth check (graphs/worth.py) of every anchor set of ``dataset``, on the validation split a graph
+    method trains with under ``profile`` and the sets as it reads them (held-out anchors dropped); the gradient
+    agreement at the profile's starting encoder when ``use_encoder``. Training and validation rows only."""
+    import tempfile
+
+    from xc_core.graphs.heldout import without_heldout
+    from xc_core.graphs.worth import WorthConfig, graph_statistics, judge
+    from xc_core.profiles import train_settings
+    from xc_core.training.validation import validation_split
+
+    started = time.perf_counter()
+    # the profile's training settings with every regularizer on (the split, the subsample and the anchor filters are
+    # the profile's, whichever graph method trains); no method module is imported, so an edit of one leaves every
+    # other method's recorded code version alone
+    cfg = train_settings(profile).model_copy(update={"regularize": True, "prune": False, "bandit": False,
+                                                    "graph_worth": False})
+    worth_cfg = WorthConfig(seed=profile.seed)
+    split = validation_split(dataset, cfg)
+    heldout = {dataset.train_texts[i] for i in split.val_rows} | set(dataset.test_texts)
+    sets, _ = without_heldout(dataset.anchor_sets, dataset, heldout)
+    found = graph_statistics(split.fit_view(dataset), sets, split.y_fit, split.y_val, split.train_rows,
+                             split.val_rows, worth_cfg)
+    note = "" if use_encoder else "no encoder: gradient agreement not measured"
+    if use_encoder and found:
+        from xc_core.training.agreement import gradient_agreement, per_set
+        from xc_core.training.trainer import Trainer
+
+        with tempfile.TemporaryDirectory() as scratch:
+            try:
+                trainer = Trainer(dataset, encoder_config(profile, home), cfg, Path(scratch))
+            except ValueError as err:  # no usable set once held-out anchors are dropped
+                note = f"gradient agreement not measured: {err}"
+            else:
+                for name, row in per_set(gradient_agreement(trainer, worth_cfg.agreement_batches,
+                                                            worth_cfg.seed)).items():
+                    found[name].agreement = row
+    judge(found, worth_cfg)
+    return {"sets": {name: worth.as_dict() for name, worth in found.items()}, "config": worth_cfg.model_dump(),
+            "validation": {"kind": split.kind, "rows": len(split.val_rows)}, "note": note,
+            "seconds": round(time.perf_counter() - started, 2)}
 
 
 def _coverage_summary(table: pl.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
@@ -99,7 +146,16 @@ def _run(args: argparse.Namespace) -> Payload:
 
     home = resolve_home(args.home)
     dataset = built_or_build(args.dataset, home)
-    return materialize_anchor_sets(dataset, home, get_profile(args.profile), progress=not args.quiet).summary
+    result = materialize_anchor_sets(dataset, home, get_profile(args.profile), progress=not args.quiet)
+    if not args.quiet:
+        import sys
+
+        from xc_core.graphs.worth import SetWorth
+
+        print("will this graph help? (README \"Will this graph help?\")", file=sys.stderr)  # stdout: one JSON line
+        for row in result.dataset.meta["graph_worth"]["sets"].values():
+            print("  " + SetWorth(**row).line(), file=sys.stderr)
+    return result.summary
 
 
 COMMAND = register(Command("anchors", "ANN proxies → RWR expansion → pruning, coverage", _arguments, _run))

@@ -319,6 +319,8 @@ class DatasetResults:
     # are ("rows") on labels without a training positive, which the linear peer cannot score
     untrained: dict[str, float] = field(default_factory=dict)
     fallbacks: list[dict[str, Any]] = field(default_factory=list)  # each learned choice against its fallback
+    graph_worth: dict[str, Any] = field(default_factory=dict)  # the graph-worth check as `xc anchors` recorded it
+    graph_gain: list[dict[str, Any]] = field(default_factory=list)  # ramen − dual_encoder per query-frequency decile
 
 
     def save(self, path: Path) -> Path:
@@ -358,11 +360,32 @@ def dataset_results(data: XCDataset, home: Path, profile: str, methods: tuple[st
     out.tables = [{"method": m, "title": t, "rows": rows} for m, r in records.items()  # fallbacks: own section
                   for t, rows in r.summary.get("tables", {}).items() if t != FALLBACK_TABLE]
     out.fallbacks = [row for m, model in trained.items() for row in fallback_rows(m, model.summary)]
+    out.graph_worth, out.graph_gain = _graph(data, home, records, trained)
     out.abtests = _abtests(name, home, profile, trained) if abtests else []
     out.costs = _costs(data, home, trained, records, timed_queries)
     if len(seeds) > 1:
         out.seeds = seed_rows(name, home, profile, methods, seeds, records)
     return out
+
+
+def _graph(data: XCDataset, home: Path, records: dict[str, EvaluationRecord],
+           trained: dict[str, TrainedModel]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The graph-worth check of ``data``'s anchor sets (its table and what it predicts) and the measured ramen −
+    dual_encoder (issue #43): {} / [] where the anchor stage recorded no check or the pair was not evaluated."""
+    from xc_core.evaluation.graph_gain import gain_rows
+    from xc_core.graphs.worth import kept_sets, worth_table
+    from xc_core.paths import anchors_dir
+
+    path = anchors_dir(home, data.name) / "graph_worth.json"
+    worth: dict[str, Any] = {}
+    if path.exists():
+        record = json.loads(path.read_text())
+        kept = kept_sets(record)
+        served = {m: t.summary.get("served_encoder") for m, t in trained.items() if t.summary.get("served_encoder")}
+        worth = {"table": worth_table(record), "kept": kept, "validation": record.get("validation", {}),
+                 "prediction": "adds information" if kept else "no set adds information", "served": served}
+    per_row = {m: rows for m, r in records.items() if (rows := r.per_row()) is not None}
+    return worth, gain_rows(data, per_row)
 
 
 # ---- the page -----------------------------------------------------------------------------------------------
@@ -470,6 +493,7 @@ def _dataset_section(r: DatasetResults) -> list[str]:
                           _with_ci([f.get("gain"), f.get("low"), f.get("high")], True), _num(f.get("tested_on_rows")),
                           "–" if f.get("detectable_P@1") is None else f"±{_pct(f['detectable_P@1'])}"]
                          for f in r.fallbacks])
+    lines += _graph_section(r)
     if r.ablations:
         lines += ["### Ablations and anchor-set restrictions (RAMEN Table 6)", "",
                   "full − ablation in points, paired 95% interval; evaluated at: the ablation's commit.", ""]
@@ -507,6 +531,34 @@ def _dataset_section(r: DatasetResults) -> list[str]:
               "predictions recorded); parameters recorded by the method or counted from the weights it serves; "
               f"× {cost_reference()}: the ratio to {cost_reference()}'s.", ""]
     return lines + _costs_table(r.costs)
+
+
+def _graph_section(r: DatasetResults) -> list[str]:
+    """Will this graph help? The check's table, its prediction and the measured ramen − dual_encoder."""
+    if not r.graph_worth and not r.graph_gain:
+        return []
+    lines = ["### Will this graph help? (the graph-worth check against the measured gain)", ""]
+    worth = r.graph_worth
+    if worth:
+        rows = worth["table"]
+        lines += [f"From training and validation rows only ({_num(worth['validation'].get('rows'))} "
+                  f"{worth['validation'].get('kind', '')} validation rows; xc_core/graphs/worth.py). Novelty: held-out "
+                  "positives reached through the set beyond the documents' own training labels; chance: the same "
+                  "with another document's positives; redundancy: edges restating a training pair; agreement: cosine "
+                  "of the set's regularizer gradient (training batches) with the task gradient on validation batches "
+                  f"at the starting encoder. Prediction: **{worth['prediction']}**"
+                  f"{' (' + ', '.join(worth['kept']) + ')' if worth['kept'] else ''}; ramen starts every other set "
+                  "at λ = 0. Served encoders: "
+                  f"{'; '.join(f'{m} → {e}' for m, e in worth.get('served', {}).items()) or 'n/a'}.", ""]
+        lines += _table(list(rows[0]), [[_num(v, 3) if isinstance(v, float) else str(v) for v in row.values()]
+                                        for row in rows]) if rows else []
+    if r.graph_gain:
+        lines += [f"Measured on the test split, {r.graph_gain[0]['basis']} deciles (0 = head); P@1 difference in "
+                  "points, 95% paired bootstrap interval.", ""]
+        lines += _table(["method", "vs", "subset", "rows", "ΔP@1"],
+                        [[g["method"], g["vs"], g["subset"], _num(g["rows"]), _with_ci(g["P@1"], True)]
+                         for g in r.graph_gain])
+    return lines
 
 
 def _peer_section(r: DatasetResults) -> list[str]:

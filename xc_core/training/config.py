@@ -47,6 +47,10 @@ class TrainConfig(BaseModel):
     attribute_anchor_filter: bool = Field(default=False, description="drop anchor edges whose two ends carry "
                                           "different brands / places (item metadata, query text; issue #32); a no-op "
                                           "on data sets without item metadata")
+    graph_worth: bool = Field(default=True, description="start the regularizer of every anchor set the graph-worth "
+                              "check (graphs/worth.py, recorded by `xc anchors`) does not find adding information at "
+                              "λ = 0 (the bandit may raise it on its training-side reward); with no set left the "
+                              "method trains without regularizers, as dual_encoder. False: every set at lambda_reg")
     select_best: bool = Field(default=True, description="serve the epoch with the best validation recall on half "
                               "the validation rows when it beats epoch 0 (the starting encoder) on the other half "
                               "(``fallback``), else epoch 0: a fine-tune is never worse than its start out of sample")

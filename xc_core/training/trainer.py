@@ -70,6 +70,7 @@ class TrainResult:
     selected_epoch: int = 0  # the epoch whose weights were kept (0: the starting encoder)
     heldout_anchor_edges: dict[str, int] = field(default_factory=dict)
     fallback_test: dict[str, Any] = field(default_factory=dict)  # the served epoch against epoch 0 (selection.py)
+    graph_worth: dict[str, Any] = field(default_factory=dict)  # the sets kept and muted by the graph-worth check
 
 
 def dist_info() -> tuple[int, int]:
@@ -123,6 +124,7 @@ class Trainer:
                            if s in self.full_anchors and len(self.full_anchors[s].label_edges)]
         if cfg.regularize:
             self._check_anchor_sets(dataset)
+        self.graph_worth = self._follow_graph_worth(dataset)
         self.anchors: dict[str, AnchorSet] = dict(self.full_anchors)
         self._last_top: np.ndarray | None = None  # the validation ranking of the last validation_metrics call
         self.terms = ["task", *(f"doc/{s}" for s in self.doc_sets), *(f"label/{s}" for s in self.label_sets)]
@@ -135,7 +137,9 @@ class Trainer:
         from xc_core.training.losses import loss_family
 
         self.task_loss, self.regularizer = loss_family(self.cfg.loss, self.cfg)
-        initial = {t: (self.cfg.lambda_task if t == "task" else self.cfg.lambda_reg) for t in self.terms}
+        muted = set(self.graph_worth.get("muted", []))
+        initial = {t: (self.cfg.lambda_task if t == "task" else 0.0 if t.split("/", 1)[1] in muted
+                       else self.cfg.lambda_reg) for t in self.terms}
         self.bandit = LambdaBandit(self.terms, initial, variance=self.cfg.bandit_variance, lr=self.cfg.bandit_lr,
                                    period=self.cfg.bandit_period, seed=self.cfg.seed, fixed=not self.cfg.bandit)
 
@@ -151,26 +155,40 @@ class Trainer:
                              f"usable anchor sets ({sorted(dataset.anchor_sets) or 'none'}, after dropping held-out "
                              "anchors): build them with `xc anchors`, or train a text-only method (dual_encoder)")
 
+    def _follow_graph_worth(self, dataset: XCDataset) -> dict[str, Any]:
+        """``graph_worth``: the sets the graph-worth check (``xc anchors``, graphs/worth.py) did not find adding
+        information start at λ = 0; with none left the regularizers go and this is ``dual_encoder``'s training,
+        said in one line. The record goes into the run's summary."""
+        record = dataset.meta.get("graph_worth")
+        if not self.cfg.regularize or not self.cfg.graph_worth or not record:
+            return {}
+        from xc_core.graphs.worth import kept_sets
+
+        verdicts = {name: row["verdict"] for name, row in record["sets"].items()}
+        used = sorted({*self.doc_sets, *self.label_sets})
+        # a set the recorded check did not judge (added after `xc anchors` ran) keeps its λ
+        muted = [s for s in used if s in verdicts and s not in kept_sets(record)]
+        kept = [s for s in used if s not in muted]
+        out: dict[str, Any] = {"verdicts": verdicts, "kept": kept, "muted": muted, "as_dual_encoder": not kept}
+        if not kept:
+            log.warning("graph-worth check: no anchor set adds information (%s): training without regularizers, as "
+                        "dual_encoder", "; ".join(f"{k}: {v}" for k, v in verdicts.items()))
+            self.full_anchors, self.doc_sets, self.label_sets = {}, [], []
+        elif muted:
+            log.info("graph-worth check: %s start at λ = 0 (%s)", ", ".join(muted),
+                     "; ".join(f"{k}: {verdicts.get(k, 'not checked')}" for k in muted))
+        return out
+
     def _without_heldout(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
         """Drop edges to anchors whose text is a validation or test document (document-space sets only, see
         ``meta["anchor_spaces"]``): otherwise the regularizer trains on held-out queries, e.g. aol-1000's label
         side, where the queries that clicked a label include validation queries."""
         if not self.cfg.exclude_heldout_anchors:
             return dict(anchor_sets)
+        from xc_core.graphs.heldout import without_heldout
+
         heldout = {self.data.train_texts[i] for i in self.val_idx} | set(self.data.test_texts)
-        documents = self.data.document_space_sets()
-        out = {}
-        for name, a in anchor_sets.items():
-            if name not in documents:
-                out[name] = a
-                continue
-            bad = np.array([t in heldout for t in a.texts], dtype=bool)
-            keep_doc = ~bad[a.doc_edges[:, 1]] if len(a.doc_edges) else np.zeros(0, bool)
-            keep_label = ~bad[a.label_edges[:, 1]] if len(a.label_edges) else np.zeros(0, bool)
-            self.heldout_anchor_edges[name] = int((~keep_doc).sum() + (~keep_label).sum())
-            out[name] = AnchorSet(name, a.texts, a.doc_edges[keep_doc], a.label_edges[keep_label],
-                                  doc_proxy=np.asarray(a.doc_proxy)[keep_doc],
-                                  label_proxy=np.asarray(a.label_proxy)[keep_label])
+        out, self.heldout_anchor_edges = without_heldout(anchor_sets, self.data, heldout)
         log.info("held-out anchors dropped (edges per set): %s", self.heldout_anchor_edges)
         return out
 
@@ -355,12 +373,10 @@ class Trainer:
         :attr:`val_label_space`)."""
         from xc_core.evaluation.metrics import precision_per_row
 
-        docs = self.encode([self.data.train_texts[i] for i in self.val_idx])
         space = self.val_label_space
         truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
-        labels = self.encode([self.data.label_texts[i] for i in space])
+        docs, labels, exclude = self._validation_vectors(self.encoder)
         k = self.cfg.val_k
-        exclude = self.data.own_label_pairs(self.val_idx, space)
         # the selection metrics at their own depth: a deeper top-k breaks ties between equal scores (labels with the
         # same text) differently, which would move the selected epoch; the mismatch reads its own, deeper ranking
         top = self._last_top = top_k_exact(docs, labels, max(k, 5), exclude=exclude)
@@ -372,6 +388,31 @@ class Trainer:
                 "P@1": float(precision_per_row(truth, top, 1).mean()),
                 "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan"),
                 **mismatch}
+
+    def _validation_vectors(self, encoder: TextEncoder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(validation documents' vectors, the validation label space's vectors, own-label pairs never ranked)."""
+        space = self.val_label_space
+        docs = encoder.encode([self.data.train_texts[i] for i in self.val_idx], progress=False)
+        labels = encoder.encode([self.data.label_texts[i] for i in space], progress=False)
+        return docs, labels, self.data.own_label_pairs(self.val_idx, space)
+
+    def against_encoder(self, folder: Path, name: str) -> Decision:
+        """The never-worse rule between this trainer's served encoder and another method's trained one (``folder``)
+        on the same validation rows: ``ramen`` against ``dual_encoder`` (issue #43) — the graph is served only when
+        it beats the text-only encoder on the epoch choice's metric and loses no guard. A plain paired test: both
+        encoders chose their epoch on these rows, a bias the two share (README "Will this graph help?")."""
+        from xc_core.evaluation.fallback import against_fallback
+
+        depth = max(self.cfg.val_k, 5)
+        mine = top_k_exact(*self._validation_vectors(self.encoder)[:2], depth,
+                           exclude=self.data.own_label_pairs(self.val_idx, self.val_label_space))
+        other = TextEncoder(self.encoder.cfg.model_copy(update={"model_path": str(folder)}))
+        theirs = top_k_exact(*self._validation_vectors(other)[:2], depth,
+                             exclude=self.data.own_label_pairs(self.val_idx, self.val_label_space))
+        choice = self.choice
+        return against_fallback(f"graph regularizers (against {name})", mine, theirs, choice.truth,
+                                choice.inv_propensity, choice.metric, self.cfg.fallback,
+                                candidate={"against": name})
 
     def _validation_mismatch(self, top: np.ndarray) -> dict[str, float]:
         """Brand / place mismatch@k of the validation documents naming one (evaluation/mismatch.py: ranks models
@@ -667,7 +708,7 @@ class Trainer:
             examples_per_s=examples / max(seconds, 1e-9), seconds=seconds, encoder_dir=encoder_dir,
             history=history, prune_log=prune_log, lambda_trajectory=list(self.bandit.trajectory),
             selected_epoch=int(selected.get("epoch", cfg.epochs)), heldout_anchor_edges=dict(self.heldout_anchor_edges),
-            fallback_test=decision.as_dict() if decision is not None else {},
+            fallback_test=decision.as_dict() if decision is not None else {}, graph_worth=self.graph_worth,
         )
 
     def _log_bandit(self, step: int) -> None:

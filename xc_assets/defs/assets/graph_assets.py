@@ -227,6 +227,34 @@ def _coverage_check(dataset: str) -> dg.AssetChecksDefinition:
     return check
 
 
+def _graph_worth_check(dataset: str) -> dg.AssetChecksDefinition:
+    p = prefix(dataset)
+
+    @dg.asset_check(asset=[p, "anchor_sets"], name="graph_worth", blocking=False,
+                    description="Will this graph help? Per anchor set, from training and validation rows: novelty "
+                                "(held-out positives reached beyond the training labels, against chance), redundancy "
+                                "(edges restating training pairs), gradient agreement with the task, tail reach — "
+                                "and a verdict; ramen starts every set that does not add information at λ = 0. "
+                                "WARN, never blocking")
+    def check(xc_home: XcHome) -> dg.AssetCheckResult:
+        from xc_core.graphs.worth import ADDS, worth_table
+        from xc_core.paths import anchors_dir
+
+        folder = anchors_dir(xc_home.path, _dataset_name(xc_home.path, dataset))
+        record = json.loads((folder / "graph_worth.json").read_text())
+        sets = record["sets"]
+        weak = {name: row["verdict"] for name, row in sets.items() if row["verdict"] != ADDS}
+        return dg.AssetCheckResult(
+            passed=not weak, severity=dg.AssetCheckSeverity.WARN,
+            description=("; ".join(f"{name}: {verdict}" for name, verdict in weak.items()) + " — λ starts at 0"
+                         if weak else "every anchor set adds information"),
+            metadata={"sets": dg.MetadataValue.md(markdown_table(pl.DataFrame(worth_table(record)), 50)),
+                      "verdicts": dg.MetadataValue.json({name: row["verdict"] for name, row in sets.items()}),
+                      "validation_rows": record["validation"]["rows"], "note": record.get("note", "")})
+
+    return check
+
+
 def _dataset_name(home: Path, dataset: str) -> str:
     if dataset != "xc-repo":
         return dataset

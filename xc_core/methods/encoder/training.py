@@ -84,8 +84,9 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
     if reused is not None:
         encoder_dir, summary = _copy_base(reused, out)
     else:
+        text_only = _text_only_base(job.home, job.dataset.name, method, profile.name, cfg.seed)
         encoder_dir, summary = _fit_encoder(data, job.dataset, method, enc_cfg, cfg, out, job.resume, job.progress,
-                                            job.on_metrics)
+                                            job.on_metrics, text_only)
     classifier_dir = None
     if method.classifier:
         clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
@@ -103,7 +104,8 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
 
 
 def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc_cfg: Any, cfg: TrainConfig, out: Path,
-                 resume: bool, progress: bool, on_metrics: Any) -> tuple[Path, dict[str, Any]]:
+                 resume: bool, progress: bool, on_metrics: Any,
+                 text_only: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Train the encoder (or, for a method that does not train, save the shipped one) in the active run."""
     import mlflow
 
@@ -125,16 +127,62 @@ def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc
                      "fallback_test": result.fallback_test}, "validation_history.json")
     if result.fallback_test:
         log_fallback_tests({"epoch": result.fallback_test}, "train")
+    if result.graph_worth:
+        mlflow.log_dict(result.graph_worth, "graph_worth.json")
+        mlflow.log_param("graph_worth.muted", ",".join(result.graph_worth["muted"]) or "none")
     (out / "lambda_trajectory.json").write_text(json.dumps(result.lambda_trajectory))
     (out / "prune_log.json").write_text(json.dumps(result.prune_log))
     mlflow.log_artifact(str(out / "lambda_trajectory.json"))
     mlflow.log_artifact(str(out / "prune_log.json"))
     mlflow.log_artifact(str(_curves(history, result.lambda_trajectory, out / "training_curves.png")))
-    return result.encoder_dir, {
+    served = _against_text_only(trainer, method, result.encoder_dir, text_only) if method.text_only else {}
+    return result.encoder_dir, {**served,
         "epochs": result.epochs, "steps": result.steps, "final_task_loss": result.final_task_loss,
         f"val_recall@{cfg.val_k}": result.val_recall, "examples_per_s": round(result.examples_per_s, 2),
         "selected_epoch": result.selected_epoch, "heldout_anchor_edges": result.heldout_anchor_edges,
+        "graph_worth": result.graph_worth,
         "epoch_fallback_test": result.fallback_test, "history": history}
+
+
+def _text_only_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
+    """The finished run of ``method.text_only`` (``ramen``: ``dual_encoder``) in this home, same data set, profile and
+    seed, trained by its current code; None when there is none (the test is then not run, and said so)."""
+    from xc_core.methods.versions import record_outdated
+
+    if not method.text_only or not method.trains:
+        return None
+    path = model_dir(home, dataset, method.text_only, profile) / "train_summary.json"
+    if not path.exists():
+        return None
+    base = json.loads(path.read_text())
+    usable = (base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists()
+              and record_outdated(base, method.text_only, "train") is None)
+    return base if usable else None
+
+
+def _against_text_only(trainer: Any, method: EncoderMethod, encoder_dir: Path,
+                       text_only: dict[str, Any] | None) -> dict[str, Any]:
+    """The never-worse rule between the trained encoder and ``method.text_only``'s (issue #43): when the test does not
+    keep this method's encoder, the text-only one is copied in its place and served. Recorded in the summary, MLflow
+    and the results page (a fallback test like the epoch's)."""
+    import logging
+
+    import mlflow
+
+    other = method.text_only
+    if text_only is None:
+        note = (f"not tested against {other}: no current {other} run of this seed in this home (train {other} first "
+                f"— `xc run` and the results job do)")
+        logging.getLogger(__name__).warning("%s: %s", method.name, note)
+        mlflow.set_tag("text_only_fallback", note)
+        return {"served_encoder": method.name, "text_only_note": note}
+    decision = trainer.against_encoder(Path(text_only["encoder_dir"]), other)
+    log_fallback_tests({"text_only": decision.as_dict()}, "train")
+    if not decision.kept:
+        shutil.rmtree(encoder_dir)
+        shutil.copytree(text_only["encoder_dir"], encoder_dir)
+        mlflow.set_tag("encoder_from_run", text_only["mlflow_run_id"])
+    return {"text_only_fallback_test": decision.as_dict(), "served_encoder": method.name if decision.kept else other}
 
 
 def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
@@ -162,7 +210,7 @@ def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
     shutil.copytree(base["encoder_dir"], encoder_dir, dirs_exist_ok=True)
     mlflow.set_tag("encoder_from_run", base["mlflow_run_id"])
     keep = ("epochs", "steps", "final_task_loss", "examples_per_s", "selected_epoch", "epoch_fallback_test",
-            "history")
+            "history", "text_only_fallback_test", "served_encoder", "text_only_note", "graph_worth")
     summary = {k: v for k, v in base.items() if k in keep or k.startswith("val_recall@")}
     return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
 

@@ -1,0 +1,88 @@
+"""The graph-worth check's prediction against the measured ramen − dual_encoder, per seed (issue #43, item 4).
+
+    .venv/bin/python benchmarks/graph_worth_table.py --dataset synthetic --profile demo \
+        --homes /work/exp43 /work/exp43/seeds/s1 /work/exp43/seeds/s2 [--assess] [--json out.json]
+
+The check comes from the first home's anchor stage (``graph_worth.json``), or — ``--assess``, for anchor sets built
+before the check existed — is computed here from them with ``xc anchors``' own function. For every home (one
+training seed each, the same test split) the paired P@1 differences of ``xc_core.evaluation.graph_gain`` (all
+queries, the tail half, each query-frequency decile) and which encoder ``ramen`` served. Prints markdown; ``--json``
+writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def check(home: Path, dataset: str, profile: str, assess: bool) -> dict[str, Any]:
+    """The recorded check of ``home``'s anchor sets, or (``assess``) the check computed now from them."""
+    from xc_core.paths import anchors_dir
+
+    path = anchors_dir(home, dataset) / "graph_worth.json"
+    if path.exists() and not assess:
+        return json.loads(path.read_text())
+    from xc_core.datasets.container import XCDataset
+    from xc_core.profiles import get_profile
+    from xc_core.stages.anchor_sets import assess_graph
+
+    return assess_graph(XCDataset.load(anchors_dir(home, dataset)), home, get_profile(profile))
+
+
+def measured(home: Path, dataset: str, profile: str) -> dict[str, Any]:
+    """One seed's paired rows and what ramen served."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.graph_gain import PAIRS, gain_rows
+    from xc_core.evaluation.record import EvaluationRecord
+    from xc_core.paths import anchors_dir, eval_dir, model_dir
+
+    data = XCDataset.load(anchors_dir(home, dataset))
+    per_row = {}
+    served = {}
+    for method in {m for pair in PAIRS for m in pair}:
+        record = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
+        rows = record.per_row() if record is not None else None
+        if rows is not None:
+            per_row[method] = rows
+        summary = model_dir(home, dataset, method, profile) / "train_summary.json"
+        if summary.exists():
+            served[method] = json.loads(summary.read_text()).get("served_encoder")
+    return {"home": str(home), "rows": gain_rows(data, per_row), "served": served}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from xc_core.graphs.worth import worth_table
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--homes", nargs="+", type=Path, required=True, help="one home per seed, first = seed 0")
+    parser.add_argument("--assess", action="store_true", help="compute the check now from the first home's sets")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    record = check(args.homes[0], args.dataset, args.profile, args.assess)
+    seeds = [measured(h, args.dataset, args.profile) for h in args.homes]
+    print(f"## {args.dataset}: the graph-worth check\n")
+    table = worth_table(record)
+    if table:
+        print("| " + " | ".join(table[0]) + " |\n|" + "---|" * len(table[0]))
+        for row in table:
+            print("| " + " | ".join(str(v) for v in row.values()) + " |")
+    print("\n## measured (P@1 points, 95% paired interval)\n")
+    for i, seed in enumerate(seeds):
+        for row in seed["rows"]:
+            if row["subset"] in ("all", "tail half (deciles 5–9)"):
+                d, lo, hi = (100 * v for v in row["P@1"])
+                print(f"seed home {i}: {row['method']} − {row['vs']} {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] "
+                      f"({row['rows']} rows); served {seed['served']}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"dataset": args.dataset, "profile": args.profile, "check": record,
+                                         "seeds": seeds}, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
