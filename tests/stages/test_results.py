@@ -381,3 +381,24 @@ def test_the_page_lists_every_learned_choice_against_its_fallback() -> None:
     assert "Learned choices against their do-nothing fallback" in page
     row = "| dual_encoder-clf | fusion alpha | alpha 0.3, lexical_weight 0.0 | candidate | P@1 | +5.00 [+2.00, +8.00] |"
     assert row in page
+
+
+def test_the_page_sets_the_graph_worth_check_beside_the_measured_graph_gain(tiny_results: dict[str, Any]) -> None:
+    """Issue #43: the check's table (one row per anchor set, with a verdict) and ramen − dual_encoder on the test
+    split, on all queries and the tail half; ramen's record names the encoder it serves."""
+    import json
+
+    from xc_core.graphs.worth import VERDICTS
+    from xc_core.paths import model_dir
+
+    page = Path(tiny_results["results"]).read_text()
+    section = _section(page, "Will this graph help?")
+    [synthetic] = tiny_results["datasets"]
+    table = synthetic["graph_worth"]["table"]
+    assert {row["anchor set"] for row in table} == {"cosession_queries", "click_graph", "coclick_items"}
+    assert all(row["verdict"] in VERDICTS and f"| {row['anchor set']} | {row['verdict']} |" in section for row in table)
+    gains = {g["subset"]: g for g in synthetic["graph_gain"] if g["method"] == "ramen" and g["vs"] == "dual_encoder"}
+    assert gains["all"]["rows"] == synthetic["summary"]["test_documents"] and "tail half (deciles 5–9)" in gains
+    served = json.loads((model_dir(tiny_results["home"], "synthetic", "ramen", "tiny") / "train_summary.json")
+                        .read_text())["served_encoder"]
+    assert served in ("ramen", "dual_encoder") and f"ramen → {served}" in section
