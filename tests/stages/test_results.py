@@ -399,6 +399,13 @@ def test_the_page_sets_the_graph_worth_check_beside_the_measured_graph_gain(tiny
     assert all(row["verdict"] in VERDICTS and f"| {row['anchor set']} | {row['verdict']} |" in section for row in table)
     gains = {g["subset"]: g for g in synthetic["graph_gain"] if g["method"] == "ramen" and g["vs"] == "dual_encoder"}
     assert gains["all"]["rows"] == synthetic["summary"]["test_documents"] and "tail half (deciles 5–9)" in gains
-    served = json.loads((model_dir(tiny_results["home"], "synthetic", "ramen", "tiny") / "train_summary.json")
-                        .read_text())["served_encoder"]
+    record = json.loads((model_dir(tiny_results["home"], "synthetic", "ramen", "tiny") / "train_summary.json")
+                        .read_text())
+    served, test = record["served_encoder"], record["text_only_fallback_test"]
     assert served in ("ramen", "dual_encoder") and f"ramen → {served}" in section
+    assert test["kept"] is (served == "ramen") and test["tested_on_rows"] > 0
+    if served == "dual_encoder":  # the text-only encoder itself is served, byte for byte
+        text_only = json.loads((model_dir(tiny_results["home"], "synthetic", "dual_encoder", "tiny") /
+                                "train_summary.json").read_text())
+        weights = [(Path(r["encoder_dir"]) / "model.safetensors").read_bytes() for r in (record, text_only)]
+        assert weights[0] == weights[1]
