@@ -71,6 +71,21 @@ def test_anchors_that_carry_held_out_positives_add_information() -> None:
     assert worth.verdict == ADDS, worth.reason
 
 
+def test_what_the_text_already_ranks_is_not_counted_beyond_text() -> None:
+    """The same informative set: where the starting encoder already ranks every held-out positive first, the graph
+    tells it nothing new; where it ranks none, all the set reaches is beyond the text."""
+    data = _world()
+    split = _split(data)
+    train = split.train_rows
+    by_label = {j: train[train % N_LABELS == j] for j in range(N_LABELS)}
+    edges = np.array([(i, next(t for t in by_label[i % N_LABELS] if t != i)) for i in range(N_DOCS)])
+    sets = {"same_intent": AnchorSet("same_intent", list(data.train_texts), edges, np.empty((0, 2)))}
+    knows = (split.val_rows % N_LABELS)[:, None]
+    found = [graph_statistics(data, sets, split.y_fit, split.y_val, train, split.val_rows, WorthConfig(),
+                              text_top=top)["same_intent"] for top in (knows, np.full_like(knows, -1))]
+    assert found[0].beyond_text == 0.0 and found[1].beyond_text == found[1].novelty == 1.0
+
+
 def test_random_anchors_reach_held_out_positives_only_by_chance() -> None:
     data = _world()
     train = _split(data).train_rows

@@ -75,6 +75,9 @@ class SetWorth:
     edges_drawn: int
     tail_documents: list[float] = field(default_factory=list)  # anchors per training document, deciles rare → head
     tail_labels: list[float] = field(default_factory=list)  # anchors per label with a training positive, deciles
+    #: novelty counting only held-out positives the starting encoder does not already rank in its top k (None: no
+    #: encoder): what the graph knows that the text does not
+    beyond_text: float | None = None
     agreement: dict[str, float] = field(default_factory=dict)  # cosine, per-batch mean, low, high; task reference
     verdict: str = ""
     reason: str = ""
@@ -186,6 +189,17 @@ def tail_reach(dataset: XCDataset, anchors: AnchorSet, y_fit: sp.csr_matrix,
             _deciles(frequency[seen], label_degree) if anchors.label_edges.size else [])
 
 
+def beyond_text(reached: sp.csr_matrix, held_out: sp.csr_matrix, own: sp.csr_matrix, known: sp.csr_matrix) -> float:
+    """The share of held-out positives (own training labels aside) the set reaches and the text does not: not in
+    ``known``, the starting encoder's top k of each validation document."""
+    positives = _binary(held_out - held_out.multiply(own))
+    total = positives.sum()
+    if not total:
+        return 0.0
+    unknown = _binary(positives - positives.multiply(known))
+    return float(unknown.multiply(_binary(reached)).sum() / total)
+
+
 def novelty(reached: sp.csr_matrix, held_out: sp.csr_matrix, own: sp.csr_matrix, draws: int,
             seed: int) -> tuple[float, float, float]:
     """(novelty, chance, labels reached per document): ``reached``, ``held_out`` (the validation positives) and
@@ -228,14 +242,19 @@ def verdict(worth: SetWorth, cfg: WorthConfig) -> tuple[str, str]:
 
 def graph_statistics(dataset: XCDataset, anchor_sets: dict[str, AnchorSet], y_fit: sp.csr_matrix,
                      y_val: sp.csr_matrix, train_rows: np.ndarray, val_rows: np.ndarray,
-                     cfg: WorthConfig) -> dict[str, SetWorth]:
-    """Every set's graph-only numbers (no encoder), on the sets as training reads them (held-out anchors dropped
-    by the caller). ``y_val`` is read at ``val_rows``: their held-out positives."""
+                     cfg: WorthConfig, text_top: np.ndarray | None = None) -> dict[str, SetWorth]:
+    """Every set's graph numbers, on the sets as training reads them (held-out anchors dropped by the caller).
+    ``y_val`` is read at ``val_rows``: their held-out positives. ``text_top``: the starting encoder's top label ids
+    per validation row (−1 pads), for :func:`beyond_text`."""
     held_out = _binary(sp.csr_matrix(y_val)[val_rows])
     # a validation document's own training labels: those training reads for it (a repeated query of a temporal
     # split has some; a held-out document none, although y_fit still holds its row)
     trains = np.isin(val_rows, train_rows).astype(np.float32)
     own = _binary(sp.diags(trains) @ sp.csr_matrix(y_fit)[val_rows])
+    known = None
+    if text_top is not None:
+        rows, cols = np.nonzero(text_top >= 0)
+        known = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, text_top[rows, cols])), shape=held_out.shape)
     out = {}
     for name, anchors in anchor_sets.items():
         reached = reach(dataset, anchors, y_fit, train_rows, val_rows)
@@ -244,8 +263,9 @@ def graph_statistics(dataset: XCDataset, anchor_sets: dict[str, AnchorSet], y_fi
         docs, labels = tail_reach(dataset, anchors, y_fit, train_rows)
         # no chance hit in any draw: divide by half a hit, so the lift stays finite (and JSON) and is a lower bound
         lift = hit / max(chance, 0.5 / max(int(held_out.sum()) * cfg.chance_draws, 1))
+        beyond = None if known is None else round(beyond_text(reached, held_out, own, known), 4)
         out[name] = SetWorth(name, round(hit, 4), round(chance, 4), round(lift, 2), round(share, 4),
-                             round(per_doc, 1), int(held_out.sum()), drawn, docs, labels)
+                             round(per_doc, 1), int(held_out.sum()), drawn, docs, labels, beyond_text=beyond)
     return out
 
 
@@ -266,8 +286,10 @@ def worth_table(record: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for name, row in record.get("sets", {}).items():
         agreement = row.get("agreement") or {}
+        beyond = row.get("beyond_text")
         rows.append({"anchor set": name, "verdict": row["verdict"], "novelty %": round(100 * row["novelty"], 1),
                      "chance %": round(100 * row["chance"], 1), "lift": row["lift"],
+                     "beyond text %": None if beyond is None else round(100 * beyond, 1),
                      "redundancy %": round(100 * row["redundancy"], 1),
                      "agreement": agreement.get("cosine"),
                      "agreement 95%": (f"[{agreement['low']:+.3f}, {agreement['high']:+.3f}]" if agreement else None),

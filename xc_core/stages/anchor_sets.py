@@ -95,22 +95,25 @@ def assess_graph(dataset: XCDataset, home: Path, profile: Profile, use_encoder: 
     split = validation_split(dataset, cfg)
     heldout = {dataset.train_texts[i] for i in split.val_rows} | set(dataset.test_texts)
     sets, _ = without_heldout(dataset.anchor_sets, dataset, heldout)
-    found = graph_statistics(split.fit_view(dataset), sets, split.y_fit, split.y_val, split.train_rows,
-                             split.val_rows, worth_cfg)
-    note = "" if use_encoder else "no encoder: gradient agreement not measured"
-    if use_encoder and found:
-        from xc_core.training.agreement import gradient_agreement, per_set
-        from xc_core.training.trainer import Trainer
+    note = "" if use_encoder else "no encoder: gradient agreement and what the text knows not measured"
+    with tempfile.TemporaryDirectory() as scratch:
+        trainer = None
+        if use_encoder and sets:
+            from xc_core.training.trainer import Trainer
 
-        with tempfile.TemporaryDirectory() as scratch:
             try:
                 trainer = Trainer(dataset, encoder_config(profile, home), cfg, Path(scratch))
             except ValueError as err:  # no usable set once held-out anchors are dropped
                 note = f"gradient agreement not measured: {err}"
-            else:
-                for name, row in per_set(gradient_agreement(trainer, worth_cfg.agreement_batches,
-                                                            worth_cfg.seed)).items():
-                    found[name].agreement = row
+        text_top = trainer.validation_ranking(cfg.val_k) if trainer is not None else None
+        found = graph_statistics(split.fit_view(dataset), sets, split.y_fit, split.y_val, split.train_rows,
+                                 split.val_rows, worth_cfg, text_top=text_top)
+        if trainer is not None:
+            from xc_core.training.agreement import gradient_agreement, per_set
+
+            for name, row in per_set(gradient_agreement(trainer, worth_cfg.agreement_batches,
+                                                        worth_cfg.seed)).items():
+                found[name].agreement = row
     judge(found, worth_cfg)
     return {"sets": {name: worth.as_dict() for name, worth in found.items()}, "config": worth_cfg.model_dump(),
             "validation": {"kind": split.kind, "rows": len(split.val_rows)}, "note": note,

@@ -396,6 +396,12 @@ class Trainer:
         labels = encoder.encode([self.data.label_texts[i] for i in space], progress=False)
         return docs, labels, self.data.own_label_pairs(self.val_idx, space)
 
+    def validation_ranking(self, k: int) -> np.ndarray:
+        """The current encoder's top ``k`` label ids per validation row (−1 pads), as validation ranks them."""
+        docs, labels, exclude = self._validation_vectors(self.encoder)
+        top = top_k_exact(docs, labels, k, exclude=exclude)
+        return np.where(top >= 0, self.val_label_space[np.maximum(top, 0)], -1)
+
     def against_encoder(self, folder: Path, name: str) -> Decision:
         """The never-worse rule between this trainer's served encoder and another method's trained one (``folder``)
         on the same validation rows: ``ramen`` against ``dual_encoder`` (issue #43) — the graph is served only when
