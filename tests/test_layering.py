@@ -3,8 +3,8 @@
 The layers, lowest first (a package imports only from the layers before it):
 
 1. ``paths``, ``seeds``, ``provenance`` — the home's layout, named random streams and the code version; import
-   nothing of xc_core; ``engines`` — what runs a stage on engines beside the process (Spark), given SQL and
-   files, blind to what they mean
+   nothing of xc_core; ``engines`` — what runs a stage on engines beside the process (Spark; dask for embedding),
+   given SQL, files or an encoder factory, blind to what they mean
 2. ``logs`` → ``simulate`` → ``datasets`` (the container, graph tables, the data-set registry) → ``quality``
 3. ``encoders``, ``index`` — text encoders and label indexes, blind to data sets
 4. ``graphs`` (anchor sets) → ``evaluation`` (metrics, analyses, report) → ``training`` (the trainer) →

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -160,7 +160,13 @@ class LabelIndex:
         return cls(index, cfg, manifest["dimension"], manifest["model_uri"], manifest["dataset"])
 
 
-def recall_against_exact(approx: LabelIndex, vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray,
+class Searcher(Protocol):
+    """Anything searched as a label index is: a :class:`LabelIndex`, a ``shards.ShardedIndex``."""
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def recall_against_exact(approx: Searcher, vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray,
                          k: int = 10) -> float:
     """Share of the exact top-k (flat search over the same vectors) that the approximate index returns."""
     exact = LabelIndex.build(vectors, ids, IndexConfig(kind="flat"))
