@@ -6,8 +6,8 @@
 The check comes from the first home's anchor stage (``graph_worth.json``), or — ``--assess``, for anchor sets built
 before the check existed — is computed here from them with ``xc anchors``' own function. For every home (one
 training seed each, the same test split) the paired P@1 differences of ``xc_core.evaluation.graph_gain`` (all
-queries, the tail half, each query-frequency decile) and which encoder ``ramen`` served. Prints markdown; ``--json``
-writes the figures.
+queries, the tail half, each query-frequency decile) and which encoder ``ramen`` served; with several homes, the same
+on per-query metrics averaged over the seeds. Prints markdown; ``--json`` writes the figures.
 """
 
 from __future__ import annotations
@@ -53,6 +53,25 @@ def measured(home: Path, dataset: str, profile: str) -> dict[str, Any]:
     return {"home": str(home), "rows": gain_rows(data, per_row), "served": served}
 
 
+def seed_averaged(homes: list[Path], dataset: str, profile: str) -> list[dict[str, Any]]:
+    """The paired rows on per-query metrics averaged over the homes' seeds (``seed_table.seed_average``): the seed
+    noise averaged out, the interval over test queries."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from seed_table import seed_average
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.graph_gain import PAIRS, gain_rows
+    from xc_core.paths import anchors_dir
+
+    per_row = {}
+    for method in {m for pair in PAIRS for m in pair}:
+        rows, found = seed_average(homes, dataset, method, profile)
+        if found == len(homes):
+            per_row[method] = rows
+    return gain_rows(XCDataset.load(anchors_dir(homes[0], dataset)), per_row)
+
+
 def main(argv: list[str] | None = None) -> None:
     from xc_core.graphs.worth import worth_table
 
@@ -65,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     record = check(args.homes[0], args.dataset, args.profile, args.assess)
     seeds = [measured(h, args.dataset, args.profile) for h in args.homes]
+    averaged = seed_averaged(args.homes, args.dataset, args.profile) if len(args.homes) > 1 else []
     print(f"## {args.dataset}: the graph-worth check\n")
     table = worth_table(record)
     if table:
@@ -78,10 +98,15 @@ def main(argv: list[str] | None = None) -> None:
                 d, lo, hi = (100 * v for v in row["P@1"])
                 print(f"seed home {i}: {row['method']} − {row['vs']} {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] "
                       f"({row['rows']} rows); served {seed['served']}")
+    for row in averaged:
+        if row["subset"] in ("all", "tail half (deciles 5–9)"):
+            d, lo, hi = (100 * v for v in row["P@1"])
+            print(f"averaged over {len(args.homes)} seeds: {row['method']} − {row['vs']} {row['subset']}: {d:+.2f} "
+                  f"[{lo:+.2f}, {hi:+.2f}]")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"dataset": args.dataset, "profile": args.profile, "check": record,
-                                         "seeds": seeds}, indent=2, default=str) + "\n")
+                                         "seeds": seeds, "seed_averaged": averaged}, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":
