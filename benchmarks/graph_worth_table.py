@@ -80,9 +80,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--homes", nargs="+", type=Path, required=True, help="one home per seed, first = seed 0")
     parser.add_argument("--assess", action="store_true", help="compute the check now from the first home's sets")
+    parser.add_argument("--check-from", type=Path, help="reuse the check of an earlier --json file (its 'check')")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    record = check(args.homes[0], args.dataset, args.profile, args.assess)
+    record = (json.loads(args.check_from.read_text())["check"] if args.check_from
+              else check(args.homes[0], args.dataset, args.profile, args.assess))
     seeds = [measured(h, args.dataset, args.profile) for h in args.homes]
     averaged = seed_averaged(args.homes, args.dataset, args.profile) if len(args.homes) > 1 else []
     print(f"## {args.dataset}: the graph-worth check\n")
