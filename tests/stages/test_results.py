@@ -409,3 +409,22 @@ def test_the_page_sets_the_graph_worth_check_beside_the_measured_graph_gain(tiny
                                 "train_summary.json").read_text())
         weights = [(Path(r["encoder_dir"]) / "model.safetensors").read_bytes() for r in (record, text_only)]
         assert weights[0] == weights[1]
+
+
+def test_a_model_retrained_after_the_results_run_is_never_paired_with_the_old_evaluation(
+        tiny_results: dict[str, Any], tmp_path: Path) -> None:
+    """Issue #44: `xc train` with an override after a results run leaves an evaluation of the previous run beside
+    the new model; the page refuses in one line, naming the method and the command that scores the new model."""
+    import shutil
+
+    from xc_assets.cli import main
+    from xc_core.datasets.container import XCDataset
+    from xc_core.paths import anchors_dir
+    from xc_core.stages.results import MixedRecordError, dataset_results
+
+    home = Path(shutil.copytree(tiny_results["home"], tmp_path / "home", symlinks=True))
+    assert main(["train", "--dataset", "synthetic", "--method", "pretrained", "--profile", "tiny", "--home", str(home),
+                 "--quiet", "--set", "batch_size=8"]) == 0
+    with pytest.raises(MixedRecordError, match=r"pretrained \(its evaluation scored run \w{8}, the model on disk is "
+                                               r"run \w{8}\).*xc eval"):
+        dataset_results(XCDataset.load(anchors_dir(home, "synthetic")), home, "tiny", tuple(METHODS), abtests=False)

@@ -78,11 +78,16 @@ class MissingRecordError(LookupError):
     """A method on the page has no model or evaluation in the home (a LookupError: the CLI prints one line)."""
 
 
+class MixedRecordError(LookupError):
+    """A method's evaluation scored another model than the one on disk (a LookupError: the CLI prints one line)."""
+
+
 def load_records(home: Path, dataset: str, profile: str, methods: tuple[str, ...],
                  ) -> tuple[dict[str, TrainedModel], dict[str, EvaluationRecord]]:
     """Each method's trained model and evaluation at ``profile`` in ``home``, or one error naming every one
-    missing and the command that makes them."""
-    trained, records, missing = {}, {}, []
+    missing and the command that makes them — or every evaluation that scored another training run than the model
+    on disk (:class:`MixedRecordError`: never a page mixing a new model with an old evaluation)."""
+    trained, records, missing, mixed = {}, {}, [], []
     for method in methods:
         folder = model_dir(home, dataset, method, profile)
         record = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
@@ -93,8 +98,15 @@ def load_records(home: Path, dataset: str, profile: str, methods: tuple[str, ...
             continue
         if record is None:
             missing.append(f"{method} (not evaluated)")
+        elif record.mlflow_run_id and record.mlflow_run_id != trained[method].mlflow_run_id:
+            # e.g. `xc train` after the results job: a page must never pair a new model with an old evaluation
+            mixed.append(f"{method} (its evaluation scored run {record.mlflow_run_id[:8]}, the model on disk is run "
+                         f"{trained[method].mlflow_run_id[:8]})")
         else:
             records[method] = record
+    if mixed:
+        raise MixedRecordError(f"{dataset} in {home} at {profile}: {', '.join(mixed)}; `xc eval --dataset {dataset} "
+                               f"--method <method> --profile {profile} --home {home}` scores the model now on disk")
     if missing:
         raise MissingRecordError(f"{dataset} in {home} at {profile}: {', '.join(missing)}; `xc results --profile "
                                  f"{profile} --datasets {dataset} --home {home}` trains and evaluates what is missing")
