@@ -122,7 +122,7 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     TrainedModel.save(model_dir(tmp_path, tiny_data.name, "pretrained", "tiny"),
                       {**base, "code_version": "an-earlier-package"})
     fused = train_method(tiny_data, "pretrained-clf", "tiny", tmp_path)
-    assert fused["encoder_from_run"] == base["mlflow_run_id"]
+    assert fused["encoder_from_run"] == base["mlflow_run_id"] and fused["train_config"] == base["train_config"]
     assert fused[RECORD_KEY] == method_code_version("pretrained-clf", "train") != base[RECORD_KEY]
     assert 0.0 <= fused["alpha"] <= 1.0 and fused["classifier_mb"] > 0
     curve, cfg = fused["alpha_curve"], ClassifierConfig()
@@ -219,3 +219,13 @@ def test_a_bad_classifier_setting_is_refused_with_the_field_and_the_fix(field: s
 
     with pytest.raises(ValidationError, match=re.escape(says)):
         ClassifierConfig.model_validate({field: value})
+
+
+def test_a_base_encoder_trained_with_other_settings_is_not_reused(tiny_data: XCDataset, tmp_path: Path) -> None:
+    """Issue #44: the reuse check compares every training setting, overrides included (``--set``), not only the seed
+    and the code: a ``-clf`` asked with another setting trains its own encoder."""
+    from xc_core.stages.train import train_method
+
+    base = train_method(tiny_data, "pretrained", "tiny", tmp_path)
+    other = train_method(tiny_data, "pretrained-clf", "tiny", tmp_path, overrides={"val_k": 5})
+    assert "encoder_from_run" not in other and other["train_config"] != base["train_config"]

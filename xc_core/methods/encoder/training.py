@@ -77,7 +77,8 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
     cfg = train_config(method, profile, job.overrides)
     enc_cfg = encoder_config(profile, job.home).model_copy(update=method.encoder_overrides)
     data = method.prepare(job.dataset, cfg)
-    reused = _reusable_base(job.home, job.dataset.name, method, profile.name, cfg.seed)
+    stamp = config_stamp(cfg, enc_cfg)
+    reused = _reusable_base(job.home, job.dataset.name, method, profile.name, cfg.seed, stamp)
     mlflow.log_params({k: str(v)[:500] for k, v in {
         **_flat("train.", cfg.model_dump()), **_flat("encoder.", enc_cfg.model_dump()),
         "method": method.name, "method.train": method.trains}.items()})
@@ -98,7 +99,7 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
                         f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
     info = _log_model(encoder_dir, enc_cfg.max_length, out, classifier_dir)
     return Fitted(info.model_uri, {
-        "encoder_dir": str(encoder_dir), "max_length": enc_cfg.max_length, "seed": cfg.seed,
+        "encoder_dir": str(encoder_dir), "max_length": enc_cfg.max_length, "seed": cfg.seed, "train_config": stamp,
         "classifier_dir": str(classifier_dir) if classifier_dir else None, **summary,
         "val_recall@10": summary.get(f"val_recall@{cfg.val_k}")})
 
@@ -185,10 +186,21 @@ def _against_text_only(trainer: Any, method: EncoderMethod, encoder_dir: Path,
     return {"text_only_fallback_test": decision.as_dict(), "served_encoder": method.name if decision.kept else other}
 
 
-def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
+def config_stamp(cfg: TrainConfig, enc_cfg: Any) -> str:
+    """A short hash of every training and encoder setting a run used, overrides included (``--set …``): two runs with
+    the same stamp, seed and code trained the same encoder."""
+    import hashlib
+
+    settings = json.dumps({"train": cfg.model_dump(mode="json"), "encoder": enc_cfg.model_dump(mode="json")},
+                          sort_keys=True)
+    return hashlib.sha256(settings.encode()).hexdigest()[:12]
+
+
+def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int,
+                   stamp: str) -> dict[str, Any] | None:
     """The base method's finished run when a ``-clf`` method can start from its encoder: same data set,
-    profile and seed, trained by the base's current code (the per-method rule: ``versions.record_outdated``), so the
-    encoder is the one this method would train (identical switches)."""
+    profile and seed, trained by the base's current code (the per-method rule: ``versions.record_outdated``) with the
+    same settings, overrides included (``config_stamp``), so the encoder is the one this method would train."""
     from xc_core.methods.versions import record_outdated
 
     if not method.classifier:
@@ -197,7 +209,8 @@ def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str
     if not path.exists():
         return None
     base = json.loads(path.read_text())
-    usable = (base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists()
+    usable = (base.get("seed") == seed and base.get("train_config") == stamp
+              and Path(base.get("encoder_dir", "")).exists()
               and record_outdated(base, base_method_name(method.name), "train") is None)
     return base if usable else None
 
