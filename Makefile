@@ -15,7 +15,7 @@ export XC_HOME
 MLFLOW_STORE = $(abspath $(XC_HOME))/mlflow
 MLFLOW_URI = sqlite:///$(MLFLOW_STORE)/mlflow.db
 
-.PHONY: install peers run results lint test ui ui-snapshot mlflow-ui serve bench clean
+.PHONY: install peers run results lint test test-scale ui ui-snapshot mlflow-ui serve bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -87,8 +87,18 @@ lint: $(STAMP) $(SCALE_STAMP)
 	$(BIN)/ruff check xc_core xc_assets tests benchmarks
 	$(BIN)/mypy xc_core xc_assets tests benchmarks
 
+# the suite on every core (pytest-xdist, at most TEST_WORKERS_MAX: each worker builds its own session homes); a test
+# file runs whole on one worker, so its module fixtures are built once; tests/conftest.py gives each worker its
+# share of the threads and homes of its own. TEST_WORKERS=1 for one worker; pytest without -n runs it serially.
+TEST_WORKERS ?= auto
+TEST_WORKERS_MAX ?= 4
 test: $(STAMP) $(SCALE_STAMP) peers lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadfile -m "not scale"
+
+# whole `xc run`s on Spark and on a dask cluster against the default run (issue #42; ~5 min on idle cores);
+# `make test` keeps one Spark and one executor test
+test-scale: $(STAMP) $(SCALE_STAMP)
+	$(BIN)/python -m pytest -q -m scale
 
 ui-snapshot: $(STAMP) $(XC_DAGSTER_STATE)
 	bash docs/ui_snapshot.sh

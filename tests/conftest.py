@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
+import shutil
 import tarfile
+import tempfile
 from pathlib import Path
 
-import pytest
+# `make test` runs the suite on parallel workers (pytest-xdist, PYTEST_XDIST_WORKER_COUNT of them): each worker
+# gets its share of the cores for torch, BLAS/OpenMP (faiss), numba and polars, set before any of them is imported
+# and inherited by the processes a test starts, so that N workers never run N × cores threads.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _threads = str(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS",
+                  "POLARS_MAX_THREADS"):
+        os.environ.setdefault(_name, _threads)
+
+import pytest  # after the thread limits above
 
 from xc_core.datasets.container import XCDataset
 from xc_core.paths import aol_archive
@@ -15,13 +27,44 @@ from xc_core.paths import aol_archive
 # Tests write MLflow runs into their temporary homes, never into a store the shell points at.
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Nor into the repository's home or Dagster instance, which `make` exports (XC_HOME=.xc, DAGSTER_HOME=. with its
+# state in .dagster_home): what a test leaves to the defaults lands in a home of this process's own, removed at
+# exit, so parallel workers never share a file (and a user's .xc never changes what a test sees).
+for _name in ("DAGSTER_HOME", "XC_DAGSTER_STATE"):
+    os.environ.pop(_name, None)
+_default_home = tempfile.mkdtemp(prefix="xc-test-home-")
+atexit.register(shutil.rmtree, _default_home, ignore_errors=True)
+os.environ["XC_HOME"] = _default_home
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import importlib.machinery
+    import sys
+
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    # A worker's __main__ is execnet's `python -c` bootstrap: no __file__ and no __spec__, which pyspark reads as
+    # "running doctests" and answers with sys.exit(0) when Great Expectations imports pyspark.sql.connect (every
+    # GX check then ends in SystemExit). A spec named __main__ is what `python -m` leaves, and multiprocessing's
+    # spawn re-imports nothing for it, as for no spec at all.
+    _main = sys.modules["__main__"]
+    if getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
+        _main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
 
 
 @pytest.fixture(autouse=True)
-def _no_leaked_tracking_uri():
-    """``mlflow.set_tracking_uri`` exports MLFLOW_TRACKING_URI; a test that calls it must not send every
-    later test's runs to its store (xc_core itself uses ``xc_core.tracking.store.activate``)."""
+def _no_leaked_environment():
+    """A test's environment variables end with it: ``mlflow.set_tracking_uri`` exports MLFLOW_TRACKING_URI,
+    and a test that calls it must not send every later test's runs to its store (xc_core itself uses
+    ``xc_core.tracking.store.activate``); the same for anything else a test or a library sets in ``os.environ``
+    (on a parallel worker the next test there is any other module's)."""
+    before = dict(os.environ)
     yield
+    for name in set(os.environ) - set(before):
+        os.environ.pop(name, None)
+    for name, value in before.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
     os.environ.pop("MLFLOW_TRACKING_URI", None)
 
 

@@ -13,8 +13,14 @@ from xc_assets.defs.resources import XcHome
 SYNTHETIC = family("synthetic", events=True)
 
 
-def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
-    resources = {"xc_home": XcHome(home=str(tiny_home))}
+def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path, tmp_path: Path) -> None:
+    from xc_core.stages.results import share_data
+
+    # a home of its own on the session's data lineage: the report lists every method evaluated in its home, and
+    # the session's home holds whatever the tests that ran before on this worker trained there
+    home = tmp_path / "home"
+    share_data(tiny_home, home)
+    resources = {"xc_home": XcHome(home=str(home))}
     profile = {"config": {"profile": "tiny"}}
     with dg.instance_for_test() as instance:
         for method in ("pretrained", "ramen"):
@@ -38,13 +44,13 @@ def test_methods_are_indexed_evaluated_and_reported(tiny_home: Path) -> None:
     run_id = str(evals[0].metadata["mlflow_run_id"].value)
     from xc_core.tracking.store import tracking_uri
 
-    artifacts = mlflow.MlflowClient(tracking_uri(tiny_home)).list_artifacts(run_id, "report")
+    artifacts = mlflow.MlflowClient(tracking_uri(home)).list_artifacts(run_id, "report")
     assert [a.path for a in artifacts] == ["report/synthetic-tiny.html"]
     # both evaluations carry the same test-split fingerprint, so the promotion gate may pair them
     import json
 
     from xc_core.paths import eval_dir
 
-    splits = {json.loads((eval_dir(tiny_home, "synthetic", m, "tiny") / "metrics.json").read_text())["test_split"]
+    splits = {json.loads((eval_dir(home, "synthetic", m, "tiny") / "metrics.json").read_text())["test_split"]
               for m in ("pretrained", "ramen")}
     assert len(splits) == 1 and len(splits.pop()) == 16

@@ -5,8 +5,10 @@ import os
 
 import dagster as dg
 
+from xc_assets.defs.constants import OPERATED_DATASET, prefix
 from xc_assets.defs.jobs import retrain_job
 from xc_assets.defs.resources import XcHome
+from xc_assets.defs.sensors import retrain_profile
 
 RETRAIN_HOUR = int(os.environ.get("XC_RETRAIN_HOUR", "2"))
 
@@ -24,6 +26,9 @@ def nightly_retrain(context: dg.ScheduleEvaluationContext, xc_home: XcHome) -> d
         return dg.SkipReason(f"the event store under {xc_home.path} holds no events yet (ingest a log first: "
                              "the landing sensor or ingest_job)")
     generation = store.generation()
-    return dg.RunRequest(run_key=f"events-generation-{generation}",
+    # the anchor sets (their pruning encoder and graph-worth check) at the profile the retrain sensor trains with,
+    # as `xc run` builds them at its own profile: one profile per chain
+    config = {"ops": {f"{prefix(OPERATED_DATASET)}_anchor_sets": {"config": {"profile": retrain_profile()}}}}
+    return dg.RunRequest(run_key=f"events-generation-{generation}", run_config=config,
                          tags={"xc/trigger": "nightly_retrain", "xc/events_first_day": days[0].isoformat(),
                                "xc/events_last_day": days[-1].isoformat(), "xc/events_generation": str(generation)})
