@@ -562,7 +562,7 @@ def _graph_section(r: DatasetResults) -> list[str]:
                   f"{' (' + ', '.join(worth['kept']) + ')' if worth['kept'] else ''}; ramen starts every other set "
                   "at λ = 0. Served encoders: "
                   f"{'; '.join(f'{m} → {e}' for m, e in worth.get('served', {}).items()) or 'n/a'}.", ""]
-        lines += _table(list(rows[0]), [[_num(v, 3) if isinstance(v, float) else str(v) for v in row.values()]
+        lines += _table(list(rows[0]), [["–" if v is None else str(v) for v in row.values()]  # rounded by the table
                                         for row in rows]) if rows else []
     if r.graph_gain:
         lines += [f"Measured on the test split, {r.graph_gain[0]['basis']} deciles (0 = head); P@1 difference in "
