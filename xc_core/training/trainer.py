@@ -396,10 +396,14 @@ class Trainer:
         labels = encoder.encode([self.data.label_texts[i] for i in space], progress=False)
         return docs, labels, self.data.own_label_pairs(self.val_idx, space)
 
+    def _validation_top(self, encoder: TextEncoder, k: int) -> np.ndarray:
+        """``encoder``'s top ``k`` columns of the validation label space per validation row (−1 pads)."""
+        docs, labels, exclude = self._validation_vectors(encoder)
+        return top_k_exact(docs, labels, k, exclude=exclude)
+
     def validation_ranking(self, k: int) -> np.ndarray:
         """The current encoder's top ``k`` label ids per validation row (−1 pads), as validation ranks them."""
-        docs, labels, exclude = self._validation_vectors(self.encoder)
-        top = top_k_exact(docs, labels, k, exclude=exclude)
+        top = self._validation_top(self.encoder, k)
         return np.where(top >= 0, self.val_label_space[np.maximum(top, 0)], -1)
 
     def against_encoder(self, folder: Path, name: str) -> Decision:
@@ -410,11 +414,9 @@ class Trainer:
         from xc_core.evaluation.fallback import against_fallback
 
         depth = max(self.cfg.val_k, 5)
-        mine = top_k_exact(*self._validation_vectors(self.encoder)[:2], depth,
-                           exclude=self.data.own_label_pairs(self.val_idx, self.val_label_space))
-        other = TextEncoder(self.encoder.cfg.model_copy(update={"model_path": str(folder)}))
-        theirs = top_k_exact(*self._validation_vectors(other)[:2], depth,
-                             exclude=self.data.own_label_pairs(self.val_idx, self.val_label_space))
+        mine = self._validation_top(self.encoder, depth)
+        theirs = self._validation_top(TextEncoder(self.encoder.cfg.model_copy(update={"model_path": str(folder)})),
+                                      depth)
         choice = self.choice
         return against_fallback(f"graph regularizers (against {name})", mine, theirs, choice.truth,
                                 choice.inv_propensity, choice.metric, self.cfg.fallback,

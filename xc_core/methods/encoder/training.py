@@ -147,18 +147,11 @@ def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc
 
 def _text_only_base(home: Path, dataset: str, method: EncoderMethod, profile: str, seed: int) -> dict[str, Any] | None:
     """The finished run of ``method.text_only`` (``ramen``: ``dual_encoder``) in this home, same data set, profile and
-    seed, trained by its current code; None when there is none (the test is then not run, and said so)."""
-    from xc_core.methods.versions import record_outdated
-
+    seed, trained by its current code; None when there is none (the test is then not run, and said so). Its settings
+    differ from this method's by the method's own switches, so no settings stamp is compared."""
     if not method.text_only or not method.trains:
         return None
-    path = model_dir(home, dataset, method.text_only, profile) / "train_summary.json"
-    if not path.exists():
-        return None
-    base = json.loads(path.read_text())
-    usable = (base.get("seed") == seed and Path(base.get("encoder_dir", "")).exists()
-              and record_outdated(base, method.text_only, "train") is None)
-    return base if usable else None
+    return _current_run(home, dataset, method.text_only, profile, seed)
 
 
 def _against_text_only(trainer: Any, method: EncoderMethod, encoder_dir: Path,
@@ -201,18 +194,24 @@ def _reusable_base(home: Path, dataset: str, method: EncoderMethod, profile: str
     """The base method's finished run when a ``-clf`` method can start from its encoder: same data set,
     profile and seed, trained by the base's current code (the per-method rule: ``versions.record_outdated``) with the
     same settings, overrides included (``config_stamp``), so the encoder is the one this method would train."""
-    from xc_core.methods.versions import record_outdated
-
     if not method.classifier:
         return None
-    path = model_dir(home, dataset, base_method_name(method.name), profile) / "train_summary.json"
+    return _current_run(home, dataset, base_method_name(method.name), profile, seed, stamp)
+
+
+def _current_run(home: Path, dataset: str, name: str, profile: str, seed: int,
+                 stamp: str | None = None) -> dict[str, Any] | None:
+    """Method ``name``'s training record in ``home`` when it is of ``seed``, its encoder is on disk, its code is
+    current and (``stamp``) its settings are these; else None."""
+    from xc_core.methods.versions import record_outdated
+
+    path = model_dir(home, dataset, name, profile) / "train_summary.json"
     if not path.exists():
         return None
-    base = json.loads(path.read_text())
-    usable = (base.get("seed") == seed and base.get("train_config") == stamp
-              and Path(base.get("encoder_dir", "")).exists()
-              and record_outdated(base, base_method_name(method.name), "train") is None)
-    return base if usable else None
+    run = json.loads(path.read_text())
+    usable = (run.get("seed") == seed and (stamp is None or run.get("train_config") == stamp)
+              and Path(run.get("encoder_dir", "")).exists() and record_outdated(run, name, "train") is None)
+    return run if usable else None
 
 
 def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
