@@ -19,12 +19,13 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from xc_core.classifier.folds import Fold
 from xc_core.datasets.container import XCDataset
 from xc_core.index import LabelIndex
 from xc_core.logs.errors import IngestError
 from xc_core.methods.irene.associations import refine, seen_associations
 from xc_core.methods.irene.config import IreneConfig
-from xc_core.methods.irene.fit import IreneModel, choose
+from xc_core.methods.irene.fit import IreneModel, choose, irene_folds
 from xc_core.methods.irene.model import Combiner
 from xc_core.methods.irene.settings import reveal, setting_truths
 from xc_core.methods.irene.stream import add_keywords, read_keywords
@@ -146,27 +147,48 @@ def test_stage_two_lowers_both_losses(loss: str) -> None:
     assert np.allclose(np.linalg.norm(stage.weights, axis=1), 1.0, atol=1e-5)
 
 
-def test_validation_serves_the_encoder_unless_the_combiner_ranks_better() -> None:
+def _document_folds(y: sp.csr_matrix, k: int = 4) -> list[Fold]:
+    """``k`` interleaved folds of every document: each scored by a stage II refit on the others."""
+    rows = np.arange(y.shape[0])
+    return [Fold(f"fold {i + 1}/{k}", np.setdiff1d(rows, rows[i::k]), y, rows[i::k], y[rows[i::k]])
+            for i in range(k)]
+
+
+def test_the_out_of_fold_choice_serves_the_encoder_unless_the_combiner_ranks_better() -> None:
     cfg = IreneConfig(epochs=6, batch_size=32, lr_classifiers=1e-2, lr_combiner=2e-3, tau0_grid=(0.2,),
                       validation_labels=0.2)
-    val_rows = np.arange(0, 600, 5)
     # text embeddings that are the labels' true directions: nothing to learn, the encoder alone serves
     docs, label_text, y = _labelled_world(text_noise=0.0, n_labels=150, n_docs=600)
-    vecs = {"train": docs, "labels": label_text}
-    choice, curve, test = choose(vecs, y, np.arange(150), val_rows, cfg)
+    choice, curve, test = choose({"train": docs, "labels": label_text}, _document_folds(y), np.arange(150), cfg)
     assert choice.serves == "encoder" and not test["kept"] and test["low"] <= 0
     assert len(curve) == 1 + 2 * 2 * 2  # the encoder, then 2 losses × 2 ways of associating × (no τ0, 0.2)
-    assert test["tested_on_rows"] == len(val_rows) and test["folds"] == 5  # cross-fitted: every query tests
-    # weak text embeddings: the classifiers learnt from clicks rank the validation queries' labels better, by a
-    # margin the cross-fitted test on 300 queries can show (text noise 1.5 gave +3.2 R@10 [−0.3, +6.8] there: the
-    # folds' picks split between close settings, and the encoder served)
+    # every document is scored once, by the stage II refit without it: the test runs on all 600, cross-fitted
+    # over the 4 refits (each fold ranked by the setting the other three pick)
+    assert test["tested_on_rows"] == 600 and test["folds"] == 4
+    assert [f["scored_rows"] for f in test["folds_refit"]] == [150] * 4
+    # weak text embeddings: the classifiers learnt from clicks rank the scored queries' labels better, by a
+    # margin the cross-fitted test on 1,200 out-of-fold queries shows
     docs, label_text, y = _labelled_world(text_noise=2.0, n_labels=150, n_docs=1200)
-    val_rows = np.arange(0, 1200, 4)
-    choice, curve, test = choose({"train": docs, "labels": label_text}, y, np.arange(150), val_rows, cfg)
+    choice, curve, test = choose({"train": docs, "labels": label_text}, _document_folds(y), np.arange(150), cfg)
     best = max(row["R@10"] for row in curve if row["serves"] == "irene")
     assert choice.serves == "irene" and best > next(row for row in curve if row["serves"] == "encoder")["R@10"]
     assert test["kept"] and test["low"] > 0, "the combiner's gain holds on the queries it was not picked on"
+    assert test["tested_on_rows"] == 1200
     assert choice.combiner_loss in cfg.combiner_loss and choice.seen_mode in cfg.seen_associations
+
+
+def test_irene_folds_never_score_a_query_stage_one_trained_on(tiny_data: XCDataset) -> None:
+    cfg = IreneConfig(folds=3, time_blocks=3)
+    n = len(tiny_data.train_texts)
+    val_rows = np.arange(0, n, 7)
+    trained = np.setdiff1d(np.arange(n), val_rows)[: n // 2]
+    folds = irene_folds(tiny_data, cfg, val_rows, trained)
+    scored = np.concatenate([f.score_rows for f in folds])
+    assert len(scored) >= len(val_rows) and not np.isin(scored, trained).any()
+    # stage I trained on every query but its validation ones: one refit without them scores them
+    everything_else = np.setdiff1d(np.arange(n), val_rows)
+    (only,) = irene_folds(tiny_data, cfg, val_rows, everything_else)
+    assert np.array_equal(only.score_rows, val_rows) and not np.isin(val_rows, only.fit_rows).any()
 
 
 # -- evaluation settings ----------------------------------------------------------------------------------------

@@ -114,6 +114,15 @@ def split(dataset: XCDataset, cfg: TrainConfig) -> ValidationSplit:
     return dataclasses.replace(found, train_rows=train[labelled[train]])
 
 
+def fine_tuned_rows(dataset: XCDataset, cfg: TrainConfig, summary: dict[str, Any]) -> np.ndarray | None:
+    """The training documents a served encoder was fine-tuned on (out-of-fold choices never score them: the encoder
+    would look better on them than on any test query), or None when the encoder served is the untrained start
+    (``pretrained``, or a fine-tune whose epoch 0 was served). ``summary``: the encoder's training record."""
+    if not summary.get("epochs") or summary.get("selected_epoch", summary.get("epochs")) == 0:
+        return None
+    return split(dataset, cfg).train_rows
+
+
 def heldout_texts(dataset: XCDataset, val: np.ndarray, cfg: TrainConfig) -> set[str]:
     """Texts no neighbour list may hold in training or validation (``exclude_heldout_anchors``): the validation
     documents', so that none is trained on and no label is represented by the validation query that clicked it."""

@@ -90,9 +90,11 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
                                             job.on_metrics, text_only)
     classifier_dir = None
     if method.classifier:
+        from xc_core.training.selection import fine_tuned_rows
+
         clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
         classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length,
-                                                      _encoder_rows(job.dataset, cfg, summary), clf_cfg, out,
+                                                      fine_tuned_rows(job.dataset, cfg, summary), clf_cfg, out,
                                                       job.progress)
         summary.update(clf_summary)
     mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
@@ -225,16 +227,6 @@ def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
             "history", "text_only_fallback_test", "served_encoder", "text_only_note", "graph_worth")
     summary = {k: v for k, v in base.items() if k in keep or k.startswith("val_recall@")}
     return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
-
-
-def _encoder_rows(dataset: XCDataset, cfg: TrainConfig, summary: dict[str, Any]) -> Any:
-    """The training documents the served encoder was fine-tuned on (the classifier stage never scores them), or
-    None when the encoder served is the untrained start (``pretrained``, or a fine-tune whose epoch 0 was served)."""
-    from xc_core.training.selection import split
-
-    if not summary.get("epochs") or summary.get("selected_epoch", summary.get("epochs")) == 0:
-        return None
-    return split(dataset, cfg).train_rows
 
 
 def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, encoder_rows: Any, clf_cfg: Any,

@@ -72,7 +72,8 @@ class IreneMethod:
         encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
         encoder = encoder_for(encoder_dir, max_length)
         vecs = embed(job.dataset, encoder, job.out, job.progress)
-        model, summary = fit_irene(job.dataset, vecs, cfg, val_rows=stage_one_validation(job, base),
+        val_rows, encoder_rows = stage_one_rows(job, base)
+        model, summary = fit_irene(job.dataset, vecs, cfg, val_rows=val_rows, encoder_rows=encoder_rows,
                                    progress=job.progress)
         model.save(job.out / MODEL)
         mlflow.log_params({"stage_one": base.method, "stage_one_run_id": base.mlflow_run_id,
@@ -136,13 +137,15 @@ class IreneMethod:
         return irene_scorer(served)
 
 
-def stage_one_validation(job: TrainJob, base: TrainedModel) -> np.ndarray:
-    """The training queries stage I held out for its own validation, rebuilt from the settings stage I *recorded*
-    (not the profile's): IRENE chooses its settings on them, queries the frozen encoder never trained on."""
+def stage_one_rows(job: TrainJob, base: TrainedModel) -> tuple[np.ndarray, np.ndarray | None]:
+    """Stage I's validation queries and the training queries it was fine-tuned on (None: its untrained start
+    serves), rebuilt from the settings stage I *recorded* (not the profile's): IRENE's out-of-fold choice never
+    scores a query the frozen encoder trained on, and its served stage II never trains on the validation ones."""
+    from xc_core.training.selection import fine_tuned_rows
     from xc_core.training.validation import recorded_split_config, validation_split
 
     cfg = recorded_split_config(base.summary, f"IRENE's stage I ({base.method} on {job.dataset.name})")
-    return validation_split(job.dataset, cfg).val_rows
+    return validation_split(job.dataset, cfg).val_rows, fine_tuned_rows(job.dataset, cfg, base.summary)
 
 
 def _encoder(trained: TrainedModel) -> Any:

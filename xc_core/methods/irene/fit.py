@@ -6,8 +6,9 @@ and streaming need (``IreneModel``)."""
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from xc_core.classifier.folds import Fold
 from xc_core.datasets.container import XCDataset
+from xc_core.evaluation.metrics import recall_per_row
 from xc_core.methods.irene.associations import novel_associations, seen_associations, text_neighbours
 from xc_core.methods.irene.config import IreneConfig
 from xc_core.methods.irene.model import Combiner
@@ -24,6 +27,8 @@ from xc_core.methods.irene.train import represent, train_stage_two
 
 EMBEDDINGS = "embeddings.npz"  # the frozen encoder's vectors of the data set (train docs, test docs, labels)
 MODEL = "irene"  # sub-folder of the model folder: W, combiner, associations, settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,83 +131,134 @@ def embed(dataset: XCDataset, encoder: Any, out: Path, progress: bool = False) -
     return vecs
 
 
-def choose(vecs: dict[str, np.ndarray], y_train: sp.csr_matrix, seen_rows: np.ndarray, val_rows: np.ndarray,
-           cfg: IreneConfig, progress: bool = False,
+def choose(vecs: dict[str, np.ndarray], folds: list[Fold], seen_rows: np.ndarray, cfg: IreneConfig,
+           progress: bool = False,
            own_label_pairs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
            inv_propensity: np.ndarray | None = None) -> tuple[Choice, list[dict[str, Any]], dict[str, Any]]:
-    """IRENE's settings on validation: hold out a share of the seen labels (pseudo-novel) and the validation
-    queries (``val_rows``: training queries stage I never trained on), train stage II on the rest once per (loss,
-    way of associating seen labels), represent the held-out labels as novel labels for each τ0 of the grid, and rank
-    every seen label for the validation queries as serving does (``own_label_pairs``: ``XCDataset.own_label_pairs``,
-    whose pairs are never ranked, as the test filter removes a test query's own label). The criterion is R@10 over
-    all their positives (the ranking users get), the held-out labels' positives breaking ties. The choice serves only
-    when, cross-fitted over seeded folds of the validation queries (each fold ranked by the setting the other folds
-    pick), it beats the encoder alone (every label by its text embedding, the do-nothing fallback) on all of them
-    (:func:`~xc_core.evaluation.fallback.cross_fitted`). Returns the choice (picked on every validation query), the
-    curve (on all of them) and the fallback test."""
+    """IRENE's settings out of fold (issue #39): a share of the seen labels is held out as pseudo-novel; for each
+    fold (``classifier/folds.py``: blocks of days for event logs, document folds elsewhere) stage II is refit on the
+    fold's fit rows once per (loss, way of associating seen labels), without the held-out labels, and every candidate
+    — each τ0 of the grid, and no association — ranks every seen label for the fold's scored rows as serving does
+    (``own_label_pairs``: ``XCDataset.own_label_pairs``, never ranked, as the test filter removes a test query's own
+    label). A seen label the fold's fit rows never clicked is novel to that refit, represented as novel labels are.
+    The criterion is R@10 over all the scored rows' positives (the ranking users get), the held-out labels' positives
+    breaking ties. The choice serves only when, cross-fitted over the folds (each fold ranked by the setting the
+    other folds pick: a test of the whole selection procedure, one for the family of candidates), it beats the
+    encoder alone (every label by its text embedding, the do-nothing fallback) on every scored row
+    (:func:`~xc_core.evaluation.fallback.cross_fitted`); a single fold is cut into the policy's seeded row folds.
+    Returns the choice (picked on every scored row), the curve (on all of them) and the fallback test."""
     from xc_core.evaluation.fallback import cross_fitted, row_folds
-    from xc_core.evaluation.metrics import recall_per_row
-    from xc_core.training.validation import top_k_exact
 
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
     held = np.zeros(len(seen_rows), dtype=bool)
     held[rng.choice(len(seen_rows), max(1, int(cfg.validation_labels * len(seen_rows))), replace=False)] = True
-    fit_labels, held_labels = seen_rows[~held], seen_rows[held]
-    y = y_train.tocsr()
-    fit_docs = np.setdiff1d(np.arange(y.shape[0]), val_rows)
-    y_fit = y[fit_docs]
-    # validation columns: the fitted labels, then the held-out ones
-    columns = np.concatenate([fit_labels, held_labels])
-    truth = y[val_rows].tocsc()[:, columns].tocsr()
-    held_truth = sp.hstack([sp.csr_matrix((len(val_rows), len(fit_labels))),
-                            truth[:, len(fit_labels):]]).tocsr()
-    queries, fit_text, held_text = vecs["train"][val_rows], vecs["labels"][fit_labels], vecs["labels"][held_labels]
-    exclude = own_label_pairs(val_rows, columns) if own_label_pairs is not None else None
-    tops: list[np.ndarray] = []
-    recalls: list[tuple[np.ndarray, np.ndarray]] = []  # per query: (R@10, held-out R@10) of each scored setting
-
-    def scored(reps: np.ndarray) -> dict[str, float]:
-        top = top_k_exact(queries, reps, 10, exclude=exclude)
-        tops.append(top)
-        recalls.append((recall_per_row(truth, top, 10), recall_per_row(held_truth, top, 10)))
-        return {"R@10": _recall(top, truth), "held-out R@10": _recall(top, held_truth)}
-
-    k = cfg.associations
-    curve: list[dict[str, Any]] = []
-    encoder = scored(np.vstack([fit_text, held_text]))
-    for loss in cfg.combiner_loss:
-        for mode in cfg.seen_associations:
-            fit_assoc = _seen_assoc(mode, y_fit, vecs["labels"], fit_labels, k)
-            stage = train_stage_two(vecs["train"][fit_docs], vecs["labels"], y_fit, fit_labels, fit_assoc, cfg,
-                                    loss, progress)
-            fit_reps = represent(stage.combiner, fit_text, stage.weights, fit_text, fit_assoc, cfg)
-            for tau0 in (None, *cfg.tau0_grid):
-                assoc = (np.full((len(held_text), k), -1, dtype=np.int64) if tau0 is None else
-                         novel_associations(held_text, fit_text, stage.weights, cfg.shortlist, tau0, k))
-                reps = represent(stage.combiner, held_text, stage.weights, fit_text, assoc, cfg)
-                curve.append({"serves": "irene", "combiner_loss": loss, "seen_associations": mode, "tau0": tau0,
-                              **scored(np.vstack([fit_reps, reps])),
-                              "associated": float((assoc >= 0).sum(axis=1).mean())})
+    # validation columns: the fitted labels, then the held-out ones (every fold ranks the same columns)
+    columns = np.concatenate([seen_rows[~held], seen_rows[held]])
+    n_fit = int((~held).sum())
+    candidates = [(loss, mode, tau0) for loss in cfg.combiner_loss for mode in cfg.seen_associations
+                  for tau0 in (None, *cfg.tau0_grid)]
+    parts = [_fold_tops(vecs, fold, columns, n_fit, candidates, cfg, progress, own_label_pairs) for fold in folds]
+    truth = sp.csr_matrix(sp.vstack([p.truth for p in parts]))
+    held_truth = sp.hstack([sp.csr_matrix((truth.shape[0], n_fit)), truth[:, n_fit:]]).tocsr()
+    tops = [np.vstack([p.tops[i] for p in parts]) for i in range(len(candidates) + 1)]  # 0: the encoder alone
+    recalls = [(recall_per_row(truth, top, 10), recall_per_row(held_truth, top, 10)) for top in tops]
     has_positive = np.diff(truth.indptr) > 0
 
+    def scored(i: int) -> dict[str, float]:
+        rows = has_positive
+        return {"R@10": float(recalls[i][0][rows].mean()) if rows.any() else float("nan"),
+                "held-out R@10": _recall(tops[i], held_truth)}
+
     def select(rows: np.ndarray) -> int:
-        """The curve position best on ``rows`` (their queries with a positive): R@10, then held-out R@10."""
+        """The candidate best on ``rows`` (their queries with a positive): R@10, then held-out R@10."""
         rows = rows[has_positive[rows]]
-        return max(range(len(curve)), key=lambda i: (float(recalls[i + 1][0][rows].mean()) if len(rows) else 0.0,
-                                                     float(recalls[i + 1][1][rows].mean()) if len(rows) else 0.0))
+        return max(range(len(candidates)), key=lambda i: (float(recalls[i + 1][0][rows].mean()) if len(rows) else 0.0,
+                                                          float(recalls[i + 1][1][rows].mean()) if len(rows) else 0.0))
 
     def settings(position: int) -> dict[str, Any]:
-        return {key: curve[position][key] for key in ("combiner_loss", "seen_associations", "tau0")}
+        return dict(zip(("combiner_loss", "seen_associations", "tau0"), candidates[position], strict=True))
 
-    position = select(np.arange(len(val_rows)))
-    trained = curve[position]  # what the combiner would serve
+    sizes = np.cumsum([0, *(p.truth.shape[0] for p in parts)])
+    blocks = [np.arange(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+    if len(blocks) < 2:
+        blocks = row_folds(truth.shape[0], cfg.fallback.folds, cfg.seed)
     test, _ = cross_fitted("irene vs its encoder", select, lambda i: tops[i + 1], tops[0], truth,
                            None if inv_propensity is None else inv_propensity[columns], "R@10", cfg.fallback,
-                           row_folds(len(val_rows), cfg.fallback.folds, cfg.seed), describe=settings)
+                           blocks, describe=settings)
+    curve = [{"serves": "encoder", **scored(0)}]
+    curve += [{"serves": "irene", **settings(i), **scored(i + 1),
+               "associated": float(np.mean([p.associated[i] for p in parts]))} for i in range(len(candidates))]
+    loss, mode, tau0 = candidates[select(np.arange(truth.shape[0]))]  # what the combiner would serve
     serves = "irene" if test.kept or not cfg.encoder_competes else "encoder"
-    curve.insert(0, {"serves": "encoder", **encoder})
-    return (Choice(trained["seen_associations"], trained["combiner_loss"], trained["tau0"], serves), curve,
-            test.as_dict())
+    record = {**test.as_dict(), "folds_refit": [{"name": f.name, "fit_documents": int(len(f.fit_rows)),
+                                                 "scored_rows": int(len(f.score_rows))} for f in folds]}
+    return Choice(mode, loss, tau0, serves), curve, record
+
+
+@dataclass
+class _FoldTops:
+    """One refit's scored rows: their truth over the validation columns, each candidate's top 10 (0: the encoder
+    alone) and how many seen labels each candidate associated per novel label."""
+
+    truth: sp.csr_matrix
+    tops: list[np.ndarray]
+    associated: list[float]
+
+
+def _fold_tops(vecs: dict[str, np.ndarray], fold: Fold, columns: np.ndarray, n_fit: int,
+               candidates: Sequence[tuple[str, str, float | None]], cfg: IreneConfig, progress: bool,
+               own_label_pairs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> _FoldTops:
+    """Stage II refit on ``fold``'s fit rows per (loss, seen association) and every candidate's ranking of the
+    fold's scored rows over ``columns`` (the first ``n_fit`` may be trained on; the rest are pseudo-novel)."""
+    from xc_core.training.validation import top_k_exact
+
+    y_fit = sp.csr_matrix(fold.y_fit[fold.fit_rows])
+    clicked = np.diff(y_fit.tocsc().indptr) > 0
+    trainable = np.zeros(len(columns), dtype=bool)
+    trainable[:n_fit] = clicked[columns[:n_fit]]
+    seen_pos, novel_pos = np.flatnonzero(trainable), np.flatnonzero(~trainable)
+    seen_labels = columns[seen_pos]
+    label_vecs, queries = vecs["labels"], vecs["train"][fold.score_rows]
+    seen_text, novel_text = label_vecs[seen_labels], label_vecs[columns[novel_pos]]
+    exclude = own_label_pairs(fold.score_rows, columns) if own_label_pairs is not None else None
+    tops = [top_k_exact(queries, label_vecs[columns], 10, exclude=exclude)]
+    associated: list[float] = []
+    k = cfg.associations
+    stages: dict[tuple[str, str], tuple[Any, np.ndarray]] = {}
+    for loss, mode, tau0 in candidates:
+        if (loss, mode) not in stages:
+            fit_assoc = _seen_assoc(mode, y_fit, label_vecs, seen_labels, k)
+            stage = train_stage_two(vecs["train"][fold.fit_rows], label_vecs, y_fit, seen_labels, fit_assoc, cfg,
+                                    loss, progress)
+            stages = {(loss, mode): (stage, represent(stage.combiner, seen_text, stage.weights, seen_text, fit_assoc,
+                                                      cfg))}  # one refit in memory at a time
+        stage, seen_reps = stages[(loss, mode)]
+        assoc = (np.full((len(novel_text), k), -1, dtype=np.int64) if tau0 is None else
+                 novel_associations(novel_text, seen_text, stage.weights, cfg.shortlist, tau0, k))
+        reps = np.empty((len(columns), seen_reps.shape[1]), dtype=np.float32)
+        reps[seen_pos] = seen_reps
+        reps[novel_pos] = represent(stage.combiner, novel_text, stage.weights, seen_text, assoc, cfg)
+        tops.append(top_k_exact(queries, reps, 10, exclude=exclude))
+        associated.append(float((assoc >= 0).sum(axis=1).mean()) if len(assoc) else 0.0)
+    log.info("IRENE: %s — stage II refit on %d documents, %d rows scored out of fold", fold.name,
+             len(fold.fit_rows), len(fold.score_rows))
+    return _FoldTops(sp.csr_matrix(fold.truth[:, columns]), tops, associated)
+
+
+def irene_folds(dataset: XCDataset, cfg: IreneConfig, val_rows: np.ndarray,
+                encoder_rows: np.ndarray | None) -> list[Fold]:
+    """The out-of-fold refits :func:`choose` scores: the classifier stage's folds (``classifier/folds.py``, IRENE's
+    own counts), never scoring a query stage I trained on. Where that leaves no row to score (stage I trained on
+    every training query but its validation ones), one refit without stage I's validation queries scores them."""
+    from xc_core.classifier.folds import out_of_fold
+
+    folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
+                        encoder_rows, cfg.time_blocks)
+    if sum(len(f.score_rows) for f in folds) >= len(val_rows):
+        return folds
+    y = sp.csr_matrix(dataset.y_train)
+    return [Fold("stage I's validation queries", np.setdiff1d(np.arange(y.shape[0]), val_rows), y, val_rows,
+                 y[val_rows])]
 
 
 def _recall(top: np.ndarray, truth: sp.csr_matrix) -> float:
@@ -220,29 +276,33 @@ def _seen_assoc(mode: str, y: sp.csr_matrix, label_vecs: np.ndarray, rows: np.nd
 
 
 def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig, choice: Choice | None = None,
-              val_rows: np.ndarray | None = None, progress: bool = False) -> tuple[IreneModel, dict[str, Any]]:
-    """Stage II on the seen labels and a representation for every label. ``choice`` None: chosen on validation
-    (:func:`choose`) over ``val_rows`` (the stage-I encoder's validation queries; None: a seeded share of the
-    training queries, which the encoder may have trained on); else used as given (the ablations reuse the chosen
-    one). Stage II is trained even when the encoder alone serves: the report shows what the combiner would do."""
+              val_rows: np.ndarray | None = None, encoder_rows: np.ndarray | None = None,
+              progress: bool = False) -> tuple[IreneModel, dict[str, Any]]:
+    """Stage II on the seen labels and a representation for every label. ``choice`` None: chosen out of fold
+    (:func:`choose` over :func:`irene_folds`; ``encoder_rows``: the training queries stage I was fine-tuned on, never
+    scored); else used as given (the ablations reuse the chosen one). ``val_rows``: stage I's validation queries,
+    kept out of the served stage II so that ``xc eval --split validation`` stays clean (None: a seeded share of the
+    training queries when choosing, none with a ``choice`` given). Stage II is trained even when the encoder alone
+    serves: the report shows what the combiner would do."""
     started = time.perf_counter()
     y = dataset.y_train.tocsr()
     seen_rows = np.flatnonzero(~dataset.label_novel)
     curve: list[dict[str, Any]] = []
     fallback_test: dict[str, Any] = {}
+    if val_rows is None and choice is None:
+        val_rows = np.random.default_rng(np.random.SeedSequence([cfg.seed, 12])).choice(
+            y.shape[0], max(10, y.shape[0] // 20), replace=False)
+    val_rows = np.sort(val_rows) if val_rows is not None else np.empty(0, np.int64)
     if choice is None:
-        if val_rows is None:
-            val_rows = np.random.default_rng(np.random.SeedSequence([cfg.seed, 12])).choice(
-                y.shape[0], max(10, y.shape[0] // 20), replace=False)
         from xc_core.evaluation.metrics import propensity
 
-        val_rows = np.sort(val_rows)
-        choice, curve, fallback_test = choose(vecs, y, seen_rows, val_rows, cfg, progress,
-                                              dataset.own_label_pairs, propensity(dataset))
+        choice, curve, fallback_test = choose(vecs, irene_folds(dataset, cfg, val_rows, encoder_rows), seen_rows,
+                                              cfg, progress, dataset.own_label_pairs, propensity(dataset))
+    chosen = time.perf_counter()
     k = cfg.associations
-    # the served stage II is the tested one's: fit on the queries the choice was not tested on (the validation
-    # queries stay out of every part of the model, so `xc eval --split validation` stays clean), every seen label
-    fit_docs = np.arange(y.shape[0]) if val_rows is None else np.setdiff1d(np.arange(y.shape[0]), val_rows)
+    # the served stage II: the settings chosen out of fold, fit on every training query but stage I's validation
+    # ones (they stay out of every part of the model, so `xc eval --split validation` stays clean), every seen label
+    fit_docs = np.setdiff1d(np.arange(y.shape[0]), val_rows)
     y_fit = sp.csr_matrix(y[fit_docs])
     assoc = np.full((dataset.n_labels, k), -1, dtype=np.int64)
     assoc[seen_rows] = _seen_assoc(choice.seen_mode, y_fit, vecs["labels"], seen_rows, k)
@@ -259,8 +319,11 @@ def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig,
         model.label_reps[novel_rows] = model.combine(text, assoc[novel_rows])
     summary = {**{f"chosen_{key}": v for key, v in asdict(choice).items()}, "validation_curve": curve,
                "fallback_test": fallback_test,
-               "validation_queries": 0 if val_rows is None else int(len(val_rows)), "history": stage.history,
+               "validation_queries": int(len(val_rows)), "history": stage.history,
                "seen_labels": int(len(seen_rows)), "novel_labels": int(len(novel_rows)),
                "novel_associated_mean": float((assoc[novel_rows] >= 0).sum(axis=1).mean()) if len(novel_rows) else 0.0,
-               "stage_two_seconds": stage.seconds, "seconds": round(time.perf_counter() - started, 2)}
+               "stage_two_seconds": stage.seconds,
+               "stage_seconds": {"out_of_fold": round(chosen - started, 2),
+                                 "final_fit": round(time.perf_counter() - chosen, 2)},
+               "seconds": round(time.perf_counter() - started, 2)}
     return model, summary
