@@ -1,5 +1,6 @@
 """The graph tables on Spark (``local[2]``, loopback) equal the duckdb tables row for row (issue #42): on the
-simulated event log (item ids) and on a real slice of aol-1000 (URL hosts as labels)."""
+simulated event log (item ids) and on a real slice of aol-1000 (URL hosts as labels); Spark's sessions equal the
+ids ingestion stored."""
 
 from __future__ import annotations
 
@@ -72,3 +73,19 @@ def test_the_engine_is_not_part_of_what_the_tables_are() -> None:
     """Published tables and data-set fingerprints read ``GraphConfig.model_dump()``: the engine that computed
     them must not make the same tables look different."""
     assert GraphConfig(engine="spark").model_dump() == GraphConfig(engine="duckdb").model_dump()
+
+
+def test_spark_cuts_the_sessions_ingestion_stored(tiny_home: Path) -> None:
+    from pyspark.sql import SparkSession
+
+    from xc_core.engines.spark import sessionise
+
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    store = EventStore(tiny_home)
+    events = spark.read.parquet(*(p.as_posix() for p in sorted(store.events_dir.glob("day=*/events.parquet"))))
+    recut = sessionise(spark, events, 30).select("event_id", "session_id").toPandas()
+    stored = store.scan().select("event_id", "session_id").collect().to_pandas()
+    both = stored.merge(recut, on="event_id", suffixes=("", "_spark"))
+    assert len(both) == len(stored) == len(recut) and stored["session_id"].nunique() > 50
+    assert (both["session_id"] == both["session_id_spark"]).all()

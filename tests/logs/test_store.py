@@ -65,6 +65,27 @@ def test_a_session_crossing_midnight_keeps_one_id_across_day_partitions(tmp_path
     assert len(EventStore(tmp_path / "h").days()) == 2
 
 
+def test_the_sessions_query_gives_the_ids_ingestion_stored(aol_slice: Path, tmp_path: Path) -> None:
+    """The one SQL definition engines run over a whole span (``sessions_sql``; Spark runs it in tests/engines) cuts
+    the sessions ingestion cut day by day, with the same ids — midnight crossings and same-second ties included."""
+    from xc_core.logs.sessions import sessions_sql
+
+    ingest([Source("aol", aol_slice)], tmp_path / "h", progress=False)
+    stored = EventStore(tmp_path / "h").scan().select("event_id", "user_id", "ts", "session_id").collect()
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        con.register("events", stored.to_arrow())
+        recut = con.sql(sessions_sql("events", 30, "duckdb")).pl()
+    both = stored.join(recut, on="event_id", suffix="_sql")
+    assert both.height == stored.height and stored.get_column("session_id").n_unique() > 100
+    assert (both.get_column("session_id") == both.get_column("session_id_sql")).all()
+    # the comparison can fail: a shorter gap cuts other sessions
+    with duckdb.connect() as con:
+        con.register("events", stored.to_arrow())
+        shorter = con.sql(sessions_sql("events", 5, "duckdb")).pl().get_column("session_id").n_unique()
+    assert shorter > stored.get_column("session_id").n_unique()
+
+
 def test_late_events_merge_into_existing_days_and_resessionise(tmp_path: Path) -> None:
     base = {"user_id": "u", "market": "MC-1"}
     first = tmp_path / "first.jsonl"

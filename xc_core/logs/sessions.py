@@ -142,3 +142,39 @@ def assign_sessions(events: pl.DataFrame, gap_minutes: float, context: pl.DataFr
     """Return ``events`` with ``session_id`` set; ``context``: already-sessionised earlier events
     (``user_id, ts, session_id`` — the store's day before)."""
     return events.with_columns(session_ids(events, gap_minutes, last_session_per_user(context)))
+
+
+# -- the same sessions as one SQL definition (issue #42) ------------------------------------------------------------
+# Ingestion cuts sessions incrementally above (polars, a day at a time, continuing each user's tail). An engine that
+# holds a whole span of events at once (Spark, where an ads team's logs live; duckdb) cuts them with this one query:
+# per user in time order, a row starts a session when it is the user's first or comes more than the gap after the
+# row before; a session's id is the md5 of (user, start time) as :func:`~xc_core.logs.validate.session_key` spells
+# it, first 16 hex digits — so both give the store's ids, row for row (tests/engines).
+
+#: the dialect pieces the query needs: microseconds since the epoch, and a timestamp as ``TS_KEY_FORMAT`` spells it
+SQL_DIALECTS: dict[str, dict[str, str]] = {
+    "duckdb": {"micros": "epoch_us({})", "ts_text": "strftime({}, '%Y-%m-%dT%H:%M:%S.%f')"},
+    "spark": {"micros": "unix_micros({})", "ts_text": "date_format({}, \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS\")"},
+}
+
+
+def sessions_sql(table: str, gap_minutes: float, dialect: str) -> str:
+    """``event_id, session_id`` of every row of ``table`` (``event_id, user_id, ts``; timestamps in UTC)."""
+    micros, ts_text = SQL_DIALECTS[dialect]["micros"], SQL_DIALECTS[dialect]["ts_text"]
+    gap_us = round(gap_minutes * 60_000_000)
+    return f"""
+    WITH ordered AS (
+      SELECT event_id, user_id, ts, lag(ts) OVER (PARTITION BY user_id ORDER BY ts) AS prev_ts FROM {table}),
+    starts AS (
+      SELECT event_id, user_id, ts,
+             CASE WHEN prev_ts IS NULL OR {micros.format('ts')} - {micros.format('prev_ts')} > {gap_us} THEN 1 ELSE 0
+             END AS is_start,
+             CASE WHEN prev_ts IS NULL OR {micros.format('ts')} - {micros.format('prev_ts')} > {gap_us}
+                  THEN substr(md5(concat(user_id, chr(31), {ts_text.format('ts')})), 1, 16) END AS seed
+      FROM ordered),
+    numbered AS (
+      SELECT event_id, user_id, seed,
+             sum(is_start) OVER (PARTITION BY user_id ORDER BY ts, is_start DESC
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS session_no
+      FROM starts)
+    SELECT event_id, max(seed) OVER (PARTITION BY user_id, session_no) AS session_id FROM numbered"""
