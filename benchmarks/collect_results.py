@@ -3,7 +3,7 @@ P@1/PSP@1 with bootstrap 95% CIs, HNSW recall@10 and timings; the registry's dec
 
     .venv/bin/python benchmarks/collect_results.py HOME:DATASET [HOME:DATASET ...] [--tracking-uri URI]
 
-Prints markdown tables (used for the closing notes and the README); reads only, writes nothing.
+Prints markdown tables (used for the closing notes and the docs/results pages); reads only, writes nothing.
 """
 
 from __future__ import annotations

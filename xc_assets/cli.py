@@ -185,12 +185,15 @@ def _table(payload: dict[str, object]) -> str:
 
 # the commands that go through Dagster, registered beside the stages' own (xc_core.stages)
 register(Command("run", "materialize the asset graph in-process through Dagster",
-                 lambda command: _pipeline_arguments(command, run=True), cmd_run, _table))
+                 lambda command: _pipeline_arguments(command, run=True), cmd_run, _table, docs="docs/operating.md",
+                 stage="xc_assets.run"))
 register(Command("promote", "register evaluated methods in turn and run the promotion gate (Dagster)",
-                 lambda command: _pipeline_arguments(command, run=False), cmd_promote, _table))
+                 lambda command: _pipeline_arguments(command, run=False), cmd_promote, _table,
+                 docs="docs/operating.md", assets=("challenger", "champion"), stage="xc_assets.run"))
 register(Command("results", "every method on every data set at one profile → RESULTS.md + results.json, logged "
                             "to MLflow (xc-results); trains and evaluates what is missing or stale first",
-                 _results_arguments, cmd_results, _results_table))
+                 _results_arguments, cmd_results, _results_table, docs="docs/results/index.md",
+                 assets=("results", "results_page"), stage="xc_core.stages.results"))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -78,13 +78,13 @@ def test_the_engine_is_not_part_of_what_the_tables_are() -> None:
 def test_spark_cuts_the_sessions_ingestion_stored(tiny_home: Path) -> None:
     from pyspark.sql import SparkSession
 
-    from xc_core.engines.spark import sessionise
+    from xc_core.logs.sessions import sessionise_on_spark
 
     spark = SparkSession.getActiveSession()
     assert spark is not None
     store = EventStore(tiny_home)
     events = spark.read.parquet(*(p.as_posix() for p in sorted(store.events_dir.glob("day=*/events.parquet"))))
-    recut = sessionise(spark, events, 30).select("event_id", "session_id").toPandas()
+    recut = sessionise_on_spark(spark, events, 30).select("event_id", "session_id").toPandas()
     stored = store.scan().select("event_id", "session_id").collect().to_pandas()
     both = stored.merge(recut, on="event_id", suffixes=("", "_spark"))
     assert len(both) == len(stored) == len(recut) and stored["session_id"].nunique() > 50

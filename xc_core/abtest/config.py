@@ -1,6 +1,6 @@
 """Settings of a simulated A/B test: the shared ad-selection step, the outcome model and the statistics.
 
-Defaults are product settings documented in the README ("Simulated A/B tests"), the same for every data set.
+Defaults are product settings documented in docs/abtest.md, the same for every data set.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ numpy < 2, so xc carries the method (Yu et al., "PECOS", JMLR 2022), with PECOS'
   ``exp(-max(0, 1 - s) ** 3)`` (PECOS's ``l3-hinge``) along its path, in (0, 1]. Labels without a training positive
   have no classifier and are never in the beam.
 
-On out-of-fold rows of synthetic and wikispeedia (notes in the README, issue #40) this solver is level with libpecos
+On out-of-fold rows of synthetic and wikispeedia (docs/results/issue-40.md) this solver is level with libpecos
 on the same features. Stored as plain arrays (vocabularies JSON, idf, one ``.npz`` per layer), never a pickle.
 """
 

@@ -3,7 +3,7 @@ exported as one graph (dynamic batch and sequence axes); ``TextEncoder.use_onnx`
 
 Why: serving a single query on 2 CPU cores, torch's forward is most of a request's time (aol-1000, MiniLM-L6:
 5.4 ms of an 8 ms search); ONNX Runtime runs the same graph in 1.5 ms, and the top-10 labels of 1,000 test
-queries were identical (``benchmarks/bench_serve.py``, README "Benchmarks"). A served model carries the
+queries were identical (``benchmarks/bench_serve.py``, docs/benchmarks.md). A served model carries the
 exported graph only when, at registration, it reproduces torch's vectors on sample texts
 (:func:`export_checked`) and the served model's own search on it ranks their labels as on torch, up to ties
 (``tracking/served.py``: what the encoder feeds, e.g. OAK's linker, can turn vector noise into other labels);

@@ -7,7 +7,7 @@ runs the three tables where the events are; here and in tests it runs as ``local
 What is shared and what is not:
 - the tables' logic is *one* definition — ``graph_tables._click_graph_sql`` and ``_co_occurrence_sql`` — written in
   the SQL both engines parse (``count(*) FILTER``, ``GROUP BY ALL``, ``CAST``, window functions); so are the
-  sessions (``logs.sessions.sessions_sql``: two dialect spellings, epoch microseconds and a timestamp's text);
+  sessions (``logs.sessions.sessions_sql``, run on Spark by ``logs.sessions.sessionise_on_spark``);
 - reading the store's day files, the train-window and market filter and the label key are engine code (duckdb's
   ``SELECT * REPLACE`` and ``trim(x, '.')`` have no Spark SQL spelling; the host key is the same regular
   expression through Spark's column functions);
@@ -118,15 +118,3 @@ def _concatenate(parts: list[Path], out: Path) -> None:
             for batch in pq.ParquetFile(part).iter_batches(batch_size=65536):
                 writer.write_table(pa.Table.from_batches([batch]).cast(schema))
 
-
-def sessionise(spark: SparkSession, events: DataFrame, gap_minutes: float) -> DataFrame:
-    """``events`` (``event_id, user_id, ts``, …) with ``session_id`` cut by :func:`xc_core.logs.sessions.sessions_sql`
-    — the ids ingestion gives the store, computed where the events are (a whole span at once: a session crossing
-    midnight is one session, as the store's day-by-day cut continues it)."""
-    import uuid
-
-    from xc_core.logs.sessions import sessions_sql
-
-    view = f"xc_events_{uuid.uuid4().hex[:8]}"  # a session-scoped name: concurrent callers do not collide
-    events.createOrReplaceTempView(view)
-    return events.drop("session_id").join(spark.sql(sessions_sql(view, gap_minutes, "spark")), "event_id")

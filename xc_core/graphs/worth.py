@@ -46,7 +46,7 @@ VERDICTS = (ADDS, REPEATS, AGAINST, NOTHING)
 
 
 class WorthConfig(BaseModel):
-    """The check's thresholds: set by what each statistic means, not fitted to any data set (README "Will this
+    """The check's thresholds: set by what each statistic means, not fitted to any data set (docs/graphs.md, "Will this
     graph help?")."""
 
     min_novelty: float = Field(default=0.01, ge=0, le=1, description="a set adds information only when it reaches "

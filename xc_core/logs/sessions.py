@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -178,3 +178,15 @@ def sessions_sql(table: str, gap_minutes: float, dialect: str) -> str:
                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS session_no
       FROM starts)
     SELECT event_id, max(seed) OVER (PARTITION BY user_id, session_no) AS session_id FROM numbered"""
+
+
+def sessionise_on_spark(spark: Any, events: Any, gap_minutes: float) -> Any:
+    """A Spark DataFrame of events (``event_id, user_id, ts``, …) with ``session_id`` cut by :func:`sessions_sql` on
+    the given session (``engines.spark.spark_session``) — the ids ingestion gives the store, computed where the
+    events are, over a whole span at once (a session crossing midnight is one session, as the store's day-by-day
+    cut continues it). pyspark is the optional extra ``scale``."""
+    import uuid
+
+    view = f"xc_events_{uuid.uuid4().hex[:8]}"  # a session-scoped name: concurrent callers do not collide
+    events.createOrReplaceTempView(view)
+    return events.drop("session_id").join(spark.sql(sessions_sql(view, gap_minutes, "spark")), "event_id")

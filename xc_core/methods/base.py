@@ -4,8 +4,8 @@ declares and find a method by name here, so none of them names a method or assum
 
 A method module builds an object that satisfies :class:`Method` and calls :func:`register`; ``xc_core.methods``
 imports every built-in module, so ``get_method(name)`` sees all of them. Adding a method is adding a module
-(README, "Adding a method"); the dual-encoder family is one implementation (``methods/encoder``). What a method
-needs (:class:`Requires`) and the parts it plays (:class:`Roles`) are declared on it, so run order, the default
+(docs/training.md, "Adding a method"); the dual-encoder family is one implementation (``methods/encoder``). What a
+method needs (:class:`Requires`) and the parts it plays (:class:`Roles`) are declared on it, so run order, the default
 lists and the references come from the registry (``methods/roles.py``), never from a list of names.
 """
 

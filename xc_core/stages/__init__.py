@@ -55,6 +55,18 @@ class Command:
     run: Callable[[argparse.Namespace], Payload]
     render: Callable[[Payload], str] | None = None
     asset: StageAsset | None = None
+    docs: str = ""  # the docs page that explains the stage (README's map links it)
+    assets: tuple[str, ...] = ()  # the Dagster assets of each data set's family the stage materializes (the map)
+    stage: str = ""  # the module the stage's logic lives in, where not the run function's (a Dagster-side command)
+
+    @property
+    def module(self) -> str:
+        return self.stage or self.run.__module__
+
+    @property
+    def asset_names(self) -> tuple[str, ...]:
+        """The family assets this stage materializes: its declared ``asset`` and the ``assets`` named beside it."""
+        return tuple(dict.fromkeys(((self.asset.name,) if self.asset else ()) + self.assets))
 
 
 COMMANDS: dict[str, Command] = {}
@@ -78,3 +90,17 @@ def commands() -> list[Command]:
         importlib.import_module(f"xc_core.stages.{stage}")
     order = {f"xc_core.stages.{stage}": i for i, stage in enumerate(STAGES)}
     return sorted(COMMANDS.values(), key=lambda command: order.get(command.run.__module__, len(order)))
+
+
+MAP_START, MAP_END = "<!-- map:start -->", "<!-- map:end -->"
+
+
+def floor_plan(registered: list[Command]) -> str:
+    """The README's map: command → stage module → Dagster assets → docs page, one row per registered command."""
+    rows = ["| command | stage module | Dagster assets (per data set) | docs |", "|---|---|---|---|"]
+    for command in registered:
+        assets = ", ".join(f"`{name}`" for name in command.asset_names) or "—"
+        page = command.docs.removeprefix("docs/").removesuffix(".md").removesuffix("/index")
+        rows.append(f"| `xc {command.name}` | `{command.module.replace('.', '/')}.py` | {assets} | "
+                    f"[{page}]({command.docs}) |")
+    return "\n".join(rows)

@@ -182,4 +182,5 @@ def _run(args: argparse.Namespace) -> Payload:
     return stage.run(control, args.treatment, cfg, log=not args.no_mlflow)
 
 
-COMMAND = register(Command("abtest", "simulated A/B test of two arms (replay without a world)", _arguments, _run))
+COMMAND = register(Command("abtest", "simulated A/B test of two arms (replay without a world)", _arguments, _run,
+                           docs="docs/abtest.md", assets=("ab_vs_control", "ab_test")))

@@ -155,10 +155,12 @@ def _run(args: argparse.Namespace) -> Payload:
 
         from xc_core.graphs.worth import SetWorth
 
-        print("will this graph help? (README \"Will this graph help?\")", file=sys.stderr)  # stdout: one JSON line
+        # stdout holds the one JSON line; the check's table goes to stderr
+        print("will this graph help? (docs/graphs.md, \"Will this graph help?\")", file=sys.stderr)
         for row in result.dataset.meta["graph_worth"]["sets"].values():
             print("  " + SetWorth(**row).line(), file=sys.stderr)
     return result.summary
 
 
-COMMAND = register(Command("anchors", "ANN proxies → RWR expansion → pruning, coverage", _arguments, _run))
+COMMAND = register(Command("anchors", "ANN proxies → RWR expansion → pruning, coverage", _arguments, _run,
+                           docs="docs/graphs.md", assets=("anchor_sets", "similar_text")))

@@ -130,4 +130,5 @@ def _run(args: argparse.Namespace) -> Payload:
     return materialize_dataset(args.dataset, resolve_home(args.home), seed=args.seed, definition=_definition(args))[1]
 
 
-COMMAND = register(Command("dataset", "define, build and save an XC data set", _arguments, _run))
+COMMAND = register(Command("dataset", "define, build and save an XC data set", _arguments, _run,
+                           docs="docs/graphs.md", assets=("xc_dataset",)))

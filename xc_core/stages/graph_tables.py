@@ -36,4 +36,5 @@ def _run(args: argparse.Namespace) -> Payload:
 
 
 COMMAND = register(Command("graphs", "event store → click/co-session/co-click tables",
-                           lambda command: add_dataset(command, events_only=True), _run))
+                           lambda command: add_dataset(command, events_only=True), _run,
+                           docs="docs/graphs.md", assets=("click_graph", "cosession_queries", "coclick_items")))

@@ -94,4 +94,5 @@ def _print_rejected(summary: IngestSummary, home: Path) -> None:
         print(f"xc ingest: {line}", file=sys.stderr)
 
 
-COMMAND = register(Command("ingest", "raw logs → event store + quarantine", _arguments, _run))
+COMMAND = register(Command("ingest", "raw logs → event store + quarantine", _arguments, _run,
+                           docs="docs/data.md", assets=("raw_events", "quarantine")))

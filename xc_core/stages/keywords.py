@@ -77,4 +77,4 @@ COMMAND = register(Command(
     asset=StageAsset("streamed_keywords", "Novel keywords streamed into the keyword method's serving index (IRENE's: "
                                           "encode → shortlist → refine → combine → add), served by the next query; "
                                           "already-served keyword ids are skipped", materialize_keywords,
-                     deps=("label_index",), options=KeywordsOptions, kinds=("faiss", "parquet"))))
+                     deps=("label_index",), options=KeywordsOptions, kinds=("faiss", "parquet")), docs="docs/irene.md"))

@@ -23,4 +23,5 @@ def _run(args: argparse.Namespace) -> Payload:
     return predict_from_champion(resolve_dataset(args.dataset, home, define=False), args.query, home, k=args.k)
 
 
-COMMAND = register(Command("predict", "top-k labels from the registry's champion", _arguments, _run))
+COMMAND = register(Command("predict", "top-k labels from the registry's champion", _arguments, _run,
+                           docs="docs/serving.md"))

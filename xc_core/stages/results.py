@@ -604,9 +604,9 @@ def _headline_cell(method: dict[str, Any] | None, metric: str, with_ci: bool) ->
 
 
 def headline(results: list[DatasetResults]) -> list[str]:
-    """Method × data set: P@1 with its 95% interval and PSP@1 — the table the README shows — and, for a data set
-    whose evaluations hold the seen-label view, P@1 in it (predictions restricted to labels with a training
-    positive: what sets a method against the linear peer without the labels the peer cannot score)."""
+    """Method × data set: P@1 with its 95% interval and PSP@1 — the headline table of docs/results/index.md — and,
+    for a data set whose evaluations hold the seen-label view, P@1 in it (predictions restricted to labels with a
+    training positive: what sets a method against the linear peer without the labels the peer cannot score)."""
     cells = {(r.dataset, _row_label(m)): m for r in results for m in r.methods}
     order = list(dict.fromkeys(_row_label(m) for r in results for m in r.methods))
     seen = {r.dataset for r in results if any(m.get("seen_labels") for m in r.methods)}

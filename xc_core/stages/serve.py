@@ -42,4 +42,5 @@ def _run(args: argparse.Namespace) -> Payload:
 
 
 COMMAND = register(Command("serve", "serve the champion over HTTP on 127.0.0.1 (/predict, /health, /ready, "
-                                    "/metrics), following @champion without a restart", _arguments, _run))
+                                    "/metrics), following @champion without a restart", _arguments, _run,
+                                    docs="docs/serving.md"))

@@ -21,4 +21,5 @@ def _run(args: argparse.Namespace) -> Payload:
     return simulate_into_store(args.scale, args.seed, resolve_home(args.home), progress=not args.quiet)
 
 
-COMMAND = register(Command("simulate", "simulated world → day files → event store", _arguments, _run))
+COMMAND = register(Command("simulate", "simulated world → day files → event store", _arguments, _run,
+                           docs="docs/data.md", assets=("world", "simulated_events")))

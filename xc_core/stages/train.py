@@ -112,4 +112,5 @@ def _run(args: argparse.Namespace) -> Payload:
                         overrides=dict(args.settings))
 
 
-COMMAND = register(Command("train", "train a method (one MLflow run)", _arguments, _run))
+COMMAND = register(Command("train", "train a method (one MLflow run)", _arguments, _run,
+                           docs="docs/training.md", assets=("encoder",)))

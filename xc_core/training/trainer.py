@@ -294,7 +294,7 @@ class Trainer:
         warmup = max(1, int(total_steps * self.cfg.warmup_fraction))
 
         # Not transformers' get_linear_schedule_with_warmup: that one spends step 0 at lr 0 and decays one step
-        # later, so every trained model (and the README's tables) would move; kept with the numbers it gave.
+        # later, so every trained model (and the results pages) would move; kept with the numbers it gave.
         def schedule(step: int) -> float:
             return min(1.0, (step + 1) / warmup) * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
@@ -410,7 +410,7 @@ class Trainer:
         """The never-worse rule between this trainer's served encoder and another method's trained one (``folder``)
         on the same validation rows: ``ramen`` against ``dual_encoder`` (issue #43) — the graph is served only when
         it beats the text-only encoder on the epoch choice's metric and loses no guard. A plain paired test: both
-        encoders chose their epoch on these rows, a bias the two share (README "Will this graph help?")."""
+        encoders chose their epoch on these rows, a bias the two share (docs/graphs.md, "Will this graph help?")."""
         from xc_core.evaluation.fallback import against_fallback
 
         depth = max(self.cfg.val_k, 5)
