@@ -134,13 +134,17 @@ def embed(dataset: XCDataset, encoder: Any, out: Path, progress: bool = False) -
 def choose(vecs: dict[str, np.ndarray], folds: list[Fold], seen_rows: np.ndarray, cfg: IreneConfig,
            progress: bool = False,
            own_label_pairs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-           inv_propensity: np.ndarray | None = None) -> tuple[Choice, list[dict[str, Any]], dict[str, Any]]:
+           inv_propensity: np.ndarray | None = None,
+           novel_rows: np.ndarray | None = None) -> tuple[Choice, list[dict[str, Any]], dict[str, Any]]:
     """IRENE's settings out of fold (issue #39): a share of the seen labels is held out as pseudo-novel; for each
     fold (``classifier/folds.py``: blocks of days for event logs, document folds elsewhere) stage II is refit on the
     fold's fit rows once per (loss, way of associating seen labels), without the held-out labels, and every candidate
     — each τ0 of the grid, and no association — ranks every seen label for the fold's scored rows as serving does
     (``own_label_pairs``: ``XCDataset.own_label_pairs``, never ranked, as the test filter removes a test query's own
-    label). A seen label the fold's fit rows never clicked is novel to that refit, represented as novel labels are.
+    label). A seen label the fold's fit rows never clicked is novel to that refit, represented as novel labels are;
+    the data set's novel labels (``novel_rows``) are ranked too, represented as serving represents them, so the
+    scored rows meet every label the test ranks (without them the choice missed what novel labels take from the
+    top ranks).
     The criterion is R@10 over all the scored rows' positives (the ranking users get), the held-out labels' positives
     breaking ties. The choice serves only when, cross-fitted over the folds (each fold ranked by the setting the
     other folds pick: a test of the whole selection procedure, one for the family of candidates), it beats the
@@ -152,8 +156,10 @@ def choose(vecs: dict[str, np.ndarray], folds: list[Fold], seen_rows: np.ndarray
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
     held = np.zeros(len(seen_rows), dtype=bool)
     held[rng.choice(len(seen_rows), max(1, int(cfg.validation_labels * len(seen_rows))), replace=False)] = True
-    # validation columns: the fitted labels, then the held-out ones (every fold ranks the same columns)
-    columns = np.concatenate([seen_rows[~held], seen_rows[held]])
+    # validation columns: the fitted labels, then the held-out ones and the data set's novel labels (every fold
+    # ranks the same columns; the held-out labels' positives break ties)
+    novel = np.empty(0, np.int64) if novel_rows is None else np.asarray(novel_rows, np.int64)
+    columns = np.concatenate([seen_rows[~held], seen_rows[held], novel])
     n_fit = int((~held).sum())
     candidates = [(loss, mode, tau0) for loss in cfg.combiner_loss for mode in cfg.seen_associations
                   for tau0 in (None, *cfg.tau0_grid)]
@@ -297,7 +303,8 @@ def fit_irene(dataset: XCDataset, vecs: dict[str, np.ndarray], cfg: IreneConfig,
         from xc_core.evaluation.metrics import propensity
 
         choice, curve, fallback_test = choose(vecs, irene_folds(dataset, cfg, val_rows, encoder_rows), seen_rows,
-                                              cfg, progress, dataset.own_label_pairs, propensity(dataset))
+                                              cfg, progress, dataset.own_label_pairs, propensity(dataset),
+                                              np.flatnonzero(dataset.label_novel))
     chosen = time.perf_counter()
     k = cfg.associations
     # the served stage II: the settings chosen out of fold, fit on every training query but stage I's validation
