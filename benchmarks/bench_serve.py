@@ -76,14 +76,11 @@ def git_head() -> dict[str, Any]:
     """The commit of the xc_core that runs (PYTHONPATH may point at a clean worktree of a commit while the main
     checkout has uncommitted edits; ``xc serve`` inherits the same path), and whether its tree was clean."""
     import xc_core
+    from xc_core.provenance import git_state
 
     code = Path(xc_core.__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=code, capture_output=True, text=True).stdout.strip()
-
-    return {"commit": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain", "-uno")),
-            "xc_core_from": str(code)}
+    head, dirty = git_state(code) or ("unknown", True)
+    return {"commit": head[:7], "dirty": dirty, "xc_core_from": str(code)}
 
 
 def wait_for_quiet(max_load: float, wait_s: float) -> tuple[float, bool]:

@@ -53,7 +53,7 @@ def test_a_record_of_other_code_or_of_none_is_outdated() -> None:
     assert outdated({"code_version": code_version()}) is None, "the default is the installed code's version"
 
 
-def test_the_git_commit_is_head_marked_when_tracked_files_changed(tmp_path: Path) -> None:
+def test_the_git_commit_is_head_marked_when_sources_changed_or_were_added(tmp_path: Path) -> None:
     assert git_commit(tmp_path) == "unknown"  # not a checkout
 
     def git(*args: str) -> str:
@@ -65,8 +65,13 @@ def test_the_git_commit_is_head_marked_when_tracked_files_changed(tmp_path: Path
     git("add", "a.py")
     git("commit", "-q", "-m", "one")
     head = git("rev-parse", "HEAD")
-    (tmp_path / "new.py").write_text("untracked\n")
-    assert git_commit(tmp_path) == head, "untracked files are not part of the commit's code"
+    (tmp_path / "notes.txt").write_text("untracked, not code\n")
+    assert git_commit(tmp_path) == head, "an untracked file that is no source leaves the code as committed"
+    (tmp_path / "new.py").write_text("untracked = True\n")
+    assert git_commit(tmp_path) == f"{head} (with uncommitted changes)", \
+        "an untracked source counts in the code version, so the commit alone does not name the code"
+    (tmp_path / "new.py").unlink()
+    assert git_commit(tmp_path) == head
     (tmp_path / "a.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == f"{head} (with uncommitted changes)"
 

@@ -30,16 +30,31 @@ def code_version(root: Path = SOURCE_ROOT) -> str:
     return digest.hexdigest()[:12]
 
 
-def git_commit(folder: Path | None = None) -> str:
-    """``git rev-parse HEAD`` of the checkout xc runs from (marked when it has uncommitted changes), else unknown."""
+def git_state(folder: Path | None = None) -> tuple[str, bool] | None:
+    """(HEAD, dirty) of the checkout xc runs from, or None outside a git checkout. Dirty: a tracked file differs from
+    HEAD, or an untracked Python source lies in the tree (it counts in :func:`code_version` as much as an edit)."""
     cwd = folder or SOURCE_ROOT.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip()
+
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+        head = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no")
+                     or git("ls-files", "--others", "--exclude-standard", "--", "*.py"))
     except (OSError, subprocess.SubprocessError):
+        return None
+    return head, dirty
+
+
+def git_commit(folder: Path | None = None) -> str:
+    """The one commit stamp every record carries: ``git rev-parse HEAD`` of the checkout xc runs from, marked when
+    it has uncommitted changes or untracked sources (:func:`git_state`), else unknown."""
+    state = git_state(folder)
+    if state is None:
         return "unknown"
+    head, dirty = state
     return f"{head} (with uncommitted changes)" if dirty else head
 
 

@@ -7,11 +7,10 @@ silent fallback."""
 from __future__ import annotations
 
 import os
-import subprocess
 import urllib.request
 from pathlib import Path
 
-from xc_core.paths import REPO_ROOT
+from xc_core.provenance import git_commit  # noqa: F401  # the one commit stamp, re-exported for tracking's callers
 
 
 def tracking_uri(home: Path) -> str:
@@ -72,12 +71,3 @@ def ensure_experiment(name: str, home: Path) -> str:
         return found.experiment_id
     root = artifact_root(uri, home)
     return mlflow.create_experiment(name, artifact_location=f"{root}/{name}" if root else None)
-
-
-def git_commit() -> str:
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                              check=True, timeout=5)
-        return done.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
