@@ -37,3 +37,28 @@ def test_without_click_days_validation_is_held_out_documents(tiny_data: XCDatase
     assert found.y_fit is folder_like.y_train
     with pytest.raises(ValueError, match="only event-log data sets record"):
         validation_split(folder_like, TrainConfig(val_split="temporal"))
+
+
+def test_validation_ranks_tied_labels_as_the_test_metrics_do() -> None:
+    """Labels with the same text score exactly alike; the test's metrics rank such ties lower label id first, and
+    so must every validation ranking (torch's top-k orders ties arbitrarily: validation P@1 would drift from test
+    P@1 wherever texts repeat)."""
+    import torch
+
+    from xc_core.evaluation.metrics import evaluate, to_csr
+    from xc_core.training.validation import top_k_exact
+
+    rng = np.random.default_rng(0)
+    labels = rng.normal(size=(3000, 16)).astype(np.float32)
+    labels[1000:1600] = labels[:600]  # 600 labels share their text with a lower id
+    docs = rng.normal(size=(1500, 16)).astype(np.float32)
+    top = top_k_exact(docs, labels, 10)
+    scores = (torch.from_numpy(docs) @ torch.from_numpy(labels).T).numpy()
+    by_score_then_id = np.lexsort((np.broadcast_to(np.arange(3000), scores.shape), -scores), axis=1)[:, :10]
+    assert np.array_equal(top, by_score_then_id)
+    tied = np.isclose(scores[np.arange(1500), top[:, 0]], scores[np.arange(1500), top[:, 1]], rtol=0, atol=0)
+    assert tied.sum() > 100 and (top[tied, 0] < top[tied, 1]).all()
+    # the test's P@1 of the same ranking, through the evaluation's own top-k, agrees row for row
+    truth = sp.csr_matrix((np.ones(1500), (np.arange(1500), np.where(tied, top[:, 0], top[:, 1]))), shape=(1500, 3000))
+    full = to_csr(np.take_along_axis(scores, top, axis=1), top, 3000)
+    assert evaluate(truth, full, k=1)["P@1"] == pytest.approx(float(np.mean(truth[np.arange(1500), top[:, 0]])))

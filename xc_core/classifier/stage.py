@@ -87,7 +87,8 @@ class FusionGrid:
         if offset:
             score = score + np.float32(offset) * self.on_untrained
         score = np.where(self.blocked, -np.inf, score).astype(np.float32)
-        order = np.argsort(-score, axis=1, kind="stable")[:, : self.search_k]
+        # best first, equal scores by the lower label id, as the test's metrics order them
+        order = np.lexsort((self.candidates, -score), axis=1)[:, : self.search_k]
         scores = np.take_along_axis(score, order, axis=1)
         return scores, np.where(np.isfinite(scores), np.take_along_axis(self.candidates, order, axis=1), -1)
 

@@ -195,7 +195,10 @@ def validation_label_space(n_labels: int, truth: Any, val_idx: np.ndarray, cfg: 
 
 def top_k_exact(doc_emb: np.ndarray, label_emb: np.ndarray, k: int,
                 exclude: np.ndarray | None = None) -> np.ndarray:
-    """(n_docs, min(k, n_labels)) indices of each document's best-scored labels, best first (exact search);
+    """(n_docs, min(k, n_labels)) indices of each document's best-scored labels, best first (exact search), ties
+    broken by the lower label index as the test's metrics break them (``evaluation/metrics.py``): labels with the
+    same text score exactly the same, and torch's top-k orders such ties arbitrarily — on synthetic, where 42% of
+    the untrained encoder's test queries have a tied first label, validation P@1 would then differ from test P@1.
     ``exclude`` (pairs of document row, label column) are never returned."""
     import torch
 
@@ -207,8 +210,25 @@ def top_k_exact(doc_emb: np.ndarray, label_emb: np.ndarray, k: int,
         scores = torch.from_numpy(doc_emb[start: start + 1024]) @ labels.T
         mine = exclude[(exclude[:, 0] >= start) & (exclude[:, 0] < start + len(scores))]
         scores[torch.from_numpy(mine[:, 0] - start), torch.from_numpy(mine[:, 1])] = float("-inf")
-        out.append(torch.topk(scores, k, dim=1).indices.numpy())
+        out.append(_top_k_lower_index_first(scores, k))
     return np.concatenate(out) if out else np.zeros((0, k), np.int64)
+
+
+def _top_k_lower_index_first(scores: Any, k: int) -> np.ndarray:
+    """Each row's ``k`` best columns of a torch score matrix, best first, equal scores in ascending column order:
+    every column scoring at least the row's k-th best is a candidate (``nonzero`` lists them row by row in column
+    order), sorted by score with a stable sort."""
+    import torch
+
+    if k == 0:
+        return np.zeros((len(scores), 0), np.int64)
+    kth = torch.topk(scores, k, dim=1).values[:, -1:]
+    rows, cols = torch.nonzero(scores >= kth, as_tuple=True)
+    rows_np, cols_np = rows.numpy(), cols.numpy()
+    order = np.lexsort((cols_np, -scores[rows, cols].numpy(), rows_np))
+    rows_np, cols_np = rows_np[order], cols_np[order]
+    starts = np.searchsorted(rows_np, np.arange(len(scores)))
+    return cols_np[starts[:, None] + np.arange(k)].astype(np.int64)
 
 
 def recall_at_k(top: np.ndarray, y: sp.csr_matrix) -> float:

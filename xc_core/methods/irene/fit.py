@@ -156,16 +156,17 @@ def choose(vecs: dict[str, np.ndarray], folds: list[Fold], seen_rows: np.ndarray
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 10]))
     held = np.zeros(len(seen_rows), dtype=bool)
     held[rng.choice(len(seen_rows), max(1, int(cfg.validation_labels * len(seen_rows))), replace=False)] = True
-    # validation columns: the fitted labels, then the held-out ones and the data set's novel labels (every fold
-    # ranks the same columns; the held-out labels' positives break ties)
+    # validation columns: every label in id order (ties rank the lower id first, as in the test); a refit may train
+    # the fitted ones, never the held-out ones or the data set's novel labels; the held-out labels' positives break
+    # ties between candidates
     novel = np.empty(0, np.int64) if novel_rows is None else np.asarray(novel_rows, np.int64)
-    columns = np.concatenate([seen_rows[~held], seen_rows[held], novel])
-    n_fit = int((~held).sum())
+    columns = np.sort(np.concatenate([seen_rows, novel]))
+    fittable = np.isin(columns, seen_rows[~held])
     candidates = [(loss, mode, tau0) for loss in cfg.combiner_loss for mode in cfg.seen_associations
                   for tau0 in (None, *cfg.tau0_grid)]
-    parts = [_fold_tops(vecs, fold, columns, n_fit, candidates, cfg, progress, own_label_pairs) for fold in folds]
+    parts = [_fold_tops(vecs, fold, columns, fittable, candidates, cfg, progress, own_label_pairs) for fold in folds]
     truth = sp.csr_matrix(sp.vstack([p.truth for p in parts]))
-    held_truth = sp.hstack([sp.csr_matrix((truth.shape[0], n_fit)), truth[:, n_fit:]]).tocsr()
+    held_truth = sp.csr_matrix(truth.multiply(np.isin(columns, seen_rows[held])[None, :].astype(np.float32)))
     tops = [np.vstack([p.tops[i] for p in parts]) for i in range(len(candidates) + 1)]  # 0: the encoder alone
     recalls = [(recall_per_row(truth, top, 10), recall_per_row(held_truth, top, 10)) for top in tops]
     has_positive = np.diff(truth.indptr) > 0
@@ -211,17 +212,16 @@ class _FoldTops:
     associated: list[float]
 
 
-def _fold_tops(vecs: dict[str, np.ndarray], fold: Fold, columns: np.ndarray, n_fit: int,
+def _fold_tops(vecs: dict[str, np.ndarray], fold: Fold, columns: np.ndarray, fittable: np.ndarray,
                candidates: Sequence[tuple[str, str, float | None]], cfg: IreneConfig, progress: bool,
                own_label_pairs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> _FoldTops:
     """Stage II refit on ``fold``'s fit rows per (loss, seen association) and every candidate's ranking of the
-    fold's scored rows over ``columns`` (the first ``n_fit`` may be trained on; the rest are pseudo-novel)."""
+    fold's scored rows over ``columns`` (``fittable`` ones may be trained on; the rest are novel to the refit)."""
     from xc_core.training.validation import top_k_exact
 
     y_fit = sp.csr_matrix(fold.y_fit[fold.fit_rows])
     clicked = np.diff(y_fit.tocsc().indptr) > 0
-    trainable = np.zeros(len(columns), dtype=bool)
-    trainable[:n_fit] = clicked[columns[:n_fit]]
+    trainable = fittable & clicked[columns]
     seen_pos, novel_pos = np.flatnonzero(trainable), np.flatnonzero(~trainable)
     seen_labels = columns[seen_pos]
     label_vecs, queries = vecs["labels"], vecs["train"][fold.score_rows]
