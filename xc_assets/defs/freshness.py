@@ -10,6 +10,8 @@ profile never materialized through Dagster is simply missing. Nothing here reads
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,21 @@ def lineage_code_version() -> str:
     from xc_core.provenance import sources_version
 
     return sources_version(LINEAGE_MODULES, stop=(*REGISTRY, *LATER_STAGES))
+
+
+@functools.cache
+def stage_code_version(stage: str) -> str:
+    """Dagster's own ``code_version`` of the per-method assets of ``stage`` (``train``: encoder; ``evaluate``:
+    label_index, offline_eval; ``abtest``: ab_vs_control), so the UI marks them stale when their code changes: every
+    registered method's code version of the stage, hashed together — the partitions share one definition, so an
+    edit to any method's code of that stage marks the asset's partitions stale in the UI. What the results job
+    retrains stays per method (``method_code_version`` in the records), so only the method whose code changed
+    trains again."""
+    from xc_core.methods import method_names
+    from xc_core.methods.versions import method_code_version
+
+    joined = ",".join(f"{name}={method_code_version(name, stage)}" for name in sorted(method_names()))
+    return hashlib.sha256(joined.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ class StageAsset:
     per_method: bool = False  # one partition per registered method
     options: type[BaseModel] | None = None  # its run config, as Dagster's launchpad shows it
     kinds: tuple[str, ...] = ()  # the tools the UI shows on it (faiss, scipy, …)
+    code_stage: str | None = None  # the per-method code version it follows (methods.versions), shown stale by the UI
 
 
 @dataclass(frozen=True)

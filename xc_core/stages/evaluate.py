@@ -230,4 +230,5 @@ COMMAND = register(Command(
     "eval", "offline evaluation of one trained method on the test split", _arguments, _run,
     asset=StageAsset("offline_eval", "pyxclib-exact P/nDCG/PSP/PSnDCG/R on the full test split, bootstrap CIs, label "
                                      "quantiles, seen/novel subsets", materialize_evaluation, deps=("label_index",),
-                     per_method=True, options=EvaluateOptions, kinds=("scipy",)), docs="docs/evaluation.md"))
+                     per_method=True, options=EvaluateOptions, kinds=("scipy",), code_stage="evaluate"),
+    docs="docs/evaluation.md"))

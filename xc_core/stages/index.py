@@ -64,5 +64,6 @@ COMMAND = register(Command(
     "index", "build and measure the method's HNSW label index", _arguments, _run,
     asset=StageAsset("label_index", "The method's index and test-query predictions (for an encoder method: HNSW index "
                                     "of every label, recall@10 against exact search on the test queries)",
-                     materialize_index, deps=("encoder",), per_method=True, options=IndexOptions, kinds=("faiss",)),
+                     materialize_index, deps=("encoder",), per_method=True, options=IndexOptions, kinds=("faiss",),
+                     code_stage="evaluate"),
     docs="docs/evaluation.md"))

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from xc_assets.defs.assets.model_assets import method_partitions
 from xc_assets.defs.constants import prefix
+from xc_assets.defs.freshness import stage_code_version
 from xc_assets.defs.resources import XcHome
 from xc_core.methods import control_method
 
@@ -34,11 +35,11 @@ def _ab_vs_control(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
     @dg.asset(key=[p, "ab_vs_control"], deps=[[p, "offline_eval"]], partitions_def=method_partitions, group_name=p,
-              kinds={"numpy"}, description="Simulated A/B tests of the method against the control (default: the "
-                                           "untrained encoder) and against each baseline it declares that is "
-                                           "trained (e.g. the graph method vs its text-only baseline): CTR, IY, "
-                                           "Brand/Location BMR, quick-backs, revenue by segment and market with "
-                                           "delta-method CIs; a replay estimate without a simulated world")
+              kinds={"numpy"}, code_version=stage_code_version("abtest"),
+              description="Simulated A/B tests of the method against the control (default: the untrained "
+                          "encoder) and against each baseline it declares that is trained (e.g. the graph method "
+                          "vs its text-only baseline): CTR, IY, Brand/Location BMR, quick-backs, revenue by "
+                          "segment and market with delta-method CIs; a replay estimate without a simulated world")
     def ab_vs_control(context: dg.AssetExecutionContext, config: ABTestConfig,
                       xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.abtest.report import headline, headline_markdown

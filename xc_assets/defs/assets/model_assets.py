@@ -9,6 +9,7 @@ import dagster as dg
 from pydantic import Field
 
 from xc_assets.defs.constants import prefix
+from xc_assets.defs.freshness import stage_code_version
 from xc_assets.defs.resources import XcHome
 from xc_core.methods import method_names
 
@@ -29,6 +30,7 @@ def _encoder(dataset: str) -> dg.AssetsDefinition:
 
     @dg.asset(key=[p, "encoder"], deps=[[p, "anchor_sets"]], partitions_def=method_partitions, group_name=p,
               kinds={"pytorch", "mlflow"}, retry_policy=dg.RetryPolicy(max_retries=1),
+              code_version=stage_code_version("train"),
               description="The partition's method trained (RAMEN, baselines, ablations, any registered method); one "
                           "MLflow run each, logged as the method's MLflow model")
     def encoder(context: dg.AssetExecutionContext, config: EncoderConfig, xc_home: XcHome) -> dg.MaterializeResult:

@@ -11,6 +11,7 @@ import pydantic
 
 from xc_assets.defs.assets.model_assets import method_partitions
 from xc_assets.defs.constants import prefix
+from xc_assets.defs.freshness import stage_code_version
 from xc_assets.defs.resources import XcHome
 from xc_core.stages import Markdown, StageAsset
 
@@ -37,7 +38,8 @@ def stage_asset(dataset: str, spec: StageAsset) -> dg.AssetsDefinition:
     config_type = pydantic.create_model(f"{p}_{spec.name}_config", __base__=dg.Config, **fields)
 
     @dg.asset(key=[p, spec.name], deps=[[p, d] for d in spec.deps], group_name=p, description=spec.description,
-              partitions_def=method_partitions if spec.per_method else None, kinds=set(spec.kinds) or None)
+              partitions_def=method_partitions if spec.per_method else None, kinds=set(spec.kinds) or None,
+              code_version=stage_code_version(spec.code_stage) if spec.code_stage else None)
     def asset(context: dg.AssetExecutionContext, config: config_type, xc_home: XcHome) -> dg.MaterializeResult:  # type: ignore[valid-type]
         options = spec.options(**config.model_dump()) if spec.options is not None else None  # type: ignore[attr-defined]
         method = context.partition_key if spec.per_method else None
