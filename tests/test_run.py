@@ -84,7 +84,7 @@ def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -
 
 def test_what_a_run_ingests_comes_from_the_registry_entry_not_the_name(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from xc_assets.run import _ingest_ops, _partition_tags, _selection
+    from xc_assets.launch import ingest_ops, lineage_selection, partition_tags
     from xc_core.datasets.definitions import builtin_definitions
     from xc_core.datasets.registry import DATASETS, DatasetSpec, RawEvents
 
@@ -96,8 +96,8 @@ def test_what_a_run_ingests_comes_from_the_registry_entry_not_the_name(tmp_path:
     spec = DatasetSpec("shop-log", "a user's own log", events=lambda home: protocol,
                        raw=RawEvents("events", lambda: [log]))
     monkeypatch.setitem(DATASETS, "shop-log", spec)
-    assert _partition_tags("shop-log", "tiny") == {"dagster/asset_partition_range_start": "2006-04-02",
+    assert partition_tags("shop-log", "tiny") == {"dagster/asset_partition_range_start": "2006-04-02",
                                                    "dagster/asset_partition_range_end": "2006-04-02"}
-    assert _ingest_ops("shop-log", "tiny") == {"raw_events": {"config": {"source": "events", "paths": [str(log)]}}}
-    assert [a.key.to_user_string() for a in _selection("shop-log")[0][:2]] == ["raw_events", "quarantine"]
-    assert _partition_tags("wikispeedia", "tiny") == {} and _ingest_ops("wikispeedia", "tiny") == {}
+    assert ingest_ops("shop-log", "tiny") == {"raw_events": {"config": {"source": "events", "paths": [str(log)]}}}
+    assert [a.key.to_user_string() for a in lineage_selection("shop-log")[0][:2]] == ["raw_events", "quarantine"]
+    assert partition_tags("wikispeedia", "tiny") == {} and ingest_ops("wikispeedia", "tiny") == {}

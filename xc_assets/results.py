@@ -19,10 +19,10 @@ from typing import Any
 import dagster as dg
 
 from xc_assets.defs.assets.results_assets import results_page
-from xc_assets.defs.constants import prefix
+from xc_assets.defs.constants import METHOD_STEPS, op_name, prefix
 from xc_assets.defs.freshness import Found, latest, lineage, lineage_code_version
 from xc_assets.defs.resources import XcHome
-from xc_assets.run import METHOD_STEPS, _failure, _family, _ingest_ops, _instance, _partition_tags, _selection
+from xc_assets.launch import dataset_family, instance_for, materialize_lineage, method_run_config, run_failure
 from xc_core.evaluation.costs import TIMED_QUERIES
 from xc_core.provenance import home_key
 from xc_core.stages.results import (
@@ -62,18 +62,11 @@ def ensure_lineage(instance: dg.DagsterInstance, dataset: str, home: Path, profi
     why = _lineage_current(instance, dataset, home, profile)
     if why is not None:
         log.warning("%s: building the data lineage (%s)", dataset, why)
-        assets, checks = _selection(dataset, home)
-        ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}},
-                               **_ingest_ops(dataset, profile, home)}
-        result = dg.materialize(
-            [*assets, *checks], instance=instance, resources={"xc_home": XcHome(home=str(home))},
-            run_config={"ops": ops}, raise_on_error=False,
-            tags={**_partition_tags(dataset, profile, home), "xc/dataset": dataset, "xc/profile": profile,
-                  "xc/job": "results"})
+        result = materialize_lineage(instance, dataset, home, profile, tags={"xc/job": "results"})
         failed = [e.asset_check_key.to_user_string() for e in result.get_asset_check_evaluations()
                   if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]  # a WARN check only advises
         if failed or not result.success:
-            raise BlockedError(f"{dataset}: the data lineage stopped ({', '.join(failed) or _failure(result)}); "
+            raise BlockedError(f"{dataset}: the data lineage stopped ({', '.join(failed) or run_failure(result)}); "
                                f"a blocking check stops `xc run` here too — fix the data, or see the Dagster run "
                                f"{result.run_id}")
     found = lineage(instance, dataset, home)
@@ -132,20 +125,15 @@ def _materialize(steps: list[dg.AssetsDefinition], run_config: dict[str, Any], h
                             resources={"xc_home": XcHome(home=str(home))}, run_config=run_config, tags=tags)
     if not result.success:
         what = "/".join(filter(None, (tags.get("xc/dataset"), partition)))
-        raise StepFailedError(f"{what}: {_failure(result).removeprefix('error before the gate: ')} "
+        raise StepFailedError(f"{what}: {run_failure(result).removeprefix('error before the gate: ')} "
                               f"(Dagster run {result.run_id})")
 
 
 def run_method(instance: dg.DagsterInstance, dataset: str, method: str, home: Path, profile: str, seed: int,
                steps: tuple[str, ...], ab_queries: int) -> None:
     """Materialize ``steps`` of the method partition in ``home`` (the training at ``seed``)."""
-    family, p = _family(dataset, home), prefix(dataset)
-    chosen = [a for a in family.method_steps if a.key.path[-1] in steps]
-    config: dict[str, Any] = {"profile": profile}
-    ops = {f"{p}__{step}": {"config": {**config, **({"seed": seed} if step == "encoder" else {}),
-                                       **({"queries": ab_queries} if step == "ab_vs_control" else {})}}
-           for step in steps}
-    _materialize(chosen, {"ops": ops}, home, instance, partition=method,
+    chosen = [a for a in dataset_family(dataset, home).method_steps if a.key.path[-1] in steps]
+    _materialize(chosen, method_run_config(dataset, profile, steps, seed, ab_queries), home, instance, partition=method,
                  tags={"xc/dataset": dataset, "xc/profile": profile, "xc/method": method, "xc/job": "results"})
 
 
@@ -177,11 +165,12 @@ def refresh_dataset(instance: dg.DagsterInstance, dataset: str, home: Path, prof
 def tabulate_dataset(instance: dg.DagsterInstance, dataset: str, home: Path, profile: str, methods: tuple[str, ...],
                      seeds: tuple[int, ...], abtests: bool, timed_queries: int) -> None:
     """The data set's HTML report and its ``results`` asset (the tables), from the records just made current."""
-    family, p = _family(dataset, home), prefix(dataset)
+    family = dataset_family(dataset, home)
     config = {"profile": profile, "methods": list(methods), "seeds": list(seeds), "abtests": abtests,
               "timed_queries": timed_queries}
     _materialize([family.eval_report, family.results],
-                 {"ops": {f"{p}__eval_report": {"config": {"profile": profile}}, f"{p}__results": {"config": config}}},
+                 {"ops": {op_name(dataset, "eval_report"): {"config": {"profile": profile}},
+                          op_name(dataset, "results"): {"config": config}}},
                  home, instance, tags={"xc/dataset": dataset, "xc/profile": profile, "xc/job": "results"})
 
 
@@ -208,7 +197,7 @@ def run_results(home: Path, profile: str, datasets: tuple[str, ...] | list[str] 
     if not seeds:
         raise ValueError("seeds: give at least one training seed")
     out = Path(out) if out is not None else Path.cwd() / "docs"
-    instance = instance if instance is not None else _instance(home)
+    instance = instance if instance is not None else instance_for(home)
     ran = {}
     for dataset in datasets:
         ran[dataset] = refresh_dataset(instance, dataset, home, profile, methods, tuple(seeds), abtests, ab_queries,

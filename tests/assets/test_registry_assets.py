@@ -26,10 +26,10 @@ def _ensure_evaluated(home: Path, method: str) -> None:
 
 
 def _promote(home: Path, method: str) -> dg.ExecuteInProcessResult:
-    from xc_assets.run import _family
+    from xc_assets.launch import dataset_family
 
     with dg.instance_for_test() as instance:
-        return dg.materialize(_family("synthetic").promotion, instance=instance,
+        return dg.materialize(dataset_family("synthetic").promotion, instance=instance,
                               resources={"xc_home": XcHome(home=str(home))},
                               raise_on_error=False,
                               run_config={"ops": {"synthetic__challenger": {"config": {"method": method,
@@ -94,9 +94,9 @@ def test_xc_predict_answers_from_the_champion(tiny_home: Path) -> None:
 
 def test_min_lead_reaches_both_steps_of_the_gate_and_defaults_to_zero(tmp_path: Path) -> None:
     from xc_assets.defs.assets.registry_assets import PolicyConfig, _policy
-    from xc_assets.run import _family, promotion_run_config
+    from xc_assets.launch import dataset_family, promotion_run_config
 
-    challenger, ab_test, check, champion = _family("synthetic").promotion
+    challenger, ab_test, check, champion = dataset_family("synthetic").promotion
     job = dg.Definitions(assets=[challenger, ab_test, champion], asset_checks=[check],
                          resources={"xc_home": XcHome(home=str(tmp_path))}).resolve_implicit_global_asset_job_def()
     ops = dg.validate_run_config(job, promotion_run_config("synthetic", "ramen", "tiny", min_lead=0.005))["ops"]

@@ -11,6 +11,16 @@ def prefix(dataset: str) -> str:
     return dataset.replace("-", "_")
 
 
+#: a method partition's steps, in order: the one list the jobs, the sensors, ``xc run`` and ``xc results`` derive
+#: from (``xc_assets.launch``)
+METHOD_STEPS = ("encoder", "label_index", "offline_eval", "ab_vs_control")
+
+
+def op_name(dataset: str, asset: str) -> str:
+    """The run-config key of the op that materializes a data set's ``asset`` (Dagster names it after the key)."""
+    return f"{prefix(dataset)}__{asset}"
+
+
 #: The simulator's default calendar starts on the AOL log's first day: partitions start there at the latest.
 DEFAULT_PARTITIONS_START = "2006-03-01"
 

@@ -20,6 +20,7 @@ from xc_assets.defs.assets import (
     results_assets,
     stage_assets,
 )
+from xc_assets.defs.constants import METHOD_STEPS
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ class DatasetFamily:
 
     @property
     def method_steps(self) -> list[dg.AssetsDefinition]:
-        """One method (partition): train → index → evaluate → A/B against the control."""
-        return [self.encoder, self.label_index, self.offline_eval, self.ab_vs_control]
+        """One method (partition): train → index → evaluate → A/B against the control (``METHOD_STEPS``)."""
+        return [getattr(self, step) for step in METHOD_STEPS]
 
     @property
     def promotion(self) -> list[dg.AssetsDefinition | dg.AssetChecksDefinition]:

@@ -6,7 +6,7 @@ import dagster as dg
 from pydantic import Field
 
 from xc_assets.defs.assets.results_assets import PAGE, PageScope
-from xc_assets.defs.constants import OPERATED_DATASET, prefix
+from xc_assets.defs.constants import METHOD_STEPS, OPERATED_DATASET, prefix
 from xc_assets.defs.resources import XcHome
 from xc_core.evaluation.costs import TIMED_QUERIES
 from xc_core.stages import commands
@@ -36,7 +36,7 @@ retrain_job = dg.define_asset_job(
 #: One method's training → index → evaluation (partition = method); the report and the gate are the next two jobs.
 train_eval_job = dg.define_asset_job(
     "train_eval_job",
-    selection=dg.AssetSelection.assets([P, "encoder"], [P, "label_index"], [P, "offline_eval"], [P, "ab_vs_control"]),
+    selection=dg.AssetSelection.assets(*([P, step] for step in METHOD_STEPS)),
     description=f"Train, index, evaluate and A/B-test (against the control) one method (partition) of "
                 f"{OPERATED_DATASET}.",
 )

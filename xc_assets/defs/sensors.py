@@ -10,9 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from xc_assets.defs.constants import OPERATED_DATASET
+from xc_assets.defs.constants import OPERATED_DATASET, op_name
 from xc_assets.defs.jobs import (
-    P,
     add_keywords_job,
     ingest_job,
     promotion_job,
@@ -105,7 +104,8 @@ def keyword_landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResu
         done.add(key)
         requests.append(dg.RunRequest(
             run_key=key, tags={"xc/keyword_file": path.name},
-            run_config={"ops": {f"{P}__streamed_keywords": {"config": {"paths": [str(path)], "profile": profile}}}}))
+            run_config={"ops": {op_name(OPERATED_DATASET, "streamed_keywords"): {"config": {
+                "paths": [str(path)], "profile": profile}}}}))
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(done)))
 
 
@@ -137,11 +137,12 @@ def train_after_rebuild(context: dg.RunStatusSensorContext) -> list[dg.RunReques
     rebuild = context.dagster_run
     if rebuild.tags.get("xc/trigger") != NIGHTLY:  # a hand-launched rebuild trains nothing by surprise
         return dg.SkipReason(f"run {rebuild.run_id} was not launched by {NIGHTLY}")
+    from xc_assets.launch import method_run_config
+
     methods, profile = retrain_methods(), retrain_profile()
-    config = {"config": {"profile": profile}}
     return [dg.RunRequest(
         run_key=f"{rebuild.run_id}:{method}", partition_key=method,
-        run_config={"ops": {f"{P}__{step}": config for step in ("encoder", "label_index", "offline_eval")}},
+        run_config=method_run_config(OPERATED_DATASET, profile),  # every step the job runs, the A/B test included
         tags={GENERATION: rebuild.run_id, "xc/methods": ",".join(methods), "xc/profile": profile,
               "xc/method": method}) for method in methods]
 
@@ -151,7 +152,7 @@ def train_after_rebuild(context: dg.RunStatusSensorContext) -> list[dg.RunReques
                       description="When every method of a nightly generation is evaluated: the report, then each "
                                   "method through the promotion gate in the configured order")
 def promote_after_training(context: dg.RunStatusSensorContext) -> list[dg.RunRequest] | dg.SkipReason:
-    from xc_assets.run import promotion_run_config
+    from xc_assets.launch import promotion_run_config
 
     tags = context.dagster_run.tags
     if GENERATION not in tags:
@@ -163,7 +164,8 @@ def promote_after_training(context: dg.RunStatusSensorContext) -> list[dg.RunReq
     if missing:
         return dg.SkipReason(f"generation {generation}: waiting for {', '.join(missing)}")
     requests = [dg.RunRequest(run_key=f"{generation}:report", job_name=report_job.name,
-                              run_config={"ops": {f"{P}__eval_report": {"config": {"profile": profile}}}},
+                              run_config={"ops": {op_name(OPERATED_DATASET, "eval_report"):
+                                                  {"config": {"profile": profile}}}},
                               tags={GENERATION: generation, "dagster/priority": str(len(methods) + 1)})]
     for order, method in enumerate(methods):  # the queue's priority keeps the order; xc/promotion keeps one at a time
         requests.append(dg.RunRequest(
