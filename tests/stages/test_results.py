@@ -366,7 +366,7 @@ def test_ratios_divide_by_the_reference_on_the_same_data_set_and_are_none_withou
 def test_the_page_lists_every_learned_choice_against_its_fallback() -> None:
     """A -clf model's three fusion tests and its encoder's epoch test become rows, served or not, with the reason."""
     from xc_core.evaluation.fallback import fallback_rows
-    from xc_core.stages.results import DatasetResults, _dataset_section
+    from xc_core.stages.results_page import DatasetResults, _dataset_section
 
     kept = {"choice": "fusion alpha", "kept": True, "metric": "P@1", "gain": 0.05, "low": 0.02, "high": 0.08,
             "candidate": {"alpha": 0.3, "lexical_weight": 0.0}, "tested_on_rows": 500, "reason": "served"}

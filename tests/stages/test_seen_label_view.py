@@ -16,7 +16,8 @@ from xc_core.evaluation.record import EvaluationRecord
 from xc_core.paths import eval_dir
 from xc_core.stages.evaluate import evaluate_scores
 from xc_core.stages.report import build_report
-from xc_core.stages.results import DatasetResults, _ci_rows, _dataset_section, _references, _run_metrics, headline
+from xc_core.stages.results import _ci_rows, _references, _run_metrics
+from xc_core.stages.results_page import DatasetResults, _dataset_section, headline
 
 PROFILE = "tiny"
 

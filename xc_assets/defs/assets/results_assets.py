@@ -81,7 +81,8 @@ def results_page(datasets: tuple[str, ...]) -> dg.AssetsDefinition:
                           "MLflow run of the xc-results experiment")
     def page(context: dg.AssetExecutionContext, config: PageConfig, xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.paths import results_path
-        from xc_core.stages.results import DatasetResults, page_header, write_page
+        from xc_core.stages.results import page_header, write_page
+        from xc_core.stages.results_page import DatasetResults
 
         found = [DatasetResults.load(results_path(xc_home.path, d, config.profile)) for d in config.datasets]
         command = config.command or f"dagster asset {PAGE} (run {context.run.run_id}): {config.model_dump_json()}"
