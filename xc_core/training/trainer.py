@@ -11,7 +11,6 @@ checkpoint, so a run killed at any point and resumed ends with the same paramete
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
@@ -29,6 +28,7 @@ from xc_core.datasets.container import AnchorSet, XCDataset
 from xc_core.encoders.text import EncoderConfig, TextEncoder
 from xc_core.graphs.pruning import prune_anchor_set
 from xc_core.seeds import Stream
+from xc_core.training.anchor_prep import prepare_anchors
 from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
@@ -102,9 +102,6 @@ class Trainer:
             keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(self.train_idx), cfg.max_train_docs,
                                                                       replace=False)
             self.train_idx = np.sort(self.train_idx[keep])
-        self.heldout_anchor_edges: dict[str, int] = {}
-        self.attribute_anchor_edges: dict[str, int] = {}  # edges dropped by attribute_anchor_filter, per set
-        self.anchor_pairs_added = 0
         from xc_core.training.attributes import AttributeIndex
 
         #: the data set's item metadata (brand / location per label); None without any (aol-1000, XC folders)
@@ -113,18 +110,13 @@ class Trainer:
             raise ValueError("attribute_negatives adds a negative to the softmax task loss: use loss='softmax'")
         #: (train documents, attribute_negatives) mined negatives, -1 padded (None: none mined)
         self.hard_pool: np.ndarray | None = None
-        graph_used = cfg.regularize or cfg.anchor_pairs
-        clean = self._attribute_safe(self._reachable(self._without_heldout(dataset.anchor_sets))) if graph_used else {}
-        if cfg.anchor_pairs:
-            self._add_anchor_pairs(clean)
-        self.full_anchors = clean if cfg.regularize else {}
-        self.doc_sets = [s for s in (cfg.doc_sets if cfg.doc_sets is not None else self.full_anchors)
-                         if s in self.full_anchors and len(self.full_anchors[s].doc_edges)]
-        self.label_sets = [s for s in (cfg.label_sets if cfg.label_sets is not None else self.full_anchors)
-                           if s in self.full_anchors and len(self.full_anchors[s].label_edges)]
-        if cfg.regularize:
-            self._check_anchor_sets(dataset)
-        self.graph_worth = self._follow_graph_worth(dataset)
+        prepared = prepare_anchors(dataset, self.data, cfg, self.train_idx, self.val_idx, self.attributes)
+        self.data, self.train_idx = prepared.data, prepared.train_idx  # the anchor_pairs control may add pairs
+        self.full_anchors, self.doc_sets, self.label_sets = prepared.full, prepared.doc_sets, prepared.label_sets
+        self.graph_worth = prepared.graph_worth
+        self.heldout_anchor_edges = prepared.heldout_edges
+        self.attribute_anchor_edges = prepared.attribute_edges  # edges dropped by attribute_anchor_filter, per set
+        self.anchor_pairs_added = prepared.pairs_added
         self.anchors: dict[str, AnchorSet] = dict(self.full_anchors)
         self._last_top: np.ndarray | None = None  # the validation ranking of the last validation_metrics call
         self.terms = ["task", *(f"doc/{s}" for s in self.doc_sets), *(f"label/{s}" for s in self.label_sets)]
@@ -142,116 +134,6 @@ class Trainer:
                        else self.cfg.lambda_reg) for t in self.terms}
         self.bandit = LambdaBandit(self.terms, initial, variance=self.cfg.bandit_variance, lr=self.cfg.bandit_lr,
                                    period=self.cfg.bandit_period, seed=self.cfg.seed, fixed=not self.cfg.bandit)
-
-    def _check_anchor_sets(self, dataset: XCDataset) -> None:
-        """A regularized method with nothing to regularize with is an error, never a silent text-only run."""
-        cfg = self.cfg
-        unknown = [s for s in (cfg.doc_sets or []) + (cfg.label_sets or []) if s not in dataset.anchor_sets]
-        if unknown:
-            raise ValueError(f"anchor sets {unknown} requested but data set '{dataset.name}' has "
-                             f"{sorted(dataset.anchor_sets) or 'none'}")
-        if not self.doc_sets and not self.label_sets:
-            raise ValueError(f"this method trains with graph regularizers, but data set '{dataset.name}' has no "
-                             f"usable anchor sets ({sorted(dataset.anchor_sets) or 'none'}, after dropping held-out "
-                             "anchors): build them with `xc anchors`, or train a text-only method (dual_encoder)")
-
-    def _follow_graph_worth(self, dataset: XCDataset) -> dict[str, Any]:
-        """``graph_worth``: the sets the graph-worth check (``xc anchors``, graphs/worth.py) did not find adding
-        information start at λ = 0; with none left the regularizers go and this is ``dual_encoder``'s training,
-        said in one line. The record goes into the run's summary."""
-        record = dataset.meta.get("graph_worth")
-        if not self.cfg.regularize or not self.cfg.graph_worth or not record:
-            return {}
-        from xc_core.graphs.worth import kept_sets
-
-        verdicts = {name: row["verdict"] for name, row in record["sets"].items()}
-        used = sorted({*self.doc_sets, *self.label_sets})
-        # a set the recorded check did not judge (added after `xc anchors` ran) keeps its λ
-        muted = [s for s in used if s in verdicts and s not in kept_sets(record)]
-        kept = [s for s in used if s not in muted]
-        out: dict[str, Any] = {"verdicts": verdicts, "kept": kept, "muted": muted, "as_dual_encoder": not kept}
-        if not kept:
-            log.warning("graph-worth check: no anchor set adds information (%s): training without regularizers, as "
-                        "dual_encoder", "; ".join(f"{k}: {v}" for k, v in verdicts.items()))
-            self.full_anchors, self.doc_sets, self.label_sets = {}, [], []
-        elif muted:
-            log.info("graph-worth check: %s start at λ = 0 (%s)", ", ".join(muted),
-                     "; ".join(f"{k}: {verdicts.get(k, 'not checked')}" for k in muted))
-        return out
-
-    def _without_heldout(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
-        """Drop edges to anchors whose text is a validation or test document (document-space sets only, see
-        ``meta["anchor_spaces"]``): otherwise the regularizer trains on held-out queries, e.g. aol-1000's label
-        side, where the queries that clicked a label include validation queries."""
-        if not self.cfg.exclude_heldout_anchors:
-            return dict(anchor_sets)
-        from xc_core.graphs.heldout import without_heldout
-
-        heldout = {self.data.train_texts[i] for i in self.val_idx} | set(self.data.test_texts)
-        out, self.heldout_anchor_edges = without_heldout(anchor_sets, self.data, heldout)
-        log.info("held-out anchors dropped (edges per set): %s", self.heldout_anchor_edges)
-        return out
-
-    def _add_anchor_pairs(self, anchor_sets: dict[str, AnchorSet]) -> None:
-        """The ``anchor_pairs`` control: every label-side edge (label, anchor) of a document-space set whose
-        anchor is a training document becomes the training pair (that document, label) — the labelled pairs a
-        regularizer on that set would reach, given to the task loss instead. Documents outside the training
-        subsample join it with only those pairs; validation documents never do (already excluded as anchors)."""
-        doc_of = {t: i for i, t in enumerate(self.data.train_texts)}
-        documents = self.data.document_space_sets()
-        rows, cols = [], []
-        for name, a in anchor_sets.items():
-            if name not in documents:
-                continue
-            for label, anchor in a.label_edges.tolist():
-                doc = doc_of.get(a.texts[anchor])
-                if doc is not None:
-                    rows.append(doc)
-                    cols.append(label)
-        y = sp.csr_matrix(self.data.y_train)
-        extra = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=y.shape)
-        outside = np.ones(y.shape[0], bool)
-        outside[self.train_idx] = False
-        keep_rows = sp.diags((~outside).astype(np.float32))  # subsample rows keep their labels; others get only extra
-        merged = sp.csr_matrix(keep_rows @ y + extra)
-        merged.data[:] = 1.0
-        self.anchor_pairs_added = int(merged.nnz - (keep_rows @ y).nnz)
-        new_docs = (np.unique(np.asarray(rows, np.int64)[outside[np.asarray(rows, np.int64)]]) if rows
-                    else np.zeros(0, np.int64))
-        self.train_idx = np.union1d(self.train_idx, new_docs)
-        self.data = dataclasses.replace(self.data, y_train=merged)
-        log.info("anchor_pairs: %d labelled pairs added, %d documents joined the training set",
-                 self.anchor_pairs_added, len(new_docs))
-
-    def _reachable(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
-        """Only the edges a batch can ever draw: documents of ``train_idx`` and labels that are their positives.
-        Batches are unchanged, but pruning then encodes a 4,000-document subsample's neighbourhood instead of
-        all of aol-1000's 400k texts."""
-        docs = np.zeros(len(self.data.train_texts), bool)
-        docs[self.train_idx] = True
-        labels = np.zeros(len(self.data.label_texts), bool)
-        labels[np.unique(sp.csr_matrix(self.data.y_train)[self.train_idx].indices)] = True
-        out = {}
-        for name, a in anchor_sets.items():
-            keep_doc, keep_label = docs[a.doc_edges[:, 0]], labels[a.label_edges[:, 0]]
-            out[name] = AnchorSet(name, a.texts, a.doc_edges[keep_doc], a.label_edges[keep_label],
-                                  doc_proxy=np.asarray(a.doc_proxy)[keep_doc],
-                                  label_proxy=np.asarray(a.label_proxy)[keep_label])
-        return out
-
-    def _attribute_safe(self, anchor_sets: dict[str, AnchorSet]) -> dict[str, AnchorSet]:
-        """``attribute_anchor_filter``: every set without its edges whose ends carry different brands / places
-        (training/attributes.py); unchanged when off or when the data set has no item metadata."""
-        if not self.cfg.attribute_anchor_filter or self.attributes is None:
-            return anchor_sets
-        from xc_core.training.attributes import without_crossing_edges
-
-        out = {}
-        for name, a in anchor_sets.items():
-            out[name], self.attribute_anchor_edges[name] = without_crossing_edges(a, self.attributes,
-                                                                                   self.data.train_texts)
-        log.info("attribute-crossing anchor edges dropped (per set): %s", self.attribute_anchor_edges)
-        return out
 
     @cached_property
     def _mismatch(self) -> sp.csr_matrix:
