@@ -93,7 +93,7 @@ lint: $(STAMP) $(SCALE_STAMP)
 TEST_WORKERS ?= auto
 TEST_WORKERS_MAX ?= 4
 test: $(STAMP) $(SCALE_STAMP) peers lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadfile -m "not scale"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadfile -m "not scale" --durations=20
 
 # whole `xc run`s on Spark and on a dask cluster against the default run (issue #42; ~5 min on idle cores);
 # `make test` keeps one Spark and one executor test
