@@ -2,14 +2,14 @@
 every method on every data set at one profile, compared and costed, written as ``RESULTS.md`` + ``results.json`` and
 logged to one MLflow run of the ``xc-results`` experiment. Every number in the page comes from the records it names.
 
-This module gathers the records and writes the page; ``results_page.py`` lays out its Markdown. It trains nothing. What is trained and evaluated is the Dagster layer's business
-(``xc_assets.results``): it materializes every method partition that is missing or stale (its code version or its
-lineage changed) through the same assets ``xc run`` runs, then these tables are built from the records: metrics with
-bootstrap 95% CIs (RAMEN Table 4, TextGNN Table 4) and the commits each model was trained and evaluated at, paired
-differences against the references (the registry's ``references()`` and the PECOS peer where evaluated), ablation
-and ``@set`` rows (RAMEN Table 6), subsets (seen / novel queries, novel labels, deciles: RAMEN Table 8), each
-method's own tables (IRENE Table 7), simulated A/B tests where the data set has a world, and the costs (RAMEN
-Table 5).
+This module gathers the records and writes the page; ``results_page.py`` lays out its Markdown. It trains nothing.
+What is trained and evaluated is the Dagster layer's business (``xc_assets.results``): it materializes every method
+partition that is missing or stale (its code version or its lineage changed) through the same assets ``xc run``
+runs, then these tables are built from the records: metrics with bootstrap 95% CIs (RAMEN Table 4, TextGNN Table 4)
+and the commits each model was trained and evaluated at, paired differences against the references (the registry's
+``references()`` and the PECOS peer where evaluated), ablation and ``@set`` rows (RAMEN Table 6), subsets (seen /
+novel queries, novel labels, deciles: RAMEN Table 8), each method's own tables (IRENE Table 7), simulated A/B tests
+where the data set has a world, and the costs (RAMEN Table 5).
 """
 
 from __future__ import annotations

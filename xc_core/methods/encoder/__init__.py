@@ -33,6 +33,10 @@ class EncoderMethod:
     text_only: str | None = None
 
     @property
+    def docs(self) -> str:
+        return "docs/classifier.md" if self.classifier else "docs/training.md"
+
+    @property
     def fits_on_validation(self) -> bool:
         """The classifier stage's final W learns from every training document, validation rows included (its
         choices are made out of fold): a ``-clf`` method has no clean validation score (``xc eval`` refuses)."""

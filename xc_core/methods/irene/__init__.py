@@ -48,6 +48,7 @@ class IreneMethod:
     name: str = NAME
     description: str = ("IRENE: every label represented by a combiner over its text embedding and the classifiers "
                         "of up to 3 similar seen labels, on a trained method's frozen encoder (stage I)")
+    docs: str = "docs/irene.md"  # the page that explains it
     needs_anchor_sets: bool = False
     baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
     ablation_of: str | None = None

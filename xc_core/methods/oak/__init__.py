@@ -27,6 +27,7 @@ from xc_core.training.record import TrainedModel
 class OakMethod:
     name: str
     description: str
+    docs: str = "docs/gnn.md"  # the page that explains it
     oracle: bool = False  # test queries with true neighbours get them instead of the predicted linker's
     needs_anchor_sets: bool = True
     baselines: tuple[str, ...] = ()

@@ -37,6 +37,7 @@ class TextGNNMethod:
     name: str = NAME
     description: str = ("TextGNN: twin towers over one shared encoder, each centre text with up to 3 behaviour-graph "
                         "(or ANN proxy) neighbours aggregated by a GAT plus a skip connection; cosine retrieval")
+    docs: str = "docs/gnn.md"  # the page that explains it
     needs_anchor_sets: bool = True
     baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
     ablation_of: str | None = None
