@@ -21,6 +21,7 @@ default path.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -54,6 +55,9 @@ def spark_session(master: str, app_name: str = "xc-graph-tables") -> Iterator[Sp
     if master.startswith("local"):  # services bind to loopback only
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        # Python tasks (ingestion's validation) run in this interpreter's environment, not whatever `python3` is
+        # on the PATH (PySpark reads the variable when the context starts)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     try:

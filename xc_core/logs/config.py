@@ -10,9 +10,10 @@ Defaults, overridden by ``<home>/xc.yaml`` (a top-level ``ingest:`` mapping whos
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -36,6 +37,13 @@ class IngestConfig(BaseModel):
                                   "quarantined); null or '*': any non-empty market")
     session_gap_minutes: float = Field(default=30.0, gt=0, description="inactivity that starts a new session")
     batch_rows: int = Field(default=1_000_000, gt=0, description="rows validated per batch (bounds memory)")
+    # Where the sources are validated: not part of what is stored (both engines store the same rows, tests/engines)
+    engine: Literal["default", "spark"] = Field(
+        default_factory=lambda: os.environ.get("XC_INGEST_ENGINE", "default"),  # type: ignore[arg-type]
+        description="default (this process) or spark (each file validated by a Spark task, logs/spark_ingest.py; "
+                    "pip install -e '.[scale]'); env XC_INGEST_ENGINE")
+    spark_master: str = Field(default_factory=lambda: os.environ.get("XC_SPARK_MASTER", "local[2]"),
+                              description="the Spark master URL when engine is spark; env XC_SPARK_MASTER")
 
     @field_validator("markets", mode="before")
     @classmethod

@@ -82,6 +82,7 @@ class _Batch:
     clicks: int
     read: int
     unknown_markets: dict[str, int] = field(default_factory=dict)
+    origin: pl.DataFrame | None = None  # per event: ``source_file, line_no`` (Spark's duplicates are quarantined by it)
 
 
 class _Phases:
@@ -171,9 +172,10 @@ def _finish(records: pl.DataFrame, emit: pl.Series | None, query_events: int, cl
         markets = records.filter(pl.col("reason") == Reason.UNKNOWN_MARKET.value).get_column("market")
         unknown = {str(m): int(n) for m, n in markets.value_counts(sort=True).head(5).iter_rows()}
     keep = ~rejected if emit is None else ~rejected & emit
-    events = records if keep.all() else records.filter(keep)
-    events = pl.concat([events.select("event_id", "session_seed"), canonical(events)], how="horizontal")
-    return _Batch(events, pl.concat(quarantine), query_events, clicks, records.height, unknown)
+    kept = records if keep.all() else records.filter(keep)
+    events = pl.concat([kept.select("event_id", "session_seed"), canonical(kept)], how="horizontal")
+    return _Batch(events, pl.concat(quarantine), query_events, clicks, records.height, unknown,
+                  kept.select("source_file", "line_no"))
 
 
 def _aol_batches(path: Path, cfg: IngestConfig, seen: SeenIds) -> Iterator[_Batch]:

@@ -51,7 +51,12 @@ def ingest_files(sources: list[Source], home: Path, cfg: IngestConfig,
     from xc_core.logs.errors import NothingStoredError
     from xc_core.logs.ingest import ingest
 
-    summary = ingest(sources, home, cfg, window=window, progress=progress)
+    if cfg.engine == "spark":  # each file validated by a Spark task, the same store (issue #42)
+        from xc_core.logs.spark_ingest import ingest_on_spark
+
+        summary = ingest_on_spark(sources, home, cfg, window=window, master=cfg.spark_master)
+    else:
+        summary = ingest(sources, home, cfg, window=window, progress=progress)
     why = nothing_stored(summary, len(sources), home, window)
     if why is not None:
         raise NothingStoredError(why, summary)
@@ -66,6 +71,9 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--max-query-chars", type=int, help="longer queries are quarantined (default 512)")
     command.add_argument("--session-gap-minutes", type=float,
                          help="inactivity that starts a new session (default 30)")
+    command.add_argument("--engine", choices=["default", "spark"],
+                         help="where the files are validated: this process (default) or Spark tasks "
+                              "(ingest.engine in <home>/xc.yaml, env XC_INGEST_ENGINE; master: XC_SPARK_MASTER)")
 
 
 def _run(args: argparse.Namespace) -> Payload:
@@ -78,7 +86,7 @@ def _run(args: argparse.Namespace) -> Payload:
         raise SystemExit("xc ingest --source events needs at least one PATH (Parquet, CSV/TSV or JSON Lines)")
     home = resolve_home(args.home)
     cfg = load_ingest_config(home, markets=args.markets, max_query_chars=args.max_query_chars,
-                             session_gap_minutes=args.session_gap_minutes)
+                             session_gap_minutes=args.session_gap_minutes, engine=args.engine)
     try:
         summary = ingest_files([Source(args.source, p) for p in paths], home, cfg, progress=not args.quiet)
     except NothingStoredError as exc:
