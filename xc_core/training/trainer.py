@@ -33,7 +33,8 @@ from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
-from xc_core.training.validation import recall_at_k, top_k_exact, validation_label_space, validation_split
+from xc_core.training.ranker import ValidationRanker
+from xc_core.training.validation import validation_split
 
 if TYPE_CHECKING:
     from xc_core.evaluation.fallback import Decision
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-#: cut-offs of the validation brand / place mismatch (the A/B shows 5 of an arm's top-100)
-VAL_MISMATCH_KS = (5, 100)
 
 
 class MetricSink(Protocol):
@@ -119,6 +118,7 @@ class Trainer:
         self.anchor_pairs_added = prepared.pairs_added
         self.anchors: dict[str, AnchorSet] = dict(self.full_anchors)
         self._last_top: np.ndarray | None = None  # the validation ranking of the last validation_metrics call
+        self.ranker = ValidationRanker(self.data, self.val_idx, self.val_truth, cfg, self.attributes)
         self.terms = ["task", *(f"doc/{s}" for s in self.doc_sets), *(f"label/{s}" for s in self.label_sets)]
         self._build_losses()
         self.builder = self._builder()
@@ -252,40 +252,13 @@ class Trainer:
 
     def validation_metrics(self) -> dict[str, float]:
         """recall@val_k, P@1 and P@5 of the current encoder on the validation documents (exact search over
-        :attr:`val_label_space`)."""
-        from xc_core.evaluation.metrics import precision_per_row
-
-        space = self.val_label_space
-        truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
-        docs, labels, exclude = self._validation_vectors(self.encoder)
-        k = self.cfg.val_k
-        # the selection metrics at their own depth: a deeper top-k breaks ties between equal scores (labels with the
-        # same text) differently, which would move the selected epoch; the mismatch reads its own, deeper ranking
-        top = self._last_top = top_k_exact(docs, labels, max(k, 5), exclude=exclude)
-        mismatch = {}
-        if self.attributes is not None:
-            ranked = top_k_exact(docs, labels, max(VAL_MISMATCH_KS), exclude=exclude)
-            mismatch = self._validation_mismatch(space[ranked] if ranked.size else ranked)
-        return {f"recall@{k}": recall_at_k(top[:, :k], truth),
-                "P@1": float(precision_per_row(truth, top, 1).mean()),
-                "P@5": float(precision_per_row(truth, top, 5).mean()) if top.shape[1] >= 5 else float("nan"),
-                **mismatch}
-
-    def _validation_vectors(self, encoder: TextEncoder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(validation documents' vectors, the validation label space's vectors, own-label pairs never ranked)."""
-        space = self.val_label_space
-        docs = encoder.encode([self.data.train_texts[i] for i in self.val_idx], progress=False)
-        labels = encoder.encode([self.data.label_texts[i] for i in space], progress=False)
-        return docs, labels, self.data.own_label_pairs(self.val_idx, space)
-
-    def _validation_top(self, encoder: TextEncoder, k: int) -> np.ndarray:
-        """``encoder``'s top ``k`` columns of the validation label space per validation row (−1 pads)."""
-        docs, labels, exclude = self._validation_vectors(encoder)
-        return top_k_exact(docs, labels, k, exclude=exclude)
+        :attr:`val_label_space`), and its brand / place mismatch where the data set has item metadata."""
+        found, self._last_top = self.ranker.metrics(self.encoder)
+        return found
 
     def validation_ranking(self, k: int) -> np.ndarray:
         """The current encoder's top ``k`` label ids per validation row (−1 pads), as validation ranks them."""
-        top = self._validation_top(self.encoder, k)
+        top = self.ranker.top(self.encoder, k)
         return np.where(top >= 0, self.val_label_space[np.maximum(top, 0)], -1)
 
     def against_encoder(self, folder: Path, name: str) -> Decision:
@@ -296,48 +269,25 @@ class Trainer:
         from xc_core.evaluation.fallback import against_fallback
 
         depth = max(self.cfg.val_k, 5)
-        mine = self._validation_top(self.encoder, depth)
-        theirs = self._validation_top(TextEncoder(self.encoder.cfg.model_copy(update={"model_path": str(folder)})),
-                                      depth)
+        mine = self.ranker.top(self.encoder, depth)
+        theirs = self.ranker.top(TextEncoder(self.encoder.cfg.model_copy(update={"model_path": str(folder)})), depth)
         choice = self.choice
         return against_fallback(f"graph regularizers (against {name})", mine, theirs, choice.truth,
                                 choice.inv_propensity, choice.metric, self.cfg.fallback,
                                 candidate={"against": name})
 
-    def _validation_mismatch(self, top: np.ndarray) -> dict[str, float]:
-        """Brand / place mismatch@k of the validation documents naming one (evaluation/mismatch.py: ranks models
-        as the A/B's bad-match rates do, issue #32), from item metadata and query text; {} without metadata."""
-        if self.attributes is None:
-            return {}
-        from xc_core.evaluation.mismatch import mismatch_counts
-
-        texts = [self.data.train_texts[i] for i in self.val_idx]
-        out = {}
-        for attribute in self.attributes.attributes:
-            counts = mismatch_counts(texts, top, self.data.label_attributes[attribute], attribute, VAL_MISMATCH_KS)
-            for k in VAL_MISMATCH_KS:
-                rate = counts.rate(k)
-                if rate is not None:
-                    out[f"{attribute}_mismatch@{k}"] = rate
-        return out
-
     def validation_recall(self) -> float:
         return self.validation_metrics()[f"recall@{self.cfg.val_k}"]
 
-    @cached_property
+    @property
     def val_label_space(self) -> np.ndarray:
-        return validation_label_space(len(self.data.label_texts), self.val_truth, self.val_idx, self.cfg)
+        return self.ranker.label_space
 
-    @cached_property
+    @property
     def choice(self) -> EpochChoice:
-        """Which epoch is served (``select_best``): the best on half the validation rows if it beats epoch 0 on
-        the other half (training/selection.py)."""
-        from xc_core.evaluation.metrics import propensity
-        from xc_core.training.selection import EpochChoice
-
-        space = self.val_label_space
-        truth = sp.csr_matrix(sp.csr_matrix(self.val_truth)[self.val_idx][:, space])
-        return EpochChoice(truth, propensity(self.data)[space], self.cfg.val_k, self.cfg.fallback, self.cfg.seed)
+        """Which epoch is served (``select_best``): the best on validation rows if it beats epoch 0 out of sample
+        (training/selection.py)."""
+        return self.ranker.choice
 
     @property
     def best(self) -> dict[str, float]:
