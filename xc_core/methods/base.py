@@ -152,11 +152,6 @@ class Method(Protocol):
     def description(self) -> str: ...
 
     @property
-    def docs(self) -> str:
-        """The docs page that explains the method (the README's method table links it)."""
-        ...
-
-    @property
     def needs_anchor_sets(self) -> bool:
         """True: trains on the graph, so the stages refuse to run it before anchor sets are materialized."""
         ...

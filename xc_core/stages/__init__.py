@@ -111,7 +111,8 @@ METHODS_START, METHODS_END = "<!-- methods:start -->", "<!-- methods:end -->"
 
 
 def method_table() -> str:
-    """The README's method table: every registered method, what it is and its docs page, in the registry's order."""
+    """The README's method table: every registered method, what it is and its docs page (a method's optional
+    ``docs`` attribute; the training page where it has none), in the registry's order."""
     from xc_core.methods import method_names
     from xc_core.methods.base import get_method
 
