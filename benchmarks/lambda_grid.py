@@ -23,8 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from seed_table import METRICS, _ci, _paired, _value, seed_average  # benchmarks run as scripts from this folder
-from variant_grid import _training, ci_cells, grid_arguments, pairs_table, publish, variant_home
+from seed_table import (  # benchmarks run as scripts from this folder
+    METRICS,
+    metric_ci,
+    metric_value,
+    paired_diff,
+    seed_average,
+)
+from variant_grid import ci_cells, grid_arguments, pairs_table, publish, training_cost, variant_home
 from variant_grid import run_one as run_variant
 
 
@@ -40,17 +46,17 @@ def run_one(root: Path, dataset: str, profile_name: str, seed: int, lam: float) 
 def build(root: Path, dataset: str, profile: str, seeds: list[int], lambdas: list[float]) -> dict[str, Any]:
     bases = [root / f"{dataset}-s{s}" for s in seeds]
     references = {name: seed_average(bases, dataset, name, profile)[0] for name in ("ramen", "dual_encoder")}
-    rows = [{"lambda0": "profile", **_training(bases, dataset, "ramen", profile),
-             **{m: [_value(references["ramen"], m), *_ci(references["ramen"], m)] for m in METRICS}}]
+    rows = [{"lambda0": "profile", **training_cost(bases, dataset, "ramen", profile),
+             **{m: [metric_value(references["ramen"], m), *metric_ci(references["ramen"], m)] for m in METRICS}}]
     pairs = []
     for lam in lambdas:
         homes = [lambda_home(root, dataset, s, lam) for s in seeds]
         rows_lam, n = seed_average(homes, dataset, "ramen", profile)
-        rows.append({"lambda0": lam, "seeds": n, **_training(homes, dataset, "ramen", profile),
-                     **{m: [_value(rows_lam, m), *_ci(rows_lam, m)] for m in METRICS}})
+        rows.append({"lambda0": lam, "seeds": n, **training_cost(homes, dataset, "ramen", profile),
+                     **{m: [metric_value(rows_lam, m), *metric_ci(rows_lam, m)] for m in METRICS}})
         for name, ref in references.items():
             pairs.append({"pair": f"ramen(λ0={lam:g}) − {name}",
-                          **{m: list(_paired(rows_lam, ref, m))[:3] for m in METRICS}})
+                          **{m: list(paired_diff(rows_lam, ref, m))[:3] for m in METRICS}})
     return {"dataset": dataset, "profile": profile, "seeds": seeds, "rows": rows, "pairs": pairs}
 
 

@@ -54,13 +54,13 @@ def seed_average(homes: list[Path], dataset: str, method: str, profile: str) -> 
     return {k: np.mean([rows[k] for rows, _ in found], axis=0) for k in keys}, len(found)
 
 
-def _value(rows: dict[str, np.ndarray], metric: str) -> float:
+def metric_value(rows: dict[str, np.ndarray], metric: str) -> float:
     if metric in rows:
         return float(rows[metric].mean())
     return float(rows[f"{metric}/numerator"].sum() / max(rows[f"{metric}/denominator"].sum(), 1e-12))
 
 
-def _ci(rows: dict[str, np.ndarray], metric: str) -> tuple[float, float]:
+def metric_ci(rows: dict[str, np.ndarray], metric: str) -> tuple[float, float]:
     from xc_core.evaluation.analyses import bootstrap_ci, bootstrap_ratio_ci
 
     if metric in rows:
@@ -68,7 +68,7 @@ def _ci(rows: dict[str, np.ndarray], metric: str) -> tuple[float, float]:
     return bootstrap_ratio_ci(rows[f"{metric}/numerator"], rows[f"{metric}/denominator"])[1:]
 
 
-def _paired(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str) -> tuple[float, float, float, float]:
+def paired_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray], metric: str) -> tuple[float, float, float, float]:
     from xc_core.evaluation.analyses import paired_metric_diff
 
     aa = {k.replace("/", "__"): v for k, v in a.items()}
@@ -83,14 +83,14 @@ def per_seed_diffs(homes: list[Path], dataset: str, profile: str, a: str, b: str
     for home in homes:
         ra, rb = _per_row(home, dataset, a, profile), _per_row(home, dataset, b, profile)
         if ra is not None and rb is not None:
-            out.append(_value(ra[0], metric) - _value(rb[0], metric))
+            out.append(metric_value(ra[0], metric) - metric_value(rb[0], metric))
     return out
 
 
 def build(homes: list[Path], dataset: str, profile: str, methods: list[str],
           pairs: list[tuple[str, str]]) -> dict[str, Any]:
     averaged = {m: seed_average(homes, dataset, m, profile) for m in methods}
-    table = {m: {"seeds": n, **{k: {"value": _value(r, k), "ci": _ci(r, k)} for k in METRICS}}
+    table = {m: {"seeds": n, **{k: {"value": metric_value(r, k), "ci": metric_ci(r, k)} for k in METRICS}}
              for m, (r, n) in averaged.items() if n}
     diffs = {}
     for a, b in pairs:
@@ -99,8 +99,9 @@ def build(homes: list[Path], dataset: str, profile: str, methods: list[str],
         if not both:
             continue
         ra, rb = seed_average(both, dataset, a, profile)[0], seed_average(both, dataset, b, profile)[0]
-        diffs[f"{a} − {b}"] = {k: {"diff": (d := _paired(ra, rb, k))[0], "ci": d[1:3], "p": d[3], "seeds": len(both),
-                                   "per_seed": per_seed_diffs(both, dataset, profile, a, b, k)} for k in METRICS}
+        diffs[f"{a} − {b}"] = {k: {"diff": (d := paired_diff(ra, rb, k))[0], "ci": d[1:3], "p": d[3],
+                                   "seeds": len(both), "per_seed": per_seed_diffs(both, dataset, profile, a, b, k)}
+                               for k in METRICS}
     return {"dataset": dataset, "profile": profile, "homes": [str(h) for h in homes], "methods": table,
             "paired": diffs}
 

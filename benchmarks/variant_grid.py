@@ -30,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from seed_table import METRICS, _ci, _paired, _value, evaluated, seed_average  # run as scripts from this folder
+from seed_table import (  # run as scripts from this folder
+    METRICS,
+    evaluated,
+    metric_ci,
+    metric_value,
+    paired_diff,
+    seed_average,
+)
 
 REFERENCE = "pretrained"  # the floor every variant is paired against (trained once, in the seed home)
 
@@ -93,7 +100,7 @@ def run_one(root: Path, dataset: str, profile_name: str, seed: int, method: str,
     return home
 
 
-def _training(homes: list[Path], dataset: str, method: str, profile: str) -> dict[str, Any]:
+def training_cost(homes: list[Path], dataset: str, method: str, profile: str) -> dict[str, Any]:
     """What model selection saw: the selected epoch's validation recall@10 and the steps trained, per seed."""
     from xc_core.paths import model_dir
 
@@ -105,8 +112,8 @@ def _training(homes: list[Path], dataset: str, method: str, profile: str) -> dic
 
 def _row(label: str, homes: list[Path], dataset: str, method: str, profile: str,
          rows: dict[str, np.ndarray], n: int) -> dict[str, Any]:
-    return {"method": label, "seeds": n, **_training(homes, dataset, method, profile),
-            **{m: [_value(rows, m), *_ci(rows, m)] for m in METRICS}}
+    return {"method": label, "seeds": n, **training_cost(homes, dataset, method, profile),
+            **{m: [metric_value(rows, m), *metric_ci(rows, m)] for m in METRICS}}
 
 
 def _pair(label: str, a: list[Path], method_a: str, b: list[Path], method_b: str, dataset: str,
@@ -119,7 +126,7 @@ def _pair(label: str, a: list[Path], method_a: str, b: list[Path], method_b: str
         return None
     ra = seed_average([x for x, _ in both], dataset, method_a, profile)[0]
     rb = seed_average([y for _, y in both], dataset, method_b, profile)[0]
-    return {"pair": label, "seeds": len(both), **{m: list(_paired(ra, rb, m))[:3] for m in METRICS}}
+    return {"pair": label, "seeds": len(both), **{m: list(paired_diff(ra, rb, m))[:3] for m in METRICS}}
 
 
 def build(root: Path, dataset: str, profile: str, seeds: list[int], methods: list[str], tag: str,
@@ -131,7 +138,7 @@ def build(root: Path, dataset: str, profile: str, seeds: list[int], methods: lis
     rows, pairs = [], []
     if floor is not None:
         reference = seed_average([floor], dataset, REFERENCE, profile)[0]
-        rows.append({"method": REFERENCE, "seeds": 1, **{m: [_value(reference, m), *_ci(reference, m)]
+        rows.append({"method": REFERENCE, "seeds": 1, **{m: [metric_value(reference, m), *metric_ci(reference, m)]
                                                           for m in METRICS}})
     for method in methods:
         for label, found in ((method, bases), (f"{method}({tag})", homes)):
