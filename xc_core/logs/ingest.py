@@ -375,23 +375,42 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
                     _count(summary, reasons, flagged, batch, tally)
                     events = batch.events
                     _widen_span(summary, events)
-                    if window is not None:
-                        inside = events.select((pl.col("ts") >= window[0]) & (pl.col("ts") < window[1])).to_series()
-                        if not inside.all():
-                            summary.outside_window += int((~inside).sum())
-                            events = events.filter(inside)
+                    events = _in_window(events, window, summary)
                     quarantine.append(batch.quarantine)
                 with phases("stage"):
                     if events.height:
                         staging.add(events)
             if (entry := tally.entry(source)) is not None:
                 summary.rejected_files.append(entry)
-        with phases("stage"):
-            staging.close()
-        summary.accepted = summary.read - summary.rejected - summary.outside_window
-        _commit(store, staging.days, quarantine, summary, cfg, phases)
+        _store(store, staging, quarantine, summary, cfg, phases)
     finally:
         staging.discard()
+    return _summed_up(summary, reasons, flagged, started, phases)
+
+
+def _in_window(events: pl.DataFrame, window: tuple[datetime, datetime] | None,
+               summary: IngestSummary) -> pl.DataFrame:
+    """``events`` inside ``window`` (all without one); the others counted as ``outside_window``."""
+    if window is None or not events.height:
+        return events
+    inside = events.select((pl.col("ts") >= window[0]) & (pl.col("ts") < window[1])).to_series()
+    if inside.all():
+        return events
+    summary.outside_window += int((~inside).sum())
+    return events.filter(inside)
+
+
+def _store(store: EventStore, staging: _Staging, quarantine: list[pl.DataFrame], summary: IngestSummary,
+           cfg: IngestConfig, phases: _Phases) -> None:
+    """The staged days merged into the store and the quarantine appended (phase 2 of the module docstring)."""
+    with phases("stage"):
+        staging.close()
+    summary.accepted = summary.read - summary.rejected - summary.outside_window
+    _commit(store, staging.days, quarantine, summary, cfg, phases)
+
+
+def _summed_up(summary: IngestSummary, reasons: Counter[str], flagged: Counter[str], started: float,
+               phases: _Phases) -> IngestSummary:
     summary.reasons = dict(sorted(reasons.items()))
     summary.flagged = dict(sorted(flagged.items()))
     summary.seconds = round(time.perf_counter() - started, 3)

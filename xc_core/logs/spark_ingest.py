@@ -22,6 +22,7 @@ where the default engine quotes the raw line. pyspark is the optional extra ``sc
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
 from collections import Counter
@@ -38,11 +39,13 @@ from xc_core.logs.ingest import (
     IngestSummary,
     Source,
     _batches,
-    _commit,
     _count,
+    _in_window,
     _Phases,
     _SourceTally,
     _Staging,
+    _store,
+    _summed_up,
     _widen_span,
     preflight,
 )
@@ -160,29 +163,17 @@ def ingest_on_spark(sources: Sequence[Source], home: Path, cfg: IngestConfig | N
                     found["tally"]["rejected"] += len(gone)
                     found["tally"]["reasons"][Reason.DUPLICATE_EVENT.value] = (
                         found["tally"]["reasons"].get(Reason.DUPLICATE_EVENT.value, 0) + len(gone))
-                if window is not None and events.height:
-                    inside = events.select((pl.col("ts") >= window[0]) & (pl.col("ts") < window[1])).to_series()
-                    summary.outside_window += int((~inside).sum())
-                    events = events.filter(inside)
+                events = _in_window(events, window, summary)
             with phases("stage"):
                 if events.height:
                     staging.add(events.drop("_key", ORIGIN, ORDER, "_file", "_line", strict=False))
             if (entry := _tally(found["tally"]).entry(source)) is not None:
                 summary.rejected_files.append(entry)
-        with phases("stage"):
-            staging.close()
-        summary.accepted = summary.read - summary.rejected - summary.outside_window
-        _commit(store, staging.days, quarantine, summary, cfg, phases)
+        _store(store, staging, quarantine, summary, cfg, phases)
     finally:
         staging.discard()
-        import shutil
-
         shutil.rmtree(folder, ignore_errors=True)
-    summary.reasons = dict(sorted(reasons.items()))
-    summary.flagged = dict(sorted(flagged.items()))
-    summary.seconds = round(time.perf_counter() - started, 3)
-    summary.phases = {name: round(seconds, 3) for name, seconds in phases.seconds.items()}
-    return summary
+    return _summed_up(summary, reasons, flagged, started, phases)
 
 
 def _add(summary: IngestSummary, found: dict[str, Any]) -> None:
