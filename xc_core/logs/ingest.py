@@ -356,10 +356,7 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     ``cfg`` None: the defaults overridden by ``<home>/xc.yaml`` (:func:`load_ingest_config`).
     """
     started = time.perf_counter()
-    cfg = cfg or load_ingest_config(home)
-    preflight(sources)
-    store = EventStore(home)
-    store.clean_stale()
+    cfg, store = _opened(sources, home, cfg)
     phases = _Phases()
     staging = _Staging(home / ".staging" / f"{os.getpid()}-{uuid.uuid4().hex}")
     summary = IngestSummary()
@@ -386,6 +383,15 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     finally:
         staging.discard()
     return _summed_up(summary, reasons, flagged, started, phases)
+
+
+def _opened(sources: Sequence[Source], home: Path, cfg: IngestConfig | None) -> tuple[IngestConfig, EventStore]:
+    """The settings (``cfg``, else the home's) and the store, once every source was found readable."""
+    cfg = cfg or load_ingest_config(home)
+    preflight(sources)
+    store = EventStore(home)
+    store.clean_stale()
+    return cfg, store
 
 
 def _in_window(events: pl.DataFrame, window: tuple[datetime, datetime] | None,

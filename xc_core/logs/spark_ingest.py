@@ -34,23 +34,22 @@ from typing import Any
 
 import polars as pl
 
-from xc_core.logs.config import IngestConfig, load_ingest_config
+from xc_core.logs.config import IngestConfig
 from xc_core.logs.ingest import (
     IngestSummary,
     Source,
     _batches,
     _count,
     _in_window,
+    _opened,
     _Phases,
     _SourceTally,
     _Staging,
     _store,
     _summed_up,
     _widen_span,
-    preflight,
 )
 from xc_core.logs.schema import QUARANTINE_SCHEMA, Reason
-from xc_core.logs.store import EventStore
 from xc_core.logs.validate import SeenIds, hex16
 
 ORDER, ORIGIN = "_order", "_source"  # a staged event's row in its file, and its file's place among the sources
@@ -130,10 +129,7 @@ def ingest_on_spark(sources: Sequence[Source], home: Path, cfg: IngestConfig | N
     from xc_core.engines.spark import spark_session
 
     started = time.perf_counter()
-    cfg = cfg or load_ingest_config(home)
-    preflight(sources)
-    store = EventStore(home)
-    store.clean_stale()
+    cfg, store = _opened(sources, home, cfg)
     phases = _Phases()
     folder = home / ".staging" / f"spark-{os.getpid()}-{uuid.uuid4().hex}"
     folder.mkdir(parents=True)
