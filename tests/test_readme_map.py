@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 import xc_assets.cli  # noqa: F401  # registers run, promote and results beside the stages' own commands
-from xc_core.stages import MAP_END, MAP_START, METHODS_END, METHODS_START, commands, floor_plan, method_table
+from xc_assets.floor_plan import METHODS_END, METHODS_START, method_table
+from xc_core.stages import MAP_END, MAP_START, commands, floor_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

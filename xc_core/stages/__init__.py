@@ -106,20 +106,3 @@ def floor_plan(registered: list[Command]) -> str:
                     f"[{page}]({command.docs}) |")
     return "\n".join(rows)
 
-
-METHODS_START, METHODS_END = "<!-- methods:start -->", "<!-- methods:end -->"
-
-
-def method_table() -> str:
-    """The README's method table: every registered method, what it is and its docs page (a method's optional
-    ``docs`` attribute; the training page where it has none), in the registry's order."""
-    from xc_core.methods import method_names
-    from xc_core.methods.base import get_method
-
-    rows = ["| method | what it is | docs |", "|---|---|---|"]
-    for name in method_names():
-        method = get_method(name)
-        page = getattr(method, "docs", "docs/training.md")
-        title = page.removeprefix("docs/").removesuffix(".md")
-        rows.append(f"| `{name}` | {method.description} | [{title}]({page}) |")
-    return "\n".join(rows)
