@@ -1,0 +1,56 @@
+"""Issues #39/#40: aol-1000 `pretrained-clf` per seed home — test P@1, paired against `pretrained` (the same home)
+and against PECOS (the first home's: PECOS has no seed), on all labels and on seen labels, and the fusion decision.
+The homes are those of `xc results --seeds` (seed 0 in HOME, seed s in HOME/seeds/s<s>), or of `xc train --seed s`
+runs there.
+
+    .venv/bin/python benchmarks/aol_seed_table.py --home /work/exp_home --seeds 0,1,2 [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from xc_core.evaluation.record import EvaluationRecord
+from xc_core.stages.results import paired_rows, seed_home
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "aol_pretrained_clf_seeds.json")
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    homes = {s: args.home if i == 0 else seed_home(args.home, s) for i, s in enumerate(seeds)}
+    out = table(homes)
+    args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
+
+
+def table(homes: dict[int, Path]) -> dict[int, dict[str, object]]:
+    first = next(iter(homes.values()))
+    pecos = EvaluationRecord.load(first / "eval/aol-1000/pecos-demo")
+    assert pecos is not None, f"{first}: PECOS not scored (benchmarks/peer_eval.py)"
+    out: dict[int, dict[str, object]] = {}
+    for seed, home in homes.items():
+        clf = EvaluationRecord.load(home / "eval/aol-1000/pretrained-clf-demo")
+        enc = EvaluationRecord.load(home / "eval/aol-1000/pretrained-demo")
+        if clf is None:
+            print(seed, "not evaluated")
+            continue
+        summary = json.loads((home / "models/aol-1000/pretrained-clf-demo/train_summary.json").read_text())
+        fusion = (summary.get("fallback_tests") or {}).get("fusion", {})
+        row = {"commit": summary.get("git_commit", "")[:7], "P@1": clf.metrics.get("P@1"),
+               "fusion": {k: fusion.get(k) for k in ("kept", "gain", "low", "high", "tested_on_rows", "candidate")},
+               "detectable_P@1": (fusion.get("detectable") or {}).get("P@1"),
+               "vs_pretrained": paired_rows(clf, enc).get("P@1") if enc else None,
+               "vs_pecos": paired_rows(clf, pecos).get("P@1"),
+               "vs_pecos_seen": paired_rows(clf, pecos, seen=True).get("P@1")}
+        out[seed] = row
+        print(seed, json.dumps(row, default=str))
+    return out
+
+
+if __name__ == "__main__":
+    main()
