@@ -43,6 +43,13 @@ def lineage_code_version() -> str:
 
 
 @functools.cache
+def lineage_asset_version() -> str:
+    """Dagster's own ``code_version`` of the lineage's assets (graph tables, data set, anchor sets): the lineage code
+    version their records carry, computed once per code location load."""
+    return lineage_code_version()
+
+
+@functools.cache
 def stage_code_version(stage: str) -> str:
     """Dagster's own ``code_version`` of the per-method assets of ``stage`` (``train``: encoder; ``evaluate``:
     label_index, offline_eval; ``abtest``: ab_vs_control), so the UI marks them stale when their code changes: every

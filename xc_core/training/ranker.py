@@ -57,12 +57,13 @@ class ValidationRanker:
 
         docs, labels, exclude = self.vectors(encoder)
         k = self.cfg.val_k
-        # the selection metrics at their own depth; the mismatch reads its own, deeper ranking
-        top = top_k_exact(docs, labels, max(k, 5), exclude=exclude)
-        mismatch = {}
-        if self.attributes is not None:
-            ranked = top_k_exact(docs, labels, max(VAL_MISMATCH_KS), exclude=exclude)
-            mismatch = self.mismatch(self.label_space[ranked] if ranked.size else ranked)
+        depth = max(k, 5)
+        # one ranking: ties go to the lower id at every depth, so the selection metrics' top is a prefix of the
+        # mismatch's deeper one
+        ranked = top_k_exact(docs, labels, max(depth, *VAL_MISMATCH_KS) if self.attributes is not None else depth,
+                             exclude=exclude)
+        top = ranked[:, :depth]
+        mismatch = self.mismatch(self.label_space[ranked] if ranked.size else ranked) if self.attributes else {}
         truth = self.truth
         return {f"recall@{k}": recall_at_k(top[:, :k], truth),
                 "P@1": float(precision_per_row(truth, top, 1).mean()),

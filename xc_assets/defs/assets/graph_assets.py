@@ -4,7 +4,6 @@ One lineage per data set (asset keys prefixed by the data set: ``aol_1000/xc_dat
 data set keeps its own history and checks in the UI. Everything here calls xc_core; no logic lives here.
 """
 
-import functools
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from pydantic import Field
 
 from xc_assets.defs.assets.ingest_assets import markdown_table, png_markdown
 from xc_assets.defs.constants import prefix
+from xc_assets.defs.freshness import lineage_asset_version
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
 from xc_core.datasets.graph_tables import TABLES
@@ -39,22 +39,13 @@ class AnchorSetsConfig(dg.Config):
     use_encoder: bool = Field(default=True, description="ANN proxies and pruning need the encoder")
 
 
-@functools.cache
-def _lineage_version() -> str:
-    """Dagster's own code_version of the lineage's assets (the UI marks them stale when it changes): the lineage
-    code version the records carry, computed once per code location load."""
-    from xc_assets.defs.freshness import lineage_code_version
-
-    return lineage_code_version()
-
-
 def _graph_tables(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
     @dg.multi_asset(
         name=f"{p}_graph_tables",
         specs=[dg.AssetSpec([p, t], deps=[dg.AssetDep("raw_events", partition_mapping=dg.AllPartitionMapping())],
-                            group_name=p, kinds={"duckdb", "parquet"}, code_version=_lineage_version(),
+                            group_name=p, kinds={"duckdb", "parquet"}, code_version=lineage_asset_version(),
                             description=f"{t} of the {dataset} train window (xc_core.datasets.graph_tables)")
                for t in TABLES],
     )
@@ -110,7 +101,7 @@ def _xc_dataset(dataset: str, events: bool | None = None) -> dg.AssetsDefinition
     deps = [[p, t] for t in TABLES] if (dataset in EVENT_DATASETS if events is None else events) else []
 
     @dg.asset(key=[p, "xc_dataset"], deps=deps, group_name=p, kinds={"parquet", "scipy"},
-              code_version=_lineage_version(),
+              code_version=lineage_asset_version(),
               description=f"The {dataset} XC data set: texts, train/test CSR matrices, native anchor sets")
     def xc_dataset(context: dg.AssetExecutionContext, config: DatasetConfig, xc_home: XcHome) -> dg.MaterializeResult:
         from xc_core.stages.dataset import materialize_dataset
@@ -139,10 +130,10 @@ def _anchor_sets(dataset: str) -> dg.AssetsDefinition:
         name=f"{p}_anchor_sets",
         specs=[
             dg.AssetSpec([p, "similar_text"], deps=[[p, "xc_dataset"]], group_name=p, kinds={"faiss", "parquet"},
-                         code_version=_lineage_version(),
+                         code_version=lineage_asset_version(),
                          description="ANN proxy neighbours (TextGNN §4.2.2) for nodes without native anchors"),
             dg.AssetSpec([p, "anchor_sets"], deps=[[p, "xc_dataset"]], group_name=p, kinds={"numpy", "faiss"},
-                         code_version=_lineage_version(),
+                         code_version=lineage_asset_version(),
                          description="Native anchors + ANN proxies, RWR-expanded (RAMEN: 400 hops, restart 0.8, "
                                      "top 10), pruned by encoder cosine > 0"),
         ],

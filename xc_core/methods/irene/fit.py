@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -164,7 +164,7 @@ def choose(vecs: dict[str, np.ndarray], folds: list[Fold], seen_rows: np.ndarray
     fittable = np.isin(columns, seen_rows[~held])
     candidates = [(loss, mode, tau0) for loss in cfg.combiner_loss for mode in cfg.seen_associations
                   for tau0 in (None, *cfg.tau0_grid)]
-    parts = [_fold_tops(vecs, fold, columns, fittable, candidates, cfg, progress, own_label_pairs) for fold in folds]
+    parts = [_fold_tops(vecs, fold, columns, fittable, cfg, progress, own_label_pairs) for fold in folds]
     truth = sp.csr_matrix(sp.vstack([p.truth for p in parts]))
     held_truth = sp.csr_matrix(truth.multiply(np.isin(columns, seen_rows[held])[None, :].astype(np.float32)))
     tops = [np.vstack([p.tops[i] for p in parts]) for i in range(len(candidates) + 1)]  # 0: the encoder alone
@@ -213,10 +213,11 @@ class _FoldTops:
 
 
 def _fold_tops(vecs: dict[str, np.ndarray], fold: Fold, columns: np.ndarray, fittable: np.ndarray,
-               candidates: Sequence[tuple[str, str, float | None]], cfg: IreneConfig, progress: bool,
+               cfg: IreneConfig, progress: bool,
                own_label_pairs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None) -> _FoldTops:
-    """Stage II refit on ``fold``'s fit rows per (loss, seen association) and every candidate's ranking of the
-    fold's scored rows over ``columns`` (``fittable`` ones may be trained on; the rest are novel to the refit)."""
+    """Stage II refit on ``fold``'s fit rows per (loss, seen association) and every candidate's ranking (in
+    :func:`choose`'s order: loss, association rule, then τ0) of the fold's scored rows over ``columns``
+    (``fittable`` ones may be trained on; the rest are novel to the refit)."""
     from xc_core.training.validation import top_k_exact
 
     y_fit = sp.csr_matrix(fold.y_fit[fold.fit_rows])
@@ -230,22 +231,19 @@ def _fold_tops(vecs: dict[str, np.ndarray], fold: Fold, columns: np.ndarray, fit
     tops = [top_k_exact(queries, label_vecs[columns], 10, exclude=exclude)]
     associated: list[float] = []
     k = cfg.associations
-    stages: dict[tuple[str, str], tuple[Any, np.ndarray]] = {}
-    for loss, mode, tau0 in candidates:
-        if (loss, mode) not in stages:
-            fit_assoc = _seen_assoc(mode, y_fit, label_vecs, seen_labels, k)
-            stage = train_stage_two(vecs["train"][fold.fit_rows], label_vecs, y_fit, seen_labels, fit_assoc, cfg,
-                                    loss, progress)
-            stages = {(loss, mode): (stage, represent(stage.combiner, seen_text, stage.weights, seen_text, fit_assoc,
-                                                      cfg))}  # one refit in memory at a time
-        stage, seen_reps = stages[(loss, mode)]
-        assoc = (np.full((len(novel_text), k), -1, dtype=np.int64) if tau0 is None else
-                 novel_associations(novel_text, seen_text, stage.weights, cfg.shortlist, tau0, k))
-        reps = np.empty((len(columns), seen_reps.shape[1]), dtype=np.float32)
-        reps[seen_pos] = seen_reps
-        reps[novel_pos] = represent(stage.combiner, novel_text, stage.weights, seen_text, assoc, cfg)
-        tops.append(top_k_exact(queries, reps, 10, exclude=exclude))
-        associated.append(float((assoc >= 0).sum(axis=1).mean()) if len(assoc) else 0.0)
+    for loss, mode in ((loss, mode) for loss in cfg.combiner_loss for mode in cfg.seen_associations):
+        fit_assoc = _seen_assoc(mode, y_fit, label_vecs, seen_labels, k)
+        stage = train_stage_two(vecs["train"][fold.fit_rows], label_vecs, y_fit, seen_labels, fit_assoc, cfg, loss,
+                                progress)
+        seen_reps = represent(stage.combiner, seen_text, stage.weights, seen_text, fit_assoc, cfg)
+        for tau0 in (None, *cfg.tau0_grid):  # in the order of choose's candidates
+            assoc = (np.full((len(novel_text), k), -1, dtype=np.int64) if tau0 is None else
+                     novel_associations(novel_text, seen_text, stage.weights, cfg.shortlist, tau0, k))
+            reps = np.empty((len(columns), seen_reps.shape[1]), dtype=np.float32)
+            reps[seen_pos] = seen_reps
+            reps[novel_pos] = represent(stage.combiner, novel_text, stage.weights, seen_text, assoc, cfg)
+            tops.append(top_k_exact(queries, reps, 10, exclude=exclude))
+            associated.append(float((assoc >= 0).sum(axis=1).mean()) if len(assoc) else 0.0)
     log.info("IRENE: %s — stage II refit on %d documents, %d rows scored out of fold", fold.name,
              len(fold.fit_rows), len(fold.score_rows))
     return _FoldTops(sp.csr_matrix(fold.truth[:, columns]), tops, associated)
