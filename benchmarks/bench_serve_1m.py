@@ -23,6 +23,14 @@ What it does, each step on xc's own code (bench_serve.py's server and load phase
    against exact search over HTTP;
 6. the split of one request's in-process time between the encoder and the index search.
 
+``--method pretrained-clf`` serves the fused search instead (the classifier stage's path: the label-text index and
+the classifier index, both approximate, their shortlists united with the lexical and hybrid channels' and
+re-scored): the home's ``pretrained-clf`` is trained on the synthetic data set, and the catalogue is its 5,087
+labels (their W trained on clicks) followed by generated ads that have no click yet, the way an ads team adds
+ads between trainings (``FusedClassifier.with_new_labels``: W is their text vector, the untrained offset applies).
+Both indexes take the same efSearch, chosen by the fused answers' recall@10 against the exact fused search (flat
+indexes) on the tuning queries.
+
 JSON: benchmarks/results/serve_1m_<name>.json. Goals (issue #41): recall@10 ≥ 0.95, p99 ≤ 25 ms at 4 clients
 (moonshot p99 ≤ 10 ms at 1 client), on the machine's 2 cores.
 """
@@ -160,11 +168,12 @@ def cached_vectors(texts: list[str], encoder: Any, work: Path, log: Any = print)
 #: whose queries tune and test the index, whose `pretrained` run the versions are logged into, and whose model name
 #: (xc-encoder-synthetic) they are registered under in the scratch home
 DATASET = "synthetic"
-METHOD = "pretrained"  # the shipped encoder, untrained: the label-text index alone (see main's note on -clf)
+METHOD = "pretrained"  # the shipped encoder, untrained: the label-text index alone
+FUSED_METHOD = "pretrained-clf"  # the same encoder with the classifier stage: two indexes and the fused re-score
 
 
-def scratch_home(work: Path, scale: str, profile: str, seed: int) -> tuple[Path, Any, Any]:
-    """(home, data set, trained ``pretrained`` model) under ``<work>/home``, built on the first run only."""
+def scratch_home(work: Path, scale: str, profile: str, seed: int, method: str = METHOD) -> tuple[Path, Any, Any]:
+    """(home, data set, trained ``method`` model) under ``<work>/home``, built on the first run only."""
     from xc_core.datasets.container import XCDataset
     from xc_core.paths import dataset_dir
     from xc_core.simulate.pipeline import simulate_into_store
@@ -180,10 +189,10 @@ def scratch_home(work: Path, scale: str, profile: str, seed: int) -> tuple[Path,
         materialize_dataset(DATASET, home, seed)
     data = XCDataset.load(dataset_dir(home, DATASET))
     try:
-        trained = TrainedModel.of(home, DATASET, METHOD, profile)
+        trained = TrainedModel.of(home, DATASET, method, profile)
     except FileNotFoundError:
-        train_method(data, METHOD, profile, home)
-        trained = TrainedModel.of(home, DATASET, METHOD, profile)
+        train_method(data, method, profile, home)
+        trained = TrainedModel.of(home, DATASET, method, profile)
     return home, data, trained
 
 
@@ -335,10 +344,12 @@ def folder_mb(folder: Path) -> float:
 
 
 def register_index(home: Path, trained: Any, folder: Path, texts: list[str], served_as: str,
-                   sweep_facts: dict[str, Any]) -> dict[str, Any]:
+                   sweep_facts: dict[str, Any], ids: list[str] | None = None,
+                   model_uri: str | None = None) -> dict[str, Any]:
     """Log the served model (the trained model + the index in ``folder`` + the labels) into the training run and
     register it as a new version of ``xc-encoder-<served_as>``: ``register_evaluated``'s two calls, with the
-    index given instead of the evaluation's (there is no evaluation over a million generated labels)."""
+    index given instead of the evaluation's (there is no evaluation over a million generated labels).
+    ``model_uri``: the method's model to serve instead of the trained one (a -clf grown to the catalogue)."""
     from xc_core.tracking.registry import model_name, register
     from xc_core.tracking.served import log_served
     from xc_core.tracking.store import activate, git_commit, tracking_uri
@@ -346,13 +357,14 @@ def register_index(home: Path, trained: Any, folder: Path, texts: list[str], ser
     uri = tracking_uri(home)
     activate(uri)
     commit = git_commit()
-    info = {"method": METHOD, "dataset": served_as, "profile": trained.profile, "trained_model_uri": trained.model_uri,
-            "git_commit": commit}
+    method_model = model_uri or trained.model_uri
+    info = {"method": trained.method, "dataset": served_as, "profile": trained.profile,
+            "trained_model_uri": method_model, "git_commit": commit}
     started = time.perf_counter()
-    logged = log_served(trained.model_uri, trained.mlflow_run_id, folder, label_ids(len(texts)), texts, info)
+    logged = log_served(method_model, trained.mlflow_run_id, folder, ids or label_ids(len(texts)), texts, info)
     log_seconds = time.perf_counter() - started
-    tags = {"method": METHOD, "dataset": served_as, "profile": trained.profile, "git_commit": commit,
-            "mlflow_run_id": trained.mlflow_run_id, "trained_model_uri": trained.model_uri,
+    tags = {"method": trained.method, "dataset": served_as, "profile": trained.profile, "git_commit": commit,
+            "mlflow_run_id": trained.mlflow_run_id, "trained_model_uri": method_model,
             "bench": "bench_serve_1m", "index": json.dumps(sweep_facts)}
     version = register(logged.model_uri, served_as, tags, uri)
     return {"model": model_name(served_as), "version": version, "model_uri": logged.model_uri,
@@ -363,12 +375,115 @@ def label_ids(n: int) -> list[str]:
     return [f"A{i:07d}" for i in range(n)]
 
 
+# -- the fused -clf search over a grown catalogue -------------------------------------------------------------
+
+
+def catalogue(data: Any, generated: list[str], n: int) -> tuple[list[str], list[str], np.ndarray]:
+    """An ``n``-label catalogue for a -clf model: the data set's own labels first (ids 0..L−1, the rows its
+    classifier was trained on), then generated ads whose text is none of theirs, as ads added after training.
+    (label ids, texts, the position in ``generated`` of each added label)."""
+    own = set(data.label_texts)
+    added = np.fromiter((i for i, t in enumerate(generated) if t not in own), dtype=np.int64)[: n - data.n_labels]
+    if len(added) < n - data.n_labels:
+        raise ValueError(f"{len(generated):,} generated texts give {len(added):,} new ones, {n - data.n_labels:,} "
+                         "needed: generate more")
+    ids = [*data.label_ids, *label_ids(len(added))]
+    return ids, [*data.label_texts, *(generated[i] for i in added)], added
+
+
+def grown_classifier(trained: Any, added_vectors: np.ndarray) -> Any:
+    """The trained -clf's classifier with the added labels appended (their text vectors as W, untrained)."""
+    from xc_core.classifier.fusion import FusedClassifier
+    from xc_core.methods.encoder import artefacts
+
+    classifier_dir = artefacts(trained)[2]
+    assert classifier_dir is not None, f"{trained.folder}: {trained.method} has no classifier stage"
+    return FusedClassifier.load(classifier_dir).with_new_labels(added_vectors)
+
+
+def log_grown_model(trained: Any, fused: Any, work: Path) -> str:
+    """Log the trained encoder with the grown classifier as a model of the training run (what ``xc train`` logs
+    for a -clf method, over the larger catalogue); its URI. The folder written for it is removed after."""
+    import mlflow
+
+    from xc_core.methods.encoder import artefacts
+    from xc_core.methods.encoder.pyfunc import log_encoder
+
+    encoder_dir, max_length, _ = artefacts(trained)
+    folder = work / "grown-classifier"
+    shutil.rmtree(folder, ignore_errors=True)
+    fused.save(folder / "classifier")
+    try:
+        with mlflow.start_run(run_id=trained.mlflow_run_id):
+            return str(log_encoder(encoder_dir, max_length, folder, folder / "classifier").model_uri)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def fused_top_k(indexes: tuple[Any, Any], label_vectors: np.ndarray, fused: Any, queries: np.ndarray,
+                texts: list[str], k: int = K) -> np.ndarray:
+    """The fused search's top-k label ids (``classifier/fusion.py``: the one path eval and serving take)."""
+    from xc_core.classifier.fusion import fused_search
+
+    return fused_search(queries, indexes[0], indexes[1], label_vectors, fused, k, texts=texts)[1]
+
+
+def exact_fused(label_vectors: np.ndarray, fused: Any, queries: np.ndarray, texts: list[str]) -> np.ndarray:
+    """The fused top-k with both shortlists from exact search (flat indexes): the truth the approximate one is
+    measured against."""
+    from xc_core.index import IndexConfig, LabelIndex
+
+    flat = IndexConfig(kind="flat")
+    indexes = (LabelIndex.build(label_vectors, cfg=flat), LabelIndex.build(fused.weights, cfg=flat))
+    return fused_top_k(indexes, label_vectors, fused, queries, texts)
+
+
+def fused_sweep(indexes: tuple[Any, Any], label_vectors: np.ndarray, fused: Any, values: list[int],
+                tune: tuple[np.ndarray, list[str], np.ndarray], held: tuple[np.ndarray, list[str], np.ndarray]
+                ) -> list[dict[str, Any]]:
+    """Per efSearch (set on both HNSW indexes): the fused answers' recall@10 against the exact fused search on
+    the tuning and held-out queries, and one query's fused search time (one faiss thread). Each shortlist is
+    ``search_k`` deep, and faiss's HNSW searches at least k deep, so efSearch values under it all act as it."""
+    import faiss
+
+    rows = []
+    default = faiss.omp_get_max_threads()
+    for value in values:
+        for index in indexes:
+            index.set_ef_search(value)
+        fused_top_k(indexes, label_vectors, fused, tune[0][:8], tune[1][:8])  # warm
+        faiss.omp_set_num_threads(1)
+        times = []
+        try:
+            for q, text in zip(tune[0], tune[1], strict=True):
+                started = time.perf_counter()
+                fused_top_k(indexes, label_vectors, fused, q[None, :], [text])
+                times.append(1000 * (time.perf_counter() - started))
+        finally:
+            faiss.omp_set_num_threads(default)
+        rows.append({"kind": "hnsw", "knob": "efSearch", "value": value, "search_k": fused.search_k,
+                     "recall_at_10_tuning": round(recall(tune[2], fused_top_k(indexes, label_vectors, fused,
+                                                                                tune[0], tune[1])), 4),
+                     "recall_at_10_held_out": round(recall(held[2], fused_top_k(indexes, label_vectors, fused,
+                                                                                  held[0], held[1])), 4),
+                     "single_query_ms_p50": round(float(np.median(times)), 3),
+                     "single_query_ms_p99": round(float(np.percentile(times, 99)), 3)})
+        print(f"   fused efSearch={value}: recall@10 tuning {rows[-1]['recall_at_10_tuning']}, held-out "
+              f"{rows[-1]['recall_at_10_held_out']}, {rows[-1]['single_query_ms_p50']} ms "
+              f"(p99 {rows[-1]['single_query_ms_p99']})", file=sys.stderr, flush=True)
+    return rows
+
+
 # -- serving: bench_serve's server and phases, and the served answers' recall --------------------------------
 
 
-def served_recall(port: int, held: list[str], truth: np.ndarray, batch: int = 32) -> dict[str, Any]:
-    """Recall@10 of what ``xc serve`` answers over HTTP for the held-out queries, against exact search."""
+def served_recall(port: int, held: list[str], truth: np.ndarray, batch: int = 32,
+                  ids: list[str] | None = None) -> dict[str, Any]:
+    """Recall@10 of what ``xc serve`` answers over HTTP for the held-out queries, against exact search. ``ids``:
+    the catalogue's label ids in index order (default: the generated ``A0001234`` = index id 1234)."""
     import http.client
+
+    row_of = {label: row for row, label in enumerate(ids)} if ids is not None else None
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     found = np.full((len(held), K), -1, dtype=np.int64)
@@ -380,14 +495,15 @@ def served_recall(port: int, held: list[str], truth: np.ndarray, batch: int = 32
         if response.status != 200:
             raise RuntimeError(f"xc serve answered {response.status}: {answer}")
         for row, result in enumerate(answer["results"]):
-            ids = [int(label["label_id"][1:]) for label in result["labels"]]  # A0001234 → index id 1234
-            found[s + row, : len(ids)] = ids
+            found_ids = [int(label["label_id"][1:]) if row_of is None else row_of[label["label_id"]]
+                         for label in result["labels"]]
+            found[s + row, : len(found_ids)] = found_ids
     conn.close()
     return {"queries": len(held), "recall_at_10": round(recall(truth, found), 4)}
 
 
 def serve_phases(home: Path, served_as: str, version: str, pool: list[str], held: list[str], truth: np.ndarray,
-                 args: argparse.Namespace) -> dict[str, Any]:
+                 args: argparse.Namespace, ids: list[str] | None = None) -> dict[str, Any]:
     """``xc serve --version N`` under bench_serve's phases, then its answers' recall; its resident memory."""
     phases = [Phase("single x1", 1, 1, args.requests), Phase("single x4", 4, 1, args.requests),
               Phase("batch32 x1", 1, 32, args.batch_requests), Phase("batch32 x4", 4, 32, args.batch_requests)]
@@ -401,7 +517,7 @@ def serve_phases(home: Path, served_as: str, version: str, pool: list[str], held
             out["phases"].append(row)
             print(f"   {phase.name}: p50 {row['p50_ms']} p99 {row['p99_ms']} ms, {row['queries_per_s']} q/s, "
                   f"{row['errors']} errors", file=sys.stderr, flush=True)
-        out["served_recall"] = served_recall(server.port, held, truth)
+        out["served_recall"] = served_recall(server.port, held, truth, ids=ids)
         out["rss_end_mb"] = _rss_mb(pid=server.proc.pid)  # type: ignore[union-attr]
     out["server"] = server.facts
     return out
@@ -430,7 +546,7 @@ def time_split(home: Path, model: str, version: str, queries: list[str], batch: 
             started = time.perf_counter()
             vectors = served.embed(group)
             middle = time.perf_counter()
-            served.index.search(vectors, K)
+            search_after_embedding(served, vectors, group)
             embed.append(middle - started)
             search.append(time.perf_counter() - middle)
         e, s = 1000 * float(np.median(embed)), 1000 * float(np.median(search))
@@ -438,14 +554,22 @@ def time_split(home: Path, model: str, version: str, queries: list[str], batch: 
         # after ONNX Runtime (its threads and faiss's OpenMP threads take turns on the same 2 cores)
         embedded = [served.embed(group) for group in groups]
         alone = []
-        for v in embedded:
+        for v, group in zip(embedded, groups, strict=True):
             started = time.perf_counter()
-            served.index.search(v, K)
+            search_after_embedding(served, v, group)
             alone.append(time.perf_counter() - started)
         out[size] = {"requests": len(groups), "queries_per_request": len(groups[0]), "encoder_ms": round(e, 3),
                      "search_ms": round(s, 3), "encoder_share": round(e / (e + s), 3),
                      "search_alone_ms": round(1000 * float(np.median(alone)), 3)}
     return out
+
+
+def search_after_embedding(served: Any, vectors: np.ndarray, texts: list[str]) -> None:
+    """What ``ServedModel.search`` does once the queries are embedded: the fused search or the index's."""
+    if served.fused is not None:
+        fused_top_k((served.index, served.classifier_index), served.label_vectors, served.fused, vectors, texts)
+    else:
+        served.index.search(vectors, K)
 
 
 # -- the report ----------------------------------------------------------------------------------------------
@@ -473,7 +597,8 @@ def markdown(result: dict[str, Any]) -> str:
         mark = " **chosen**" if r == {k: v for k, v in result["chosen"].items() if k != "why"} else ""
         lines.append(f"| {r['kind']}{mark} | {r['knob']} {r['value']} | {r['recall_at_10_tuning']} | "
                      f"{r['recall_at_10_held_out']} | {r['single_query_ms_p50']} / {r['single_query_ms_p99']} | "
-                     f"{r['single_query_ms_p50_default_threads']} / {r['single_query_ms_p99_default_threads']} |")
+                     f"{r.get('single_query_ms_p50_default_threads', '–')} / "
+                     f"{r.get('single_query_ms_p99_default_threads', '–')} |")
     lines += ["", "| phase | requests | errors | p50 ms | p99 ms | queries/s |", "|---|---:|---:|---:|---:|---:|"]
     for p in result["served"]["phases"]:
         lines.append(f"| {p['phase']} | {p['requests']} | {p['errors']} | {p['p50_ms']} | {p['p99_ms']} | "
@@ -506,6 +631,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-load", type=float, default=1.5, help="serve once the 1-minute load average is below")
     parser.add_argument("--wait-minutes", type=float, default=5.0, help="… or after waiting this long")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--method", default=METHOD, choices=(METHOD, FUSED_METHOD),
+                        help="the label-text index alone, or the -clf's fused search over a grown catalogue")
+    parser.add_argument("--fused-ef-search", default="16,128,192,256",
+                        help="efSearch values of the fused sweep (both indexes; under search_k they act as it)")
     parser.add_argument("--keep-index", action="store_true", help="keep <work>/index-* after registering")
     parser.add_argument("--out", type=Path, help="default benchmarks/results/serve_1m_<name>.json")
     return parser.parse_args()
@@ -544,39 +673,35 @@ def main() -> None:
     started = time.perf_counter()
     result: dict[str, Any] = {"bench": "bench_serve_1m", "machine": machine(), "git": git_head(),
                               "settings": {k: str(v) for k, v in vars(args).items()}, "served_as": served_as,
-                              "niceness": os.nice(0)}  # xc serve and the clients inherit it
-    say("home")
-    home, data, trained = scratch_home(work, args.scale, args.profile, args.seed)
+                              "method": args.method, "niceness": os.nice(0)}  # xc serve and the clients inherit it
+    say(f"home ({args.method})")
+    home, data, trained = scratch_home(work, args.scale, args.profile, args.seed, args.method)
     encoder = served_encoder(trained, work)
-    texts = ad_texts(args.labels, args.seed)
-    result.update(labels=len(texts), label_examples=texts[:5])
-    say(f"{len(texts):,} label texts; vectors")
-    vectors, result["vectors"] = cached_vectors(texts, encoder, work, log=say)
+    generated = ad_texts(args.labels, args.seed)
+    say(f"{len(generated):,} generated texts; vectors")
+    vectors, result["vectors"] = cached_vectors(generated, encoder, work, log=say)
     tune_texts, held_texts = query_sets(data, args.queries, args.seed)
     tune_q, held_q = encoder.encode(tune_texts), encoder.encode(held_texts)
-    say("exact search")
-    began = time.perf_counter()
-    truth = exact_top_k(vectors, np.concatenate([tune_q, held_q]))
-    result["exact"] = {"seconds_for_all_queries": round(time.perf_counter() - began, 1),
-                       "queries": len(tune_q) + len(held_q)}
-    tune, held = (tune_q, truth[: len(tune_q)]), (held_q, truth[len(tune_q):])
     result["queries"] = {"tuning": len(tune_texts), "held_out": len(held_texts),
                          "tuning_from": f"{DATASET} train queries (not test queries)",
                          "held_out_from": f"{DATASET} test queries"}
-    chosen, result["sweep"], result["builds"], index = sweep_all(vectors, trained, served_as, tune, held, args)
-    result["chosen"] = chosen
-    folder = index.save(work / f"index-{served_as}")
-    result["index"] = {"kind": chosen["kind"], "config": index.cfg.model_dump(), "size_mb": folder_mb(folder),
-                       "build": result["builds"][chosen["kind"]]}
-    del index, vectors
+    queries = (tune_texts, tune_q, held_texts, held_q)
+    if args.method == FUSED_METHOD:
+        folder, ids, texts, held_truth, model_uri = prepare_fused(data, trained, encoder, generated, vectors,
+                                                                  queries, work, served_as, args, result)
+    else:
+        folder, held_truth = prepare_label_text(vectors, trained, queries, work, served_as, args, result)
+        ids, texts, model_uri = None, generated, None
+    result.update(labels=len(texts), label_examples=texts[:5])
+    chosen = result["chosen"]
     say(f"chosen {chosen['kind']} {chosen['knob']}={chosen['value']}; registering")
     result["registered"] = register_index(home, trained, folder, texts, served_as, {
-        "kind": chosen["kind"], chosen["knob"]: chosen["value"]})
+        "kind": chosen["kind"], chosen["knob"]: chosen["value"]}, ids=ids, model_uri=model_uri)
     if not args.keep_index:
         shutil.rmtree(folder)
     version = result["registered"]["version"]
     say(f"serving v{version}")
-    result["served"] = serve_phases(home, served_as, version, held_texts, held_texts, held[1], args)
+    result["served"] = serve_phases(home, served_as, version, held_texts, held_texts, held_truth, args, ids=ids)
     say("time split")
     load, quiet = wait_for_quiet(args.max_load, args.wait_minutes * 60)
     result["time_split"] = {"load_average_1m_at_start": load, "quiet_at_start": quiet}
@@ -588,6 +713,75 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(markdown(result))
     say(f"written: {out}")
+
+
+#: (tuning texts, their vectors, held-out texts, their vectors)
+Queries = tuple[list[str], np.ndarray, list[str], np.ndarray]
+
+
+def prepare_label_text(vectors: np.ndarray, trained: Any, queries: Queries, work: Path, served_as: str,
+                       args: argparse.Namespace, result: dict[str, Any]) -> tuple[Path, np.ndarray]:
+    """The label-text index over the generated labels: swept against exact search, the chosen one saved;
+    (its folder, the held-out queries' exact top-k)."""
+    _, tune_q, _, held_q = queries
+    say("exact search")
+    began = time.perf_counter()
+    truth = exact_top_k(vectors, np.concatenate([tune_q, held_q]))
+    result["exact"] = {"seconds_for_all_queries": round(time.perf_counter() - began, 1),
+                       "queries": len(tune_q) + len(held_q)}
+    tune, held = (tune_q, truth[: len(tune_q)]), (held_q, truth[len(tune_q):])
+    chosen, result["sweep"], result["builds"], index = sweep_all(vectors, trained, served_as, tune, held, args)
+    result["chosen"] = chosen
+    folder = index.save(work / f"index-{served_as}")
+    result["index"] = {"kind": chosen["kind"], "config": index.cfg.model_dump(), "size_mb": folder_mb(folder),
+                       "build": result["builds"][chosen["kind"]]}
+    return folder, held[1]
+
+
+def prepare_fused(data: Any, trained: Any, encoder: Any, generated: list[str], generated_vectors: np.ndarray,
+                  queries: Queries, work: Path, served_as: str, args: argparse.Namespace,
+                  result: dict[str, Any]) -> tuple[Path, list[str], list[str], np.ndarray, str]:
+    """The -clf's catalogue grown to ``--labels``, its two HNSW indexes swept together against the exact fused
+    search, the chosen ones saved with the label vectors as the fused search reads them, the grown classifier
+    logged; (index folder, label ids, texts, the held-out queries' exact fused top-k, the grown model's URI)."""
+    from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS
+    from xc_core.index import IndexConfig
+
+    tune_texts, tune_q, held_texts, held_q = queries
+    ids, texts, added = catalogue(data, generated, args.labels)
+    vectors = np.concatenate([encoder.encode(list(data.label_texts)), generated_vectors[added]])
+    fused = grown_classifier(trained, vectors[data.n_labels:])
+    result["catalogue"] = {"labels": len(texts), "trained_on_clicks": int(data.n_labels),
+                           "added_without_clicks": int(len(added)), "alpha": fused.alpha,
+                           "lexical_weight": fused.lexical_weight, "linear_weight": fused.linear_weight,
+                           "untrained_offset": fused.untrained_offset, "search_k": fused.search_k}
+    say("exact fused search")
+    began = time.perf_counter()
+    truth = exact_fused(vectors, fused, np.concatenate([tune_q, held_q]), [*tune_texts, *held_texts])
+    result["exact"] = {"seconds_for_all_queries": round(time.perf_counter() - began, 1),
+                       "queries": len(tune_q) + len(held_q), "search": "fused, both shortlists from flat indexes"}
+    cfg = IndexConfig(kind="hnsw", hnsw_m=args.hnsw_m, ef_construction=args.ef_construction)
+    result["builds"] = {}
+    indexes = []
+    for name, matrix in (("label text", vectors), ("classifier", fused.weights)):
+        say(f"building the {name} index")
+        index, result["builds"][name] = build_index(matrix, cfg, trained.model_uri, served_as)
+        indexes.append(index)
+    rows = fused_sweep((indexes[0], indexes[1]), vectors, fused, [int(v) for v in args.fused_ef_search.split(",")],
+                       (tune_q, tune_texts, truth[: len(tune_q)]), (held_q, held_texts, truth[len(tune_q):]))
+    chosen = result["chosen"] = choose(rows, GOAL_RECALL)
+    result["sweep"] = rows
+    for index in indexes:
+        index.set_ef_search(chosen["value"])
+    folder = indexes[0].save(work / f"index-{served_as}")
+    indexes[1].save(folder / CLASSIFIER_INDEX)
+    np.save(folder / LABEL_VECTORS, vectors)
+    result["index"] = {"kind": "hnsw", "config": indexes[0].cfg.model_dump(), "size_mb": folder_mb(folder),
+                       "build": result["builds"]}
+    del indexes
+    say("logging the grown classifier")
+    model_uri = log_grown_model(trained, fused, work)
+    return folder, ids, texts, truth[len(tune_q):], model_uri
 
 
 if __name__ == "__main__":

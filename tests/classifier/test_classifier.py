@@ -105,6 +105,29 @@ def test_a_label_without_training_positives_keeps_its_text_vector_and_is_found_b
         assert label in top[0], f"alpha {alpha}: the label is found by its own text"
 
 
+def test_labels_added_after_training_are_found_by_their_text_and_take_the_untrained_offset(
+        tiny_data: XCDataset, encoder_dir: Path) -> None:
+    label_vecs = _encode(encoder_dir, tiny_data.label_texts)
+    fit = train_classifier(label_vecs, _encode(encoder_dir, tiny_data.train_texts), sp.csr_matrix(tiny_data.y_train),
+                           ClassifierConfig(epochs=2, lr=0.01))
+    untrained = np.diff(sp.csr_matrix(tiny_data.y_train).tocsc().indptr) == 0
+    fused = FusedClassifier(fit.weights, 0.5, 20, untrained_offset=-0.05, untrained=untrained)
+    new_texts = ["zebra striped umbrella stand", "quantum flux capacitor repair kit"]
+    new_vecs = _encode(encoder_dir, new_texts)
+    grown = fused.with_new_labels(new_vecs)
+    n = len(label_vecs)
+    np.testing.assert_array_equal(grown.weights[:n], fit.weights)
+    np.testing.assert_array_equal(grown.weights[n:], new_vecs)
+    offsets = grown.label_offsets()
+    assert offsets is not None and offsets.shape == (n + 2,) and np.all(offsets[n:] == np.float32(-0.05))
+    all_vecs = np.concatenate([label_vecs, new_vecs])
+    top = _search(new_vecs, all_vecs, grown, 5)
+    assert top[0][0] == n and top[1][0] == n + 1, "an added ad is found first by its own text"
+    assert len(fused.weights) == n, "the classifier it grew from is unchanged"
+    with pytest.raises(ValueError, match=r"\(n, "):
+        fused.with_new_labels(new_vecs[:, :3])
+
+
 def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny_data: XCDataset,
                                                                           tmp_path: Path) -> None:
     import mlflow

@@ -71,3 +71,56 @@ def test_an_approximate_index_is_registered_served_and_recalls(tiny_home: Path, 
         served = bench.served_recall(server.port, held_texts, held[1])
     # the served answers are the chosen index's: xc serve loads its efSearch from the manifest
     assert served["recall_at_10"] == pytest.approx(chosen["recall_at_10_held_out"], abs=0.02)
+
+
+@pytest.mark.slow
+def test_a_grown_classifier_catalogue_is_served_through_the_fused_search(tiny_home: Path, tmp_path: Path) -> None:
+    """The -clf case: the data set's labels and 1,000 generated ads with no click, two HNSW indexes swept against
+    the exact fused search, the grown classifier registered and served; the HTTP answers recall as measured."""
+    from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS
+    from xc_core.datasets.container import XCDataset
+    from xc_core.index import IndexConfig
+    from xc_core.paths import dataset_dir
+    from xc_core.stages.train import train_method
+    from xc_core.training.record import TrainedModel
+
+    home = tmp_path / "home"
+    shutil.copytree(tiny_home, home, ignore=shutil.ignore_patterns("events", "simulate", "graphs", "mlflow",
+                                                                    "models", "indexes", "eval", "serving"))
+    data = XCDataset.load(dataset_dir(home, bench.DATASET))
+    train_method(data, bench.FUSED_METHOD, "tiny", home)
+    trained = TrainedModel.of(home, bench.DATASET, bench.FUSED_METHOD, "tiny")
+    encoder = bench.served_encoder(trained, tmp_path, onnx=False)
+
+    generated = bench.ad_texts(1000 + data.n_labels, 0)
+    ids, texts, added = bench.catalogue(data, generated, data.n_labels + 1000)
+    assert ids[: data.n_labels] == list(data.label_ids) and len(texts) == len(set(ids)) == data.n_labels + 1000
+    new = texts[data.n_labels:]
+    assert len(set(new)) == 1000 and not set(new) & set(data.label_texts), "added ads are new texts"
+    vectors = np.concatenate([encoder.encode(list(data.label_texts)), encoder.encode([generated[i] for i in added])])
+    fused = bench.grown_classifier(trained, vectors[data.n_labels:])
+    assert fused.weights.shape == vectors.shape
+
+    tune_texts, held_texts = bench.query_sets(data, 64, 0)
+    tune_q, held_q = encoder.encode(tune_texts), encoder.encode(held_texts)
+    truth = bench.exact_fused(vectors, fused, np.concatenate([tune_q, held_q]), [*tune_texts, *held_texts])
+    cfg = IndexConfig(kind="hnsw", hnsw_m=8, ef_construction=40)
+    indexes = (bench.build_index(vectors, cfg, trained.model_uri, SERVED_AS)[0],
+               bench.build_index(fused.weights, cfg, trained.model_uri, SERVED_AS)[0])
+    rows = bench.fused_sweep(indexes, vectors, fused, [16, 256], (tune_q, tune_texts, truth[: len(tune_q)]),
+                             (held_q, held_texts, truth[len(tune_q):]))
+    chosen = bench.choose(rows, bench.GOAL_RECALL)
+    for index in indexes:
+        index.set_ef_search(chosen["value"])
+    folder = indexes[0].save(tmp_path / "index")
+    indexes[1].save(folder / CLASSIFIER_INDEX)
+    np.save(folder / LABEL_VECTORS, vectors)
+    grown_uri = bench.log_grown_model(trained, fused, tmp_path)
+    registered = bench.register_index(home, trained, folder, texts, SERVED_AS, {"efSearch": chosen["value"]},
+                                      ids=ids, model_uri=grown_uri)
+
+    with bench.Server(home, SERVED_AS, registered["version"], ready_timeout_s=120) as server:
+        assert server.facts["labels_in_index"] == len(texts)
+        served = bench.served_recall(server.port, held_texts, truth[len(tune_q):], ids=ids)
+    # what xc serve answers is the fused search the sweep measured (ties aside)
+    assert served["recall_at_10"] == pytest.approx(chosen["recall_at_10_held_out"], abs=0.02)

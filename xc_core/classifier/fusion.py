@@ -15,7 +15,7 @@ join the shortlist too and ``linear_weight * linear`` is added (0 outside its be
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,17 @@ class FusedClassifier:
         linear = self.linear_weight if linear_weight is None else linear_weight
         return FusedClassifier(self.weights, alpha, self.search_k, self.info, self.lexical, weight, offset,
                                self.untrained, self.linear, linear)
+
+    def with_new_labels(self, vectors: np.ndarray) -> FusedClassifier:
+        """The same classifier over a catalogue grown by labels that have no click yet (ads added after training):
+        their ids follow the current ones, and each gets its text vector (``vectors``, unit rows) as its W row and
+        counts as untrained, which is what training gives every label it saw no positive for (``train.py``). The
+        lexical and hybrid channels vote only for labels with training documents, so they are unchanged."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.weights.shape[1]:
+            raise ValueError(f"new label vectors must be (n, {self.weights.shape[1]}), got {vectors.shape}")
+        untrained = None if self.untrained is None else np.concatenate([self.untrained, np.ones(len(vectors), bool)])
+        return replace(self, weights=np.concatenate([self.weights, vectors]), untrained=untrained)
 
     @property
     def megabytes(self) -> float:
