@@ -32,6 +32,30 @@ def latest(folder: Path) -> Path | None:
     return path if (path / "state.json").exists() else None
 
 
+def save_encoder(folder: Path, model: Any, tokenizer: Any) -> None:
+    """Atomic save of an encoder's weights (safetensors) and tokenizer as an HF folder: written under a temp name
+    and renamed, so a kill mid-save leaves the previous folder (the trainer's epoch-0 and best-epoch copies)."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    _write_encoder(tmp, model, tokenizer)
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+
+
+def load_encoder_weights(model: Any, folder: Path) -> None:
+    """Put the weights saved in an HF folder (:func:`save_encoder`, a checkpoint's ``encoder/``) into ``model``."""
+    from safetensors.torch import load_file
+
+    model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=False)
+
+
+def _write_encoder(folder: Path, model: Any, tokenizer: Any) -> None:
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+
+
 def save_checkpoint(folder: Path, model: Any, tokenizer: Any, state: dict[str, Any], arrays: dict[str, np.ndarray],
                     torch_state: dict[str, Any]) -> Path:
     import torch
@@ -40,8 +64,7 @@ def save_checkpoint(folder: Path, model: Any, tokenizer: Any, state: dict[str, A
     name = f"step-{state['global_step']:08d}-e{state['epoch']}"
     tmp = folder / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
-    model.save_pretrained(tmp / "encoder", safe_serialization=True)
-    tokenizer.save_pretrained(tmp / "encoder")
+    _write_encoder(tmp / "encoder", model, tokenizer)
     torch.save(torch_state, tmp / "trainer_state.pt")
     np.savez(tmp / "arrays.npz", **arrays)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str) + "\n")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,7 +29,7 @@ from xc_core.graphs.pruning import prune_anchor_set
 from xc_core.seeds import Stream
 from xc_core.training.anchor_prep import prepare_anchors
 from xc_core.training.batches import Batch, BatchBuilder
-from xc_core.training.checkpoint import latest, load_checkpoint, save_checkpoint
+from xc_core.training.checkpoint import latest, load_checkpoint, load_encoder_weights, save_checkpoint, save_encoder
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
 from xc_core.training.ranker import ValidationRanker
@@ -389,11 +388,8 @@ class Trainer:
         save_checkpoint(self.checkpoint_dir, self.encoder.model, self.encoder.tokenizer, state, arrays, torch_state)
 
     def _restore(self, optimizer: Any, scheduler: Any) -> tuple[dict[str, Any], np.ndarray | None]:
-        from safetensors.torch import load_file
-
         state, arrays, torch_state, path = load_checkpoint(self.checkpoint_dir)
-        weights = load_file(str(path / "encoder" / "model.safetensors"))
-        self.encoder.model.load_state_dict(weights, strict=False)
+        load_encoder_weights(self.encoder.model, path / "encoder")
         optimizer.load_state_dict(torch_state["optimizer"])
         scheduler.load_state_dict(torch_state["scheduler"])
         self.bandit.load_state_dict(torch_state["bandit"])
@@ -424,25 +420,10 @@ class Trainer:
         if self.cfg.select_best and self._last_top is not None and self.choice.add(epoch, self._last_top):
             # epoch 0 is the fallback, served when no trained epoch beats it; a later best is the candidate
             if self.rank == 0:
-                self._save_encoder(self.start_dir if epoch == 0 else self.best_dir)
+                save_encoder(self.start_dir if epoch == 0 else self.best_dir, self.encoder.model,
+                             self.encoder.tokenizer)
         log.info("epoch %d: %s", epoch, record)
         return record
-
-    def _save_encoder(self, folder: Path) -> None:
-        """Atomic save of the current weights and tokenizer (a kill mid-save leaves the previous folder)."""
-        tmp = folder.with_name(folder.name + ".tmp")
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        self.encoder.model.save_pretrained(tmp, safe_serialization=True)
-        self.encoder.tokenizer.save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-
-    def _load_weights(self, folder: Path) -> None:
-        from safetensors.torch import load_file
-
-        self.encoder.model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=False)
 
     def _serve_chosen_epoch(self) -> Decision | None:
         """Load the served epoch's weights: the best on the pick half when it beats epoch 0 on the check half
@@ -454,9 +435,9 @@ class Trainer:
         if not decision.kept:
             self.choice.best = {"epoch": 0, "metric": self.best["metric"]}
             if self.start_dir.exists():
-                self._load_weights(self.start_dir)
+                load_encoder_weights(self.encoder.model, self.start_dir)
         elif self.best["epoch"] != self.cfg.epochs and self.best_dir.exists():
-            self._load_weights(self.best_dir)
+            load_encoder_weights(self.encoder.model, self.best_dir)
         return decision
 
     # -- the loop ----------------------------------------------------------------------------
@@ -540,7 +521,7 @@ class Trainer:
         selected = next((h for h in history if h["epoch"] == self.best["epoch"]), history[-1] if history else {})
         encoder_dir = self.out / "encoder"
         if self.rank == 0:
-            self._save_encoder(encoder_dir)
+            save_encoder(encoder_dir, self.encoder.model, self.encoder.tokenizer)
             self.sink.log_metrics({"selected_epoch": float(selected.get("epoch", cfg.epochs))}, global_step)
         return TrainResult(
             epochs=cfg.epochs, steps=global_step, final_task_loss=float(history[-1].get("task_loss", task_value)),
