@@ -1,5 +1,10 @@
 """Ingestion benchmark: all of aol-1000, and a generated 10M-row canonical Parquet file.
 
+``--engines`` (issue #42) also ingests the generated rows split into ``--files`` Parquet files with each engine
+(``default``: xc's own process, the engine every home uses; ``spark``: ``xc ingest --engine spark``, the files
+validated as Spark tasks on ``local[2]``), into fresh homes: events/s, events/s a core, and the peak memory of the
+Python process and, for Spark, of its JVM (the largest child process: the driver and the ``local`` executors).
+
 Each measurement runs in its own process so its peak RSS is its own. Baseline, measured in the same
 run: reading the same Parquet file with pyarrow and nothing else (the floor any ingestion pays).
 Goals (issue 2): aol-1000 ≤ 10 s; generic Parquet ≥ 1M events/s; peak RSS ≤ 2 GB for 10M rows.
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import peak_rss_mb  # benchmarks run as scripts from this folder
+from bench_serve import git_head
 
 RESULTS = Path(__file__).parent / "results" / "bench_ingest.json"
 
@@ -57,6 +63,8 @@ def part(name: str, path: str, home: str) -> dict[str, Any]:
         import pyarrow.parquet as pq
 
         rows = sum(batch.num_rows for batch in pq.ParquetFile(path).iter_batches(batch_size=1_000_000))
+    elif name.startswith("engine_"):
+        return engine_part(name.removeprefix("engine_"), Path(path), Path(home))
     else:
         from xc_core.logs.ingest import Source, ingest
 
@@ -75,6 +83,87 @@ def part(name: str, path: str, home: str) -> dict[str, Any]:
     return result
 
 
+def engine_part(engine: str, folder: Path, home: Path) -> dict[str, Any]:
+    """The Parquet files of ``folder`` ingested by ``engine`` into a fresh ``home`` (inside a child process)."""
+    from xc_core.logs.ingest import Source, ingest
+    from xc_core.logs.spark_ingest import ingest_on_spark
+
+    sources = [Source("events", path) for path in sorted(folder.glob("*.parquet"))]
+    with ChildSampler() as jvm:  # Spark's JVM is a child process that outlives the session's stop
+        started = time.perf_counter()
+        summary = ingest(sources, home, progress=False) if engine == "default" else ingest_on_spark(sources, home)
+        seconds = time.perf_counter() - started
+    assert summary.accepted + summary.rejected == summary.read and summary.stored == summary.accepted
+    cpu = os.times()
+    cpu_seconds = cpu.user + cpu.system + jvm.cpu_seconds
+    return {"engine": engine, "files": len(sources), "rows": summary.read, "stored": summary.stored,
+            "seconds": round(seconds, 2), "events_per_s": round(summary.read / seconds),
+            # a core's throughput from the CPU time spent, both processes counted: the figure that scales out
+            "events_per_cpu_s": round(summary.read / cpu_seconds),
+            "cpu_seconds_python": round(cpu.user + cpu.system, 2),
+            "cpu_seconds_children": round(jvm.cpu_seconds, 2), "peak_rss_mb_python": round(peak_rss_mb(), 1),
+            "peak_rss_mb_children": round(jvm.peak_mb, 1), "phase_seconds": summary.phases}
+
+
+class ChildSampler:
+    """Every 0.2 s, the summed RSS and CPU time of this process's descendants (read from /proc): the peak RSS and the
+    last CPU seconds seen. Spark's JVM is such a descendant, and ``getrusage`` counts it only once reaped."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak_mb, self.cpu_seconds, self._stop = 0.0, 0.0, threading.Event()
+        self._cpu: dict[int, float] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ChildSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.wait(0.2):
+            rss = 0.0
+            for pid in _descendants(os.getpid()):
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue  # it ended between the listing and the read
+                rss += next((int(line.split()[1]) / 1024 for line in status.splitlines()
+                             if line.startswith("VmRSS:")), 0.0)
+                self._cpu[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            self.peak_mb, self.cpu_seconds = max(self.peak_mb, rss), sum(self._cpu.values())
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            try:
+                kids = [int(k) for k in task.read_text().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def split_file(path: Path, folder: Path, files: int) -> None:
+    """``path``'s rows in ``files`` consecutive Parquet files (a day's logs arrive as several files)."""
+    import polars as pl
+
+    frame = pl.read_parquet(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    step = -(-frame.height // files)
+    for i in range(files):
+        frame.slice(i * step, step).write_parquet(folder / f"part-{i:03d}.parquet", row_group_size=1_000_000)
+
+
 def wait_for_quiet(max_load: float, wait_minutes: float) -> float:
     """The 1-minute load average once it is at most ``max_load`` (or when ``wait_minutes`` have passed)."""
     deadline = time.monotonic() + wait_minutes * 60
@@ -89,6 +178,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--max-load", type=float, default=0.8, help="wait until the 1-minute load average is below")
     parser.add_argument("--wait-minutes", type=float, default=20.0, help="for at most this long")
+    parser.add_argument("--engines", default="", help="also compare ingestion engines, e.g. default,spark")
+    parser.add_argument("--files", type=int, default=4, help="… on the generated rows split into this many files")
+    parser.add_argument("--only-engines", action="store_true", help="skip aol-1000 and the single-file runs")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--part", nargs=3, metavar=("NAME", "PATH", "HOME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.part:
@@ -101,7 +194,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         parquet = Path(tmp) / "events.parquet"
         generate(parquet, args.rows)
-        jobs = {"aol-1000": str(aol_archive()), "generic_parquet": str(parquet), "baseline_pyarrow_read": str(parquet)}
+        jobs = {} if args.only_engines else {"aol-1000": str(aol_archive()), "generic_parquet": str(parquet),
+                                             "baseline_pyarrow_read": str(parquet)}
+        if engines := [e for e in args.engines.split(",") if e]:
+            split_file(parquet, Path(tmp) / "parts", args.files)
+            jobs |= {f"engine_{e}": str(Path(tmp) / "parts") for e in engines}
         for name, path in jobs.items():
             load = os.getloadavg()[0]  # includes this script's own work just before (generating, the run before)
             out = subprocess.run([sys.executable, __file__, "--part", name, path, str(Path(tmp) / f"home-{name}")],
@@ -110,6 +207,9 @@ def main() -> None:
             results[name] = {**measured, "load_average_1m_before": round(load, 2)}
             print(name, results[name], flush=True)
         results["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
+    if args.only_engines:
+        write(results, args.out)
+        return
     generic, baseline = results["generic_parquet"], results["baseline_pyarrow_read"]
     results["ratio_generic_vs_pyarrow_read_seconds"] = round(generic["seconds"] / baseline["seconds"], 1)
     results["goals"] = {
@@ -117,8 +217,13 @@ def main() -> None:
         "generic_events_per_s>=1e6": generic["events_per_s"] >= 1_000_000,
         "generic_peak_rss_mb<=2048": generic["peak_rss_mb"] <= 2048,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write(results, args.out)
+
+
+def write(results: dict[str, Any], out: Path) -> None:
+    results["git"] = git_head()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results))
 
 
