@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,22 @@ import bench_serve_1m as bench  # a benchmark script, imported from its folder
 SERVED_AS = bench.DATASET  # xc serve serves known data sets only
 
 
+def _trained_home(tiny_home: Path, tmp_path: Path, method: str) -> tuple[Path, Any, Any, Any]:
+    """(a copy of the tiny home's data set, the data set, ``method`` trained there at tiny, its served encoder)."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.paths import dataset_dir
+    from xc_core.stages.train import train_method
+    from xc_core.training.record import TrainedModel
+
+    home = tmp_path / "home"
+    shutil.copytree(tiny_home, home, ignore=shutil.ignore_patterns("events", "simulate", "graphs", "mlflow",
+                                                                    "models", "indexes", "eval", "serving"))
+    data = XCDataset.load(dataset_dir(home, bench.DATASET))
+    train_method(data, method, "tiny", home)
+    trained = TrainedModel.of(home, bench.DATASET, method, "tiny")
+    return home, data, trained, bench.served_encoder(trained, tmp_path, onnx=False)
+
+
 def test_ad_texts_are_distinct_and_seeded() -> None:
     texts = bench.ad_texts(3000, 0)
     assert len(set(texts)) == 3000
@@ -31,19 +48,9 @@ def test_ad_texts_are_distinct_and_seeded() -> None:
 
 @pytest.mark.slow
 def test_an_approximate_index_is_registered_served_and_recalls(tiny_home: Path, tmp_path: Path) -> None:
-    from xc_core.datasets.container import XCDataset
     from xc_core.index import IndexConfig
-    from xc_core.paths import dataset_dir
-    from xc_core.stages.train import train_method
-    from xc_core.training.record import TrainedModel
 
-    home = tmp_path / "home"
-    shutil.copytree(tiny_home, home, ignore=shutil.ignore_patterns("events", "simulate", "graphs", "mlflow",
-                                                                    "models", "indexes", "eval", "serving"))
-    data = XCDataset.load(dataset_dir(home, bench.DATASET))
-    train_method(data, bench.METHOD, "tiny", home)
-    trained = TrainedModel.of(home, bench.DATASET, bench.METHOD, "tiny")
-    encoder = bench.served_encoder(trained, tmp_path, onnx=False)
+    home, data, trained, encoder = _trained_home(tiny_home, tmp_path, bench.METHOD)
 
     texts = bench.ad_texts(2000, 0)
     vectors, facts = bench.cached_vectors(texts, encoder, tmp_path)
@@ -78,19 +85,9 @@ def test_a_grown_classifier_catalogue_is_served_through_the_fused_search(tiny_ho
     """The -clf case: the data set's labels and 1,000 generated ads with no click, two HNSW indexes swept against
     the exact fused search, the grown classifier registered and served; the HTTP answers recall as measured."""
     from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS
-    from xc_core.datasets.container import XCDataset
     from xc_core.index import IndexConfig
-    from xc_core.paths import dataset_dir
-    from xc_core.stages.train import train_method
-    from xc_core.training.record import TrainedModel
 
-    home = tmp_path / "home"
-    shutil.copytree(tiny_home, home, ignore=shutil.ignore_patterns("events", "simulate", "graphs", "mlflow",
-                                                                    "models", "indexes", "eval", "serving"))
-    data = XCDataset.load(dataset_dir(home, bench.DATASET))
-    train_method(data, bench.FUSED_METHOD, "tiny", home)
-    trained = TrainedModel.of(home, bench.DATASET, bench.FUSED_METHOD, "tiny")
-    encoder = bench.served_encoder(trained, tmp_path, onnx=False)
+    home, data, trained, encoder = _trained_home(tiny_home, tmp_path, bench.FUSED_METHOD)
 
     generated = bench.ad_texts(1000 + data.n_labels, 0)
     ids, texts, added = bench.catalogue(data, generated, data.n_labels + 1000)
