@@ -44,6 +44,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -281,8 +282,9 @@ def set_search_knob(index: Any, kind: str, value: int) -> None:
     index.cfg = index.cfg.model_copy(update={"ivf_probe": value})
 
 
-def single_query_ms(index: Any, queries: np.ndarray, threads: int) -> tuple[float, float]:
-    """(median, p99) ms of one query per search call, as a request with one query searches, with faiss on
+def single_query_ms(search: Callable[[int], Any], n: int, threads: int) -> tuple[float, float]:
+    """(median, p99) ms of ``search(i)`` for i < n, one query per call, as a request with one query searches
+    (the index's search, or the whole fused search), with faiss on
     ``threads`` OpenMP threads. Why both 1 and the default (2): one query uses one thread either way, but with two
     it also waits for the second to join faiss's parallel region — a few µs on idle cores, likely a scheduler
     tick when other work holds the other core (the first 1M run, with another process on ~0.9 of the 2 cores,
@@ -294,9 +296,9 @@ def single_query_ms(index: Any, queries: np.ndarray, threads: int) -> tuple[floa
     faiss.omp_set_num_threads(threads)
     times = []
     try:
-        for q in queries:
+        for i in range(n):
             started = time.perf_counter()
-            index.search(q[None, :], K)
+            search(i)
             times.append(1000 * (time.perf_counter() - started))
     finally:
         faiss.omp_set_num_threads(default)
@@ -313,8 +315,11 @@ def sweep(index: Any, kind: str, values: list[int], tune: tuple[np.ndarray, np.n
     for value in values:
         set_search_knob(index, kind, value)
         index.search(tune[0][:8], K)  # warm
-        p50, p99 = single_query_ms(index, tune[0], threads=1)
-        p50_default, p99_default = single_query_ms(index, tune[0], threads=faiss.omp_get_max_threads())
+        def one(i: int) -> Any:
+            return index.search(tune[0][i: i + 1], K)
+
+        p50, p99 = single_query_ms(one, len(tune[0]), threads=1)
+        p50_default, p99_default = single_query_ms(one, len(tune[0]), threads=faiss.omp_get_max_threads())
         rows.append({"kind": kind, "knob": "efSearch" if kind == "hnsw" else "nprobe", "value": value,
                      "recall_at_10_tuning": round(recall(tune[1], index.search(tune[0], K)[1]), 4),
                      "recall_at_10_held_out": round(recall(held[1], index.search(held[0], K)[1]), 4),
@@ -444,30 +449,20 @@ def fused_sweep(indexes: tuple[Any, Any], label_vectors: np.ndarray, fused: Any,
     """Per efSearch (set on both HNSW indexes): the fused answers' recall@10 against the exact fused search on
     the tuning and held-out queries, and one query's fused search time (one faiss thread). Each shortlist is
     ``search_k`` deep, and faiss's HNSW searches at least k deep, so efSearch values under it all act as it."""
-    import faiss
-
     rows = []
-    default = faiss.omp_get_max_threads()
     for value in values:
         for index in indexes:
             index.set_ef_search(value)
         fused_top_k(indexes, label_vectors, fused, tune[0][:8], tune[1][:8])  # warm
-        faiss.omp_set_num_threads(1)
-        times = []
-        try:
-            for q, text in zip(tune[0], tune[1], strict=True):
-                started = time.perf_counter()
-                fused_top_k(indexes, label_vectors, fused, q[None, :], [text])
-                times.append(1000 * (time.perf_counter() - started))
-        finally:
-            faiss.omp_set_num_threads(default)
+        p50, p99 = single_query_ms(
+            lambda i: fused_top_k(indexes, label_vectors, fused, tune[0][i: i + 1], tune[1][i: i + 1]),
+            len(tune[0]), threads=1)
         rows.append({"kind": "hnsw", "knob": "efSearch", "value": value, "search_k": fused.search_k,
                      "recall_at_10_tuning": round(recall(tune[2], fused_top_k(indexes, label_vectors, fused,
                                                                                 tune[0], tune[1])), 4),
                      "recall_at_10_held_out": round(recall(held[2], fused_top_k(indexes, label_vectors, fused,
                                                                                   held[0], held[1])), 4),
-                     "single_query_ms_p50": round(float(np.median(times)), 3),
-                     "single_query_ms_p99": round(float(np.percentile(times, 99)), 3)})
+                     "single_query_ms_p50": p50, "single_query_ms_p99": p99})
         print(f"   fused efSearch={value}: recall@10 tuning {rows[-1]['recall_at_10_tuning']}, held-out "
               f"{rows[-1]['recall_at_10_held_out']}, {rows[-1]['single_query_ms_p50']} ms "
               f"(p99 {rows[-1]['single_query_ms_p99']})", file=sys.stderr, flush=True)
