@@ -52,3 +52,18 @@ def test_document_folds_partition_the_labelled_documents_and_skip_the_encoders_r
         assert (fold.truth != sp.csr_matrix(data.y_train)[fold.score_rows]).nnz == 0
     few = document_folds(data, folds=5, max_rows=50, seed=0, never=np.zeros(len(data.train_texts), bool))
     assert all(len(f.score_rows) == 10 for f in few)  # the cost cap: max_rows split over the folds
+
+
+def test_temporal_blocks_are_added_before_the_first_until_the_rows_can_show_a_gain(tiny_data: XCDataset) -> None:
+    base = out_of_fold(tiny_data, folds=10, max_rows=10_000, seed=0, time_blocks=2)
+    rows = sum(len(f.score_rows) for f in base)
+    grown = out_of_fold(tiny_data, folds=10, max_rows=10_000, seed=0, time_blocks=2, min_rows=rows + 1, max_blocks=6)
+    assert len(grown) > len(base) and sum(len(f.score_rows) for f in grown) > rows
+    assert [f.name for f in grown[-len(base):]] == [f.name for f in base]  # the same blocks, earlier ones added
+    n_days = int(tiny_data.train_pair_days[:, 2].max()) + 1
+    first = int(grown[0].name.split()[1].split("-")[0])
+    assert 3 * first >= n_days, "the first block's W still fits on a third of the window"
+    capped = out_of_fold(tiny_data, folds=10, max_rows=10_000, seed=0, time_blocks=2, min_rows=10**9, max_blocks=3)
+    assert len(capped) == 3  # max_blocks bounds the refits, however short of rows
+    enough = out_of_fold(tiny_data, folds=10, max_rows=10_000, seed=0, time_blocks=2, min_rows=rows, max_blocks=6)
+    assert [f.name for f in enough] == [f.name for f in base]

@@ -271,7 +271,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     encoded = time.perf_counter()
     inv_propensity = propensity(dataset)
     folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
-                        encoder_rows, cfg.time_blocks)
+                        encoder_rows, cfg.time_blocks, cfg.oof_min_rows, cfg.max_time_blocks)
     parts, refit_seconds = [], {"W": 0.0, "hybrid": 0.0}
     for fold in folds:
         grid, fit_seconds = _fold_grid(dataset, fold, doc_vecs, label_vecs, inv_propensity, cfg)
