@@ -138,3 +138,20 @@ def test_ramen_follows_the_check(tiny_data: XCDataset, tiny_home: Path, tmp_path
     a, b = ramen.fit(), text_only.fit()
     wa, wb = load_file(str(a.encoder_dir / "model.safetensors")), load_file(str(b.encoder_dir / "model.safetensors"))
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_the_check_reads_held_out_anchors_as_the_training_settings_do(tmp_path: Path) -> None:
+    from xc_core.profiles import get_profile
+    from xc_core.stages.anchor_sets import assess_graph
+
+    data = _world()
+    # half the training queries anchored on the test query's text: dropped where held-out texts never act as anchors
+    edges = np.stack([np.arange(0, N_DOCS, 2), np.zeros(N_DOCS // 2, np.int64)], axis=1)
+    texts = ["query test", *data.train_texts]
+    edges = np.concatenate([edges, np.stack([np.arange(1, N_DOCS, 2), np.arange(1, N_DOCS, 2) + 1], axis=1)])
+    data.anchor_sets = {"mixed": AnchorSet("mixed", texts, edges, np.empty((0, 2)))}
+    profile = get_profile("tiny")
+    dropped = assess_graph(data, tmp_path, profile, use_encoder=False)["sets"]["mixed"]["edges_drawn"]
+    kept = assess_graph(data, tmp_path, profile, use_encoder=False,
+                        overrides={"exclude_heldout_anchors": False})["sets"]["mixed"]["edges_drawn"]
+    assert 0 < dropped < kept

@@ -74,10 +74,12 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
     return AnchorStageResult(expanded, stage.coverage, thresholds, summary, path)
 
 
-def assess_graph(dataset: XCDataset, home: Path, profile: Profile, use_encoder: bool = True) -> dict[str, Any]:
+def assess_graph(dataset: XCDataset, home: Path, profile: Profile, use_encoder: bool = True,
+                 overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The graph-worth check (graphs/worth.py) of every anchor set of ``dataset``, on the validation split a graph
-    method trains with under ``profile`` and the sets as it reads them (held-out anchors dropped); the gradient
-    agreement at the profile's starting encoder when ``use_encoder``. Training and validation rows only."""
+    method trains with under ``profile`` (and training ``overrides``, as ``xc train --set``) and the sets as it reads
+    them (held-out anchors dropped unless ``exclude_heldout_anchors`` is off); the gradient agreement at the profile's
+    starting encoder when ``use_encoder``. Training and validation rows only."""
     import tempfile
 
     from xc_core.graphs.heldout import without_heldout
@@ -89,12 +91,13 @@ def assess_graph(dataset: XCDataset, home: Path, profile: Profile, use_encoder: 
     # the profile's training settings with every regularizer on (the split, the subsample and the anchor filters are
     # the profile's, whichever graph method trains); no method module is imported, so an edit of one leaves every
     # other method's recorded code version alone
-    cfg = train_settings(profile).model_copy(update={"regularize": True, "prune": False, "bandit": False,
-                                                    "graph_worth": False})
+    cfg = train_settings(profile).model_copy(update={**(overrides or {}), "regularize": True, "prune": False,
+                                                    "bandit": False, "graph_worth": False})
     worth_cfg = WorthConfig(seed=profile.seed)
     split = validation_split(dataset, cfg)
     heldout = {dataset.train_texts[i] for i in split.val_rows} | set(dataset.test_texts)
-    sets, _ = without_heldout(dataset.anchor_sets, dataset, heldout)
+    sets = (without_heldout(dataset.anchor_sets, dataset, heldout)[0] if cfg.exclude_heldout_anchors
+            else dataset.anchor_sets)
     note = "" if use_encoder else "no encoder: gradient agreement and what the text knows not measured"
     with tempfile.TemporaryDirectory() as scratch:
         trainer = None

@@ -1,0 +1,138 @@
+"""Can RAMEN's regularizer carry information at all? An oracle anchor set, dosed (issue #43, "or a measured
+explanation of why not").
+
+    .venv/bin/python benchmarks/graph_oracle.py --home /work/exp50/s20 --dataset synthetic --profile demo \
+        --shares 1.0 0.25 --out-root /work/exp50/oracle --json benchmarks/results/graph_oracle-synthetic.json
+
+**A diagnostic, never a method**: the oracle set links each training query to the labels the same query text clicks
+in the *test* period, so it reads the test split on purpose, and no number from it is a result of xc. It asks one
+question: at the profile's training budget, if an anchor set carried the very positives a query will be judged on,
+how much would ``ramen`` gain over ``dual_encoder``? If the answer is large, the real sets' small gains come from what
+they carry (the check's "beyond text" novelty); if it is small, the regularizer cannot pass information on at this
+budget, whatever the graph holds.
+
+For each share ``s`` a seeded ``s`` of the oracle's edges is kept. The source home's data set is copied into a
+fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc train --method ramen`` runs there with
+every set at its starting λ (``graph_worth=false``: this is about the regularizer, not the check) and held-out
+anchors kept (``exclude_heldout_anchors=false``: the filter that keeps validation and test query texts from acting as
+anchors would drop every oracle label whose text is also a test query's).
+That home has no ``dual_encoder`` run, so the text-only fallback is not applied and the trained encoder is the one
+measured; its epoch is still chosen on validation. ``dual_encoder`` is the source home's (same data set, seed and
+profile). Paired P@1 on the same test queries, all and the tail half
+(``evaluation/graph_gain.py``), beside the check's novelty and beyond-text novelty of the oracle at that share
+(``xc anchors``' own function).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+ORACLE = "oracle_test_labels"
+#: ``ramen``'s overrides here: the oracle's anchors are test-period labels, and synthetic's label texts are often a
+#: test query's text too, so the held-out filter would drop most of them; every set at its starting λ
+TRAIN_SETTINGS = {"graph_worth": False, "exclude_heldout_anchors": False}
+
+
+def oracle_set(data: Any, share: float, seed: int) -> Any:
+    """The training query → its text's test-period labels edges, a seeded ``share`` of them kept."""
+    from xc_core.datasets.container import AnchorSet
+
+    first: dict[str, int] = {}
+    for i, text in enumerate(data.train_texts):
+        first.setdefault(text, i)
+    y = sp.csr_matrix(data.y_test)
+    pairs = [(first[text], int(j)) for t, text in enumerate(data.test_texts) if text in first
+             for j in y.indices[y.indptr[t]:y.indptr[t + 1]]]
+    pairs_arr = np.unique(np.asarray(pairs, np.int64).reshape(-1, 2), axis=0)
+    keep = np.random.default_rng(seed).random(len(pairs_arr)) < share
+    pairs_arr = pairs_arr[keep]
+    labels, anchor = np.unique(pairs_arr[:, 1], return_inverse=True)
+    return AnchorSet(name=ORACLE, texts=[data.label_texts[j] for j in labels],
+                     doc_edges=np.stack([pairs_arr[:, 0], anchor], axis=1),
+                     label_edges=np.empty((0, 2), np.int64))
+
+
+def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path) -> Path:
+    """A fresh home holding the source's data set with the oracle (at ``share``) as its only anchor set."""
+    from dataclasses import replace
+
+    from xc_core.datasets.container import XCDataset
+    from xc_core.paths import anchors_dir
+
+    home = root / f"share-{share:g}"
+    if home.exists():
+        shutil.rmtree(home)
+    data = XCDataset.load(anchors_dir(source, dataset))
+    oracle = replace(data, anchor_sets={ORACLE: oracle_set(data, share, seed)})
+    oracle.save(anchors_dir(home, dataset))
+    shutil.copytree(source / "datasets" / dataset, home / "datasets" / dataset)
+    return home
+
+
+def xc(*args: str) -> None:
+    subprocess.run([str(Path(sys.executable).with_name("xc")), *args], check=True)
+
+
+def measure(source: Path, home: Path, dataset: str, profile: str, seed: int) -> dict[str, Any]:
+    """``ramen`` trained and evaluated in ``home``, paired with the source's ``dual_encoder`` on the test queries."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.graph_gain import gain_rows
+    from xc_core.evaluation.record import EvaluationRecord
+    from xc_core.paths import anchors_dir, eval_dir, model_dir
+    from xc_core.profiles import get_profile
+    from xc_core.stages.anchor_sets import assess_graph
+
+    common = ["--dataset", dataset, "--profile", profile, "--seed", str(seed), "--home", str(home)]
+    xc("train", "--method", "ramen", *common, *(f"--set={k}={str(v).lower()}" for k, v in TRAIN_SETTINGS.items()))
+    xc("eval", "--method", "ramen", *common)
+    data = XCDataset.load(anchors_dir(home, dataset))
+    per_row = {}
+    for method, where in (("ramen", home), ("dual_encoder", source)):
+        record = EvaluationRecord.load(eval_dir(where, dataset, method, profile))
+        rows = record.per_row() if record is not None else None
+        if rows is None:
+            raise SystemExit(f"{where}: no per-query evaluation of {method} ({profile}): run `xc eval` there first")
+        per_row[method] = rows
+    summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
+    return {"rows": [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")],
+            "check": assess_graph(data, home, get_profile(profile), overrides=TRAIN_SETTINGS),
+            "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
+            "heldout_anchor_edges": summary.get("heldout_anchor_edges")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, required=True, help="a home with the data set's anchor stage and an "
+                        "evaluated dual_encoder of --seed")
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shares", type=float, nargs="+", default=[1.0, 0.25])
+    parser.add_argument("--out-root", type=Path, required=True)
+    parser.add_argument("--json", type=Path, required=True, help="results, rewritten after every share (resumable)")
+    args = parser.parse_args(argv)
+    done = json.loads(args.json.read_text()) if args.json.exists() else {"shares": {}}
+    done.update({"dataset": args.dataset, "profile": args.profile, "seed": args.seed, "source_home": str(args.home)})
+    for share in args.shares:
+        if f"{share:g}" in done["shares"]:
+            continue
+        home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root)
+        done["shares"][f"{share:g}"] = measure(args.home, home, args.dataset, args.profile, args.seed)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
+        for row in done["shares"][f"{share:g}"]["rows"]:
+            d, lo, hi = (100 * v for v in row["P@1"])
+            print(f"share {share:g}: ramen − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
+
+
+if __name__ == "__main__":
+    main()
