@@ -91,8 +91,9 @@ def measure(source: Path, home: Path, dataset: str, profile: str, seed: int) -> 
     from xc_core.profiles import get_profile
     from xc_core.stages.anchor_sets import assess_graph
 
-    common = ["--dataset", dataset, "--profile", profile, "--seed", str(seed), "--home", str(home)]
-    xc("train", "--method", "ramen", *common, *(f"--set={k}={str(v).lower()}" for k, v in TRAIN_SETTINGS.items()))
+    common = ["--dataset", dataset, "--profile", profile, "--home", str(home)]
+    xc("train", "--method", "ramen", "--seed", str(seed), *common,
+       *(f"--set={k}={str(v).lower()}" for k, v in TRAIN_SETTINGS.items()))
     xc("eval", "--method", "ramen", *common)
     data = XCDataset.load(anchors_dir(home, dataset))
     per_row = {}
