@@ -3,9 +3,11 @@ detect, per home and method; and, between two homes trained with different valid
 difference of each method (the test split read once, after the choices, as evidence of harm, not to choose).
 
     .venv/bin/python benchmarks/power_table.py --dataset synthetic --methods dual_encoder,dual_encoder-clf \\
-        --home share-0.20=/work/exp49p/s20 --home share-0.35=/work/exp49p/s35 [--out FILE]
+        --home share-0.20=/work/exp49p/s20 --home share-0.35=/work/exp49p/s35 [--baselines HOME] [--out FILE]
 
-The first home is the reference of the paired differences.
+The first home is the reference of the paired differences. ``--baselines HOME``: every method of every home also
+paired against that home's ``pretrained`` (the untrained encoder) and ``pecos`` evaluations, on the same test split
+(refused pairs — another split — are left out).
 """
 
 from __future__ import annotations
@@ -28,10 +30,14 @@ def main() -> None:
     parser.add_argument("--home", action="append", required=True, metavar="NAME=PATH")
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--baselines", type=Path, help="a home with pretrained and pecos evaluations to pair with")
     args = parser.parse_args()
     homes = dict(entry.split("=", 1) for entry in args.home)
     methods = [m for m in args.methods.split(",") if m]
     out = table({name: Path(path) for name, path in homes.items()}, args.dataset, methods, args.profile)
+    if args.baselines:
+        out["against_baselines"] = against(args.baselines, {n: Path(p) for n, p in homes.items()}, args.dataset,
+                                           methods, args.profile)
     text = json.dumps(out, indent=1, ensure_ascii=False)
     print(text)
     if args.out:
@@ -54,6 +60,22 @@ def table(homes: dict[str, Path], dataset: str, methods: list[str], profile: str
             out["paired_test_difference"][f"{method}: {other} − {reference}"] = {
                 metric: [round(v * POINTS, 2) for v in paired[metric][:3]] for metric in ("P@1", "R@10", "PSP@1")
                 if metric in paired}
+    return out
+
+
+def against(baselines: Path, homes: dict[str, Path], dataset: str, methods: list[str],
+            profile: str) -> dict[str, Any]:
+    """Every method of every home − ``baselines``' pretrained and pecos: paired P@1, R@10, PSP@1 in points."""
+    out: dict[str, Any] = {}
+    for base in ("pretrained", "pecos"):
+        b = EvaluationRecord.load(baselines / f"eval/{dataset}/{base}-{profile}")
+        for name, home in homes.items():
+            for method in methods:
+                a = EvaluationRecord.load(home / f"eval/{dataset}/{method}-{profile}")
+                paired = paired_rows(a, b) if a is not None and b is not None else {}
+                if paired:
+                    out[f"{name} {method} − {base}"] = {metric: [round(v * POINTS, 2) for v in paired[metric][:3]]
+                                                        for metric in ("P@1", "R@10", "PSP@1") if metric in paired}
     return out
 
 
