@@ -11,7 +11,9 @@ how much would ``ramen`` gain over ``dual_encoder``? If the answer is large, the
 they carry (the check's "beyond text" novelty); if it is small, the regularizer cannot pass information on at this
 budget, whatever the graph holds.
 
-For each share ``s`` a seeded ``s`` of the oracle's edges is kept. The source home's data set is copied into a
+For each share ``s`` a seeded ``s`` of the oracle's edges is kept; ``--novel-only`` keeps only the labels the query
+has no training pair with (most of a repeated query's test-period labels are its training labels, which the task
+loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it. The source home's data set is copied into a
 fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc train --method ramen`` runs there with
 every set at its starting λ (``graph_worth=false``: this is about the regularizer, not the check) and held-out
 anchors kept (``exclude_heldout_anchors=false``: the filter that keeps validation and test query texts from acting as
@@ -42,8 +44,9 @@ ORACLE = "oracle_test_labels"
 TRAIN_SETTINGS = {"graph_worth": False, "exclude_heldout_anchors": False}
 
 
-def oracle_set(data: Any, share: float, seed: int) -> Any:
-    """The training query → its text's test-period labels edges, a seeded ``share`` of them kept."""
+def oracle_set(data: Any, share: float, seed: int, novel_only: bool = False) -> Any:
+    """The training query → its text's test-period labels edges, a seeded ``share`` of them kept; ``novel_only``:
+    only labels the query has no training pair with (what the task loss cannot already teach)."""
     from xc_core.datasets.container import AnchorSet
 
     first: dict[str, int] = {}
@@ -53,6 +56,9 @@ def oracle_set(data: Any, share: float, seed: int) -> Any:
     pairs = [(first[text], int(j)) for t, text in enumerate(data.test_texts) if text in first
              for j in y.indices[y.indptr[t]:y.indptr[t + 1]]]
     pairs_arr = np.unique(np.asarray(pairs, np.int64).reshape(-1, 2), axis=0)
+    if novel_only:
+        trained = np.asarray(sp.csr_matrix(data.y_train)[pairs_arr[:, 0], pairs_arr[:, 1]]).ravel() > 0
+        pairs_arr = pairs_arr[~trained]
     keep = np.random.default_rng(seed).random(len(pairs_arr)) < share
     pairs_arr = pairs_arr[keep]
     labels, anchor = np.unique(pairs_arr[:, 1], return_inverse=True)
@@ -61,18 +67,19 @@ def oracle_set(data: Any, share: float, seed: int) -> Any:
                      label_edges=np.empty((0, 2), np.int64))
 
 
-def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path) -> Path:
+def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path, name: str,
+                novel_only: bool) -> Path:
     """A fresh home holding the source's data set with the oracle (at ``share``) as its only anchor set."""
     from dataclasses import replace
 
     from xc_core.datasets.container import XCDataset
     from xc_core.paths import anchors_dir
 
-    home = root / f"share-{share:g}"
+    home = root / name
     if home.exists():
         shutil.rmtree(home)
     data = XCDataset.load(anchors_dir(source, dataset))
-    oracle = replace(data, anchor_sets={ORACLE: oracle_set(data, share, seed)})
+    oracle = replace(data, anchor_sets={ORACLE: oracle_set(data, share, seed, novel_only)})
     oracle.save(anchors_dir(home, dataset))
     shutil.copytree(source / "datasets" / dataset, home / "datasets" / dataset)
     return home
@@ -82,7 +89,8 @@ def xc(*args: str) -> None:
     subprocess.run([str(Path(sys.executable).with_name("xc")), *args], check=True)
 
 
-def measure(source: Path, home: Path, dataset: str, profile: str, seed: int) -> dict[str, Any]:
+def measure(source: Path, home: Path, dataset: str, profile: str, seed: int,
+            settings: dict[str, Any]) -> dict[str, Any]:
     """``ramen`` trained and evaluated in ``home``, paired with the source's ``dual_encoder`` on the test queries."""
     from xc_core.datasets.container import XCDataset
     from xc_core.evaluation.graph_gain import gain_rows
@@ -93,7 +101,7 @@ def measure(source: Path, home: Path, dataset: str, profile: str, seed: int) -> 
 
     common = ["--dataset", dataset, "--profile", profile, "--home", str(home)]
     xc("train", "--method", "ramen", "--seed", str(seed), *common,
-       *(f"--set={k}={str(v).lower()}" for k, v in TRAIN_SETTINGS.items()))
+       *(f"--set={k}={json.dumps(v)}" for k, v in settings.items()))
     xc("eval", "--method", "ramen", *common)
     data = XCDataset.load(anchors_dir(home, dataset))
     per_row = {}
@@ -105,9 +113,9 @@ def measure(source: Path, home: Path, dataset: str, profile: str, seed: int) -> 
         per_row[method] = rows
     summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
     return {"rows": [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")],
-            "check": assess_graph(data, home, get_profile(profile), overrides=TRAIN_SETTINGS),
+            "check": assess_graph(data, home, get_profile(profile), overrides=settings),
             "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
-            "heldout_anchor_edges": summary.get("heldout_anchor_edges")}
+            "heldout_anchor_edges": summary.get("heldout_anchor_edges"), "settings": settings}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,21 +126,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--shares", type=float, nargs="+", default=[1.0, 0.25])
+    parser.add_argument("--novel-only", action="store_true", help="only test-period labels the query has no "
+                        "training pair with")
+    parser.add_argument("--fixed-lambda", type=float, help="the oracle's λ held fixed (no bandit) at this value")
     parser.add_argument("--out-root", type=Path, required=True)
     parser.add_argument("--json", type=Path, required=True, help="results, rewritten after every share (resumable)")
     args = parser.parse_args(argv)
     done = json.loads(args.json.read_text()) if args.json.exists() else {"shares": {}}
     done.update({"dataset": args.dataset, "profile": args.profile, "seed": args.seed, "source_home": str(args.home)})
+    settings: dict[str, Any] = dict(TRAIN_SETTINGS)
+    if args.fixed_lambda is not None:
+        settings.update(bandit=False, lambda_reg=args.fixed_lambda)
     for share in args.shares:
-        if f"{share:g}" in done["shares"]:
+        key = (f"{share:g}" + (" novel only" if args.novel_only else "")
+               + (f" λ {args.fixed_lambda:g} fixed" if args.fixed_lambda is not None else ""))
+        if key in done["shares"]:
             continue
-        home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root)
-        done["shares"][f"{share:g}"] = measure(args.home, home, args.dataset, args.profile, args.seed)
+        home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root, key.replace(" ", "-"),
+                           args.novel_only)
+        done["shares"][key] = measure(args.home, home, args.dataset, args.profile, args.seed, settings)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
-        for row in done["shares"][f"{share:g}"]["rows"]:
+        for row in done["shares"][key]["rows"]:
             d, lo, hi = (100 * v for v in row["P@1"])
-            print(f"share {share:g}: ramen − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
+            print(f"{key}: ramen − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
 
 
 if __name__ == "__main__":
