@@ -13,8 +13,8 @@ budget, whatever the graph holds.
 
 For each share ``s`` a seeded ``s`` of the oracle's edges is kept; ``--novel-only`` keeps only the labels the query
 has no training pair with (most of a repeated query's test-period labels are its training labels, which the task
-loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it. The source home's data set is copied into a
-fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc train --method ramen`` runs there with
+loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it.
+The source home's data set is copied into a fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc train --method ramen`` runs there with
 every set at its starting λ (``graph_worth=false``: this is about the regularizer, not the check) and held-out
 anchors kept (``exclude_heldout_anchors=false``: the filter that keeps validation and test query texts from acting as
 anchors would drop every oracle label whose text is also a test query's).
