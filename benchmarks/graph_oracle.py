@@ -13,16 +13,15 @@ budget, whatever the graph holds.
 
 For each share ``s`` a seeded ``s`` of the oracle's edges is kept; ``--novel-only`` keeps only the labels the query
 has no training pair with (most of a repeated query's test-period labels are its training labels, which the task
-loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it.
-The source home's data set is copied into a fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc train --method ramen`` runs there with
-every set at its starting λ (``graph_worth=false``: this is about the regularizer, not the check) and held-out
-anchors kept (``exclude_heldout_anchors=false``: the filter that keeps validation and test query texts from acting as
-anchors would drop every oracle label whose text is also a test query's).
-That home has no ``dual_encoder`` run, so the text-only fallback is not applied and the trained encoder is the one
-measured; its epoch is still chosen on validation. ``dual_encoder`` is the source home's (same data set, seed and
-profile). Paired P@1 on the same test queries, all and the tail half
-(``evaluation/graph_gain.py``), beside the check's novelty and beyond-text novelty of the oracle at that share
-(``xc anchors``' own function).
+loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it. The
+source home's data set is copied into a fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc
+train --method ramen`` runs there with every set at its starting λ (``graph_worth=false``: this is about the
+regularizer, not the check) and held-out anchors kept (``exclude_heldout_anchors=false``: the filter that keeps
+validation and test query texts from acting as anchors would drop every oracle label whose text is also a test
+query's). That home has no ``dual_encoder`` run, so the text-only fallback is not applied and the trained encoder is
+the one measured; its epoch is still chosen on validation. ``dual_encoder`` is the source home's (same data set,
+seed and profile). Paired P@1 on the same test queries, all and the tail half (``evaluation/graph_gain.py``), beside
+the check's novelty and beyond-text novelty of the oracle at that share (``xc anchors``' own function).
 """
 
 from __future__ import annotations
