@@ -2,7 +2,8 @@
 explanation of why not").
 
     .venv/bin/python benchmarks/graph_oracle.py --home /work/exp50/s20 --dataset synthetic --profile demo \
-        --shares 1.0 0.25 --out-root /work/exp50/oracle --json benchmarks/results/graph_oracle-synthetic.json
+        --shares 1.0 0.25 [--novel-only] [--fixed-lambda 1.0] --out-root /work/exp50/oracle \
+        --json benchmarks/results/graph_oracle-synthetic.json [--baseline-home HOME] [--repair]
 
 **A diagnostic, never a method**: the oracle set links each training query to the labels the same query text clicks
 in the *test* period, so it reads the test split on purpose, and no number from it is a result of xc. It asks one
@@ -88,13 +89,11 @@ def xc(*args: str) -> None:
     subprocess.run([str(Path(sys.executable).with_name("xc")), *args], check=True)
 
 
-def measure(source: Path, home: Path, dataset: str, profile: str, seed: int,
+def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
             settings: dict[str, Any]) -> dict[str, Any]:
-    """``ramen`` trained and evaluated in ``home``, paired with the source's ``dual_encoder`` on the test queries."""
+    """``ramen`` trained and evaluated in ``home``, paired with ``baseline``'s ``dual_encoder`` on the test queries."""
     from xc_core.datasets.container import XCDataset
-    from xc_core.evaluation.graph_gain import gain_rows
-    from xc_core.evaluation.record import EvaluationRecord
-    from xc_core.paths import anchors_dir, eval_dir, model_dir
+    from xc_core.paths import anchors_dir, model_dir
     from xc_core.profiles import get_profile
     from xc_core.stages.anchor_sets import assess_graph
 
@@ -103,18 +102,30 @@ def measure(source: Path, home: Path, dataset: str, profile: str, seed: int,
        *(f"--set={k}={json.dumps(v)}" for k, v in settings.items()))
     xc("eval", "--method", "ramen", *common)
     data = XCDataset.load(anchors_dir(home, dataset))
+    summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
+    return {"home": str(home), "rows": paired(home, baseline, dataset, profile),
+            "check": assess_graph(data, home, get_profile(profile), overrides=settings),
+            "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
+            "heldout_anchor_edges": summary.get("heldout_anchor_edges"), "settings": settings,
+            "git_commit": summary.get("git_commit")}
+
+
+def paired(home: Path, baseline: Path, dataset: str, profile: str) -> list[dict[str, Any]]:
+    """``home``'s ramen − ``baseline``'s dual_encoder: paired P@1 on all test queries and on the tail half."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.graph_gain import gain_rows
+    from xc_core.evaluation.record import EvaluationRecord
+    from xc_core.paths import anchors_dir, eval_dir
+
     per_row = {}
-    for method, where in (("ramen", home), ("dual_encoder", source)):
+    for method, where in (("ramen", home), ("dual_encoder", baseline)):
         record = EvaluationRecord.load(eval_dir(where, dataset, method, profile))
         rows = record.per_row() if record is not None else None
         if rows is None:
             raise SystemExit(f"{where}: no per-query evaluation of {method} ({profile}): run `xc eval` there first")
         per_row[method] = rows
-    summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
-    return {"rows": [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")],
-            "check": assess_graph(data, home, get_profile(profile), overrides=settings),
-            "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
-            "heldout_anchor_edges": summary.get("heldout_anchor_edges"), "settings": settings}
+    data = XCDataset.load(anchors_dir(home, dataset))
+    return [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,11 +139,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--novel-only", action="store_true", help="only test-period labels the query has no "
                         "training pair with")
     parser.add_argument("--fixed-lambda", type=float, help="the oracle's λ held fixed (no bandit) at this value")
+    parser.add_argument("--baseline-home", type=Path, help="the home whose dual_encoder evaluation ramen is paired "
+                        "with (default --home); train it with the same code as the oracle runs")
+    parser.add_argument("--repair", action="store_true", help="train nothing: pair every recorded run again with "
+                        "--baseline-home's dual_encoder")
     parser.add_argument("--out-root", type=Path, required=True)
     parser.add_argument("--json", type=Path, required=True, help="results, rewritten after every share (resumable)")
     args = parser.parse_args(argv)
     done = json.loads(args.json.read_text()) if args.json.exists() else {"shares": {}}
     done.update({"dataset": args.dataset, "profile": args.profile, "seed": args.seed, "source_home": str(args.home)})
+    baseline = args.baseline_home or args.home
+    done["baseline_home"] = str(baseline)
+    if args.repair:
+        for entry in done["shares"].values():
+            entry["rows"] = paired(Path(entry["home"]), baseline, args.dataset, args.profile)
+        args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
+        return
     settings: dict[str, Any] = dict(TRAIN_SETTINGS)
     if args.fixed_lambda is not None:
         settings.update(bandit=False, lambda_reg=args.fixed_lambda)
@@ -143,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
             continue
         home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root, key.replace(" ", "-"),
                            args.novel_only)
-        done["shares"][key] = measure(args.home, home, args.dataset, args.profile, args.seed, settings)
+        done["shares"][key] = measure(baseline, home, args.dataset, args.profile, args.seed, settings)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
         for row in done["shares"][key]["rows"]:
