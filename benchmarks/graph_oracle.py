@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--novel-only", action="store_true", help="only test-period labels the query has no "
                         "training pair with")
     parser.add_argument("--fixed-lambda", type=float, help="the oracle's λ held fixed (no bandit) at this value")
+    parser.add_argument("--train-set", action="append", default=[], metavar="KEY=VALUE", help="more training "
+                        "overrides for ramen (as xc train --set; VALUE read as JSON), e.g. a larger budget; train the "
+                        "--baseline-home dual_encoder with the same")
     parser.add_argument("--baseline-home", type=Path, help="the home whose dual_encoder evaluation ramen is paired "
                         "with (default --home); train it with the same code as the oracle runs")
     parser.add_argument("--repair", action="store_true", help="train nothing: pair every recorded run again with "
@@ -158,9 +161,12 @@ def main(argv: list[str] | None = None) -> None:
     settings: dict[str, Any] = dict(TRAIN_SETTINGS)
     if args.fixed_lambda is not None:
         settings.update(bandit=False, lambda_reg=args.fixed_lambda)
+    extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.train_set)}
+    settings.update(extra)
     for share in args.shares:
         key = (f"{share:g}" + (" novel only" if args.novel_only else "")
-               + (f" λ {args.fixed_lambda:g} fixed" if args.fixed_lambda is not None else ""))
+               + (f" λ {args.fixed_lambda:g} fixed" if args.fixed_lambda is not None else "")
+               + "".join(f" {k} {v}" for k, v in extra.items()))
         if key in done["shares"]:
             continue
         home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root, key.replace(" ", "-"),
