@@ -103,7 +103,7 @@ def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
     xc("eval", "--method", "ramen", *common)
     data = XCDataset.load(anchors_dir(home, dataset))
     summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
-    return {"home": str(home), "rows": paired(home, baseline, dataset, profile),
+    return {"home": str(home), "baseline_home": str(baseline), "rows": paired(home, baseline, dataset, profile),
             "check": assess_graph(data, home, get_profile(profile), overrides=settings),
             "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
             "heldout_anchor_edges": summary.get("heldout_anchor_edges"), "settings": settings,
@@ -152,10 +152,10 @@ def main(argv: list[str] | None = None) -> None:
     done = json.loads(args.json.read_text()) if args.json.exists() else {"shares": {}}
     done.update({"dataset": args.dataset, "profile": args.profile, "seed": args.seed, "source_home": str(args.home)})
     baseline = args.baseline_home or args.home
-    done["baseline_home"] = str(baseline)
     if args.repair:
         for entry in done["shares"].values():
             entry["rows"] = paired(Path(entry["home"]), baseline, args.dataset, args.profile)
+            entry["baseline_home"] = str(baseline)
         args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
         return
     settings: dict[str, Any] = dict(TRAIN_SETTINGS)
