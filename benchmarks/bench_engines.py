@@ -158,7 +158,9 @@ def main() -> None:
                 run["per_core_events_per_s"] = round(run["train_events_per_s"] / (os.cpu_count() or 1))
         counts = [run["tables"] for run in runs.values() if "tables" in run]
         result["sizes"][str(n)] = {"store": store, "train_events": train_events, "runs": runs,
-                                   "same_row_counts": len(counts) > 1 and all(c == counts[0] for c in counts)}
+                                   # None: one engine ran, nothing to compare
+                                   "same_row_counts": all(c == counts[0] for c in counts) if len(counts) > 1
+                                   else None}
         RESULT.write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps({n: {e: {k: r.get(k) for k in ("build_seconds", "peak_rss_mb", "train_events_per_s",
                                                         "error")} for e, r in runs.items()}}), flush=True)
