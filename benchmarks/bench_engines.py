@@ -10,7 +10,8 @@ Python would dominate at 100M). Then each engine builds the three tables over th
 its own, while the parent samples the resident memory of that process and its children (Spark's JVM is one) every
 50 ms. Both engines' tables are compared (row counts; equal rows are the tests' job, tests/engines).
 
-JSON: benchmarks/results/engines_graph_tables.json (sizes measured so far are kept: the grid is resumable).
+JSON: benchmarks/results/engines_graph_tables.json (sizes measured so far are kept: the grid is resumable; an engine
+run alone at a size keeps the other engine's run of the same seeded store; each run records its commit).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ from bench_serve import git_head, machine
 RESULT = RESULTS_DIR / "engines_graph_tables.json"
 DAYS, TRAIN_DAYS = 30, 20
 FIRST_DAY = date(2026, 1, 1)
+
+
+def _same_store(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
+    """Two simulated stores are the same when all but their build time agree (same size and seed)."""
+    return a is not None and {k: v for k, v in a.items() if k != "seconds"} == {
+        k: v for k, v in b.items() if k != "seconds"}
 
 
 def simulate_store(home: Path, n_events: int, seed: int) -> dict[str, Any]:
@@ -150,7 +157,11 @@ def main() -> None:
         home = args.work / f"events-{n}"
         shutil.rmtree(home, ignore_errors=True)
         store = simulate_store(home, n, args.seed)
-        runs = {engine: measure(home, engine) for engine in args.engines.split(",")}
+        runs = {engine: {**measure(home, engine), "commit": git_head()["commit"]}
+                for engine in args.engines.split(",")}
+        earlier = result["sizes"].get(str(n), {})
+        if _same_store(earlier.get("store"), store):  # the same seeded store: keep the engines not run this time
+            runs = {**earlier["runs"], **runs}
         train_events = n * TRAIN_DAYS // DAYS
         for run in runs.values():
             if "build_seconds" in run:
