@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     for share in args.shares:
         key = (f"{share:g}" + (" novel only" if args.novel_only else "")
                + (f" λ {args.fixed_lambda:g} fixed" if args.fixed_lambda is not None else "")
-               + "".join(f" {k} {v}" for k, v in extra.items()))
+               + "".join(f" {k} {v}" for k, v in extra.items()) + (f" seed {args.seed}" if args.seed else ""))
         if key in done["shares"]:
             continue
         home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root, key.replace(" ", "-"),
