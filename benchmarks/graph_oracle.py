@@ -128,6 +128,28 @@ def paired(home: Path, baseline: Path, dataset: str, profile: str) -> list[dict[
     return [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")]
 
 
+def seed_averaged(entries: list[dict[str, Any]], dataset: str, profile: str) -> list[dict[str, Any]]:
+    """The paired rows on per-query metrics averaged over recorded runs of several seeds (each with its own baseline):
+    the seed noise averaged out, the interval over test queries."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.graph_gain import gain_rows
+    from xc_core.evaluation.record import EvaluationRecord
+    from xc_core.paths import anchors_dir, eval_dir
+
+    summed: dict[str, dict[str, np.ndarray]] = {}
+    for entry in entries:
+        for method, where in (("ramen", entry["home"]), ("dual_encoder", entry["baseline_home"])):
+            record = EvaluationRecord.load(eval_dir(Path(where), dataset, method, profile))
+            rows = record.per_row() if record is not None else None
+            if rows is None:
+                raise SystemExit(f"{where}: no per-query evaluation of {method} ({profile})")
+            into = summed.setdefault(method, {})
+            for key, values in rows.items():
+                into[key] = into.get(key, 0) + np.asarray(values, np.float64) / len(entries)
+    data = XCDataset.load(anchors_dir(Path(entries[0]["home"]), dataset))
+    return [r for r in gain_rows(data, summed) if r["subset"] in ("all", "tail half (deciles 5–9)")]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="a home with the data set's anchor stage and an "
@@ -144,6 +166,8 @@ def main(argv: list[str] | None = None) -> None:
                         "--baseline-home dual_encoder with the same")
     parser.add_argument("--baseline-home", type=Path, help="the home whose dual_encoder evaluation ramen is paired "
                         "with (default --home); train it with the same code as the oracle runs")
+    parser.add_argument("--seed-average", metavar="KEY;KEY;…", help="train nothing: average the recorded runs of "
+                        "these keys (one per seed) per query and pair them; written under 'seed_averaged'")
     parser.add_argument("--repair", action="store_true", help="train nothing: pair every recorded run again with "
                         "--baseline-home's dual_encoder")
     parser.add_argument("--out-root", type=Path, required=True)
@@ -152,6 +176,15 @@ def main(argv: list[str] | None = None) -> None:
     done = json.loads(args.json.read_text()) if args.json.exists() else {"shares": {}}
     done.update({"dataset": args.dataset, "profile": args.profile, "seed": args.seed, "source_home": str(args.home)})
     baseline = args.baseline_home or args.home
+    if args.seed_average:
+        keys = args.seed_average.split(";")
+        done.setdefault("seed_averaged", {})[" + ".join(keys)] = seed_averaged(
+            [done["shares"][k] for k in keys], args.dataset, args.profile)
+        args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
+        for row in done["seed_averaged"][" + ".join(keys)]:
+            d, lo, hi = (100 * v for v in row["P@1"])
+            print(f"averaged over {len(keys)} seeds, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
+        return
     if args.repair:
         for entry in done["shares"].values():
             entry["rows"] = paired(Path(entry["home"]), baseline, args.dataset, args.profile)
