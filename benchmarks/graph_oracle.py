@@ -40,7 +40,9 @@ import scipy.sparse as sp
 
 ORACLE = "oracle_test_labels"
 #: ``ramen``'s overrides here: the oracle's anchors are test-period labels, and synthetic's label texts are often a
-#: test query's text too, so the held-out filter would drop most of them; every set at its starting λ
+#: test query's text too, so the held-out filter would drop most of them (the set has no ``anchor_spaces`` entry, so
+#: it counts as a document-space set; declaring it a label space would also keep the filter off it); every set at its
+#: starting λ
 TRAIN_SETTINGS = {"graph_worth": False, "exclude_heldout_anchors": False}
 
 
@@ -103,51 +105,31 @@ def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
     xc("eval", "--method", "ramen", *common)
     data = XCDataset.load(anchors_dir(home, dataset))
     summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
-    return {"home": str(home), "baseline_home": str(baseline), "rows": paired(home, baseline, dataset, profile),
+    return {"home": str(home), "baseline_home": str(baseline), "rows": paired([(home, baseline)], dataset, profile),
             "check": assess_graph(data, home, get_profile(profile), overrides=settings),
             "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
             "heldout_anchor_edges": summary.get("heldout_anchor_edges"), "settings": settings,
             "git_commit": summary.get("git_commit")}
 
 
-def paired(home: Path, baseline: Path, dataset: str, profile: str) -> list[dict[str, Any]]:
-    """``home``'s ramen − ``baseline``'s dual_encoder: paired P@1 on all test queries and on the tail half."""
+def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str) -> list[dict[str, Any]]:
+    """``ramen`` of each (oracle home, baseline home) pair − the baseline's ``dual_encoder``: paired P@1 on all test
+    queries and on the tail half. With several pairs (one per seed) the per-query metrics are averaged over them
+    first (``seed_table.seed_average``: the seed noise averaged out, the interval over test queries)."""
+    from seed_table import seed_average  # benchmarks run as scripts from this folder
     from xc_core.datasets.container import XCDataset
     from xc_core.evaluation.graph_gain import gain_rows
-    from xc_core.evaluation.record import EvaluationRecord
-    from xc_core.paths import anchors_dir, eval_dir
+    from xc_core.paths import anchors_dir
 
     per_row = {}
-    for method, where in (("ramen", home), ("dual_encoder", baseline)):
-        record = EvaluationRecord.load(eval_dir(where, dataset, method, profile))
-        rows = record.per_row() if record is not None else None
-        if rows is None:
-            raise SystemExit(f"{where}: no per-query evaluation of {method} ({profile}): run `xc eval` there first")
+    for method, homes in (("ramen", [h for h, _ in entries]), ("dual_encoder", [b for _, b in entries])):
+        rows, found = seed_average(homes, dataset, method, profile)
+        if found < len(homes):
+            raise SystemExit(f"{homes}: not every home has a per-query evaluation of {method} ({profile}): run "
+                             "`xc eval` there first")
         per_row[method] = rows
-    data = XCDataset.load(anchors_dir(home, dataset))
+    data = XCDataset.load(anchors_dir(entries[0][0], dataset))
     return [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")]
-
-
-def seed_averaged(entries: list[dict[str, Any]], dataset: str, profile: str) -> list[dict[str, Any]]:
-    """The paired rows on per-query metrics averaged over recorded runs of several seeds (each with its own baseline):
-    the seed noise averaged out, the interval over test queries."""
-    from xc_core.datasets.container import XCDataset
-    from xc_core.evaluation.graph_gain import gain_rows
-    from xc_core.evaluation.record import EvaluationRecord
-    from xc_core.paths import anchors_dir, eval_dir
-
-    summed: dict[str, dict[str, np.ndarray]] = {}
-    for entry in entries:
-        for method, where in (("ramen", entry["home"]), ("dual_encoder", entry["baseline_home"])):
-            record = EvaluationRecord.load(eval_dir(Path(where), dataset, method, profile))
-            rows = record.per_row() if record is not None else None
-            if rows is None:
-                raise SystemExit(f"{where}: no per-query evaluation of {method} ({profile})")
-            into = summed.setdefault(method, {})
-            for key, values in rows.items():
-                into[key] = into.get(key, 0) + np.asarray(values, np.float64) / len(entries)
-    data = XCDataset.load(anchors_dir(Path(entries[0]["home"]), dataset))
-    return [r for r in gain_rows(data, summed) if r["subset"] in ("all", "tail half (deciles 5–9)")]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -178,8 +160,9 @@ def main(argv: list[str] | None = None) -> None:
     baseline = args.baseline_home or args.home
     if args.seed_average:
         keys = args.seed_average.split(";")
-        done.setdefault("seed_averaged", {})[" + ".join(keys)] = seed_averaged(
-            [done["shares"][k] for k in keys], args.dataset, args.profile)
+        done.setdefault("seed_averaged", {})[" + ".join(keys)] = paired(
+            [(Path(done["shares"][k]["home"]), Path(done["shares"][k]["baseline_home"])) for k in keys],
+            args.dataset, args.profile)
         args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
         for row in done["seed_averaged"][" + ".join(keys)]:
             d, lo, hi = (100 * v for v in row["P@1"])
@@ -187,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.repair:
         for entry in done["shares"].values():
-            entry["rows"] = paired(Path(entry["home"]), baseline, args.dataset, args.profile)
+            entry["rows"] = paired([(Path(entry["home"]), baseline)], args.dataset, args.profile)
             entry["baseline_home"] = str(baseline)
         args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
         return

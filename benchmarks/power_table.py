@@ -56,11 +56,14 @@ def table(homes: dict[str, Path], dataset: str, methods: list[str], profile: str
             b = EvaluationRecord.load(homes[reference] / f"eval/{dataset}/{method}-{profile}")
             if a is None or b is None:
                 continue
-            paired = paired_rows(a, b)
-            out["paired_test_difference"][f"{method}: {other} − {reference}"] = {
-                metric: [round(v * POINTS, 2) for v in paired[metric][:3]] for metric in ("P@1", "R@10", "PSP@1")
-                if metric in paired}
+            out["paired_test_difference"][f"{method}: {other} − {reference}"] = in_points(paired_rows(a, b))
     return out
+
+
+def in_points(paired: dict[str, list[float]]) -> dict[str, list[float]]:
+    """``paired_rows``' [difference, low, high] of P@1, R@10 and PSP@1, in points."""
+    return {metric: [round(v * POINTS, 2) for v in paired[metric][:3]] for metric in ("P@1", "R@10", "PSP@1")
+            if metric in paired}
 
 
 def against(baselines: Path, homes: dict[str, Path], dataset: str, methods: list[str],
@@ -74,8 +77,7 @@ def against(baselines: Path, homes: dict[str, Path], dataset: str, methods: list
                 a = EvaluationRecord.load(home / f"eval/{dataset}/{method}-{profile}")
                 paired = paired_rows(a, b) if a is not None and b is not None else {}
                 if paired:
-                    out[f"{name} {method} − {base}"] = {metric: [round(v * POINTS, 2) for v in paired[metric][:3]]
-                                                        for metric in ("P@1", "R@10", "PSP@1") if metric in paired}
+                    out[f"{name} {method} − {base}"] = in_points(paired)
     return out
 
 
