@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from xc_core.classifier.lexical import LexicalConfig, channel_weights
 from xc_core.classifier.linear import LinearConfig
@@ -48,6 +48,13 @@ class ClassifierConfig(BaseModel):
     linear_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2), description=(
         "hybrid-channel weights tried out of fold with every alpha and lexical weight (0 = channel off; its score "
         "lies in [0, 1]: from 1.6 up it outranks the cosines, 3.2 ranks by it almost alone)"))
+    memory_weights: tuple[float, ...] = Field(default=(0.0, 0.8, 1.6, 3.2, 6.4), description=(
+        "click-memory weights tried out of fold after alpha, the lexical and the hybrid weight (memory.py; 0 = off; "
+        "its score lies in [0, 1]: 6.4 outranks every other channel together, so a repeated query's most clicked "
+        "labels come first)"))
+    popularity_weights: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2, 0.3), description=(
+        "label-popularity weights tried out of fold together with the untrained-label offset, after the memory "
+        "(memory.py; 0 = off; its value lies in [0, 1])"))
     fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the chosen fusion must beat "
                                      "the encoder alone on the out-of-fold rows (cross-fitted over the folds)")
     folds: int = Field(default=10, ge=2, description="document folds (classifier/folds.py): W and the lexical "
@@ -78,10 +85,10 @@ class ClassifierConfig(BaseModel):
                              f"choose one of {', '.join(SELECTABLE)}")
         return value
 
-    @field_validator("linear_weights")
+    @field_validator("linear_weights", "memory_weights", "popularity_weights")
     @classmethod
-    def _linear_weights(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        return channel_weights("linear_weights", value)
+    def _channel_weights(cls, value: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
+        return channel_weights(str(info.field_name), value)
 
     @field_validator("alphas")
     @classmethod

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core import seeds
+from xc_core.classifier.memory import click_days
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
 from xc_core.training.validation import binary_pairs, in_test_mix, test_mix
@@ -47,6 +48,14 @@ class Fold:
     y_fit: sp.csr_matrix  # all training documents × labels (only ``fit_rows`` are read)
     score_rows: np.ndarray
     truth: sp.csr_matrix  # len(score_rows) × labels
+    # all training documents × labels: click days before the block (memory.py; only ``fit_rows`` are read); None: each
+    # pair of ``y_fit`` counts once
+    clicks: sp.csr_matrix | None = None
+
+    @property
+    def fit_clicks(self) -> sp.csr_matrix:
+        """The fit rows' click days (their 0/1 labels where the fold records none)."""
+        return sp.csr_matrix((self.y_fit if self.clicks is None else self.clicks)[self.fit_rows], dtype=np.float32)
 
     @property
     def untrained(self) -> np.ndarray:
@@ -84,11 +93,12 @@ def document_folds(dataset: XCDataset, folds: int, max_rows: int, seed: int, nev
     y = sp.csr_matrix(dataset.y_train)
     labelled = np.flatnonzero(np.diff(y.indptr) > 0)
     order = seeds.rng(seed, Stream.CLASSIFIER_FOLDS).permutation(labelled)
+    clicks = click_days(dataset)
     parts = [np.sort(order[i::folds]) for i in range(folds)]
     out = []
     for i, part in enumerate(parts):
         rows = _sample(part[~never[part]], max_rows // folds, seed, i)
-        out.append(Fold(f"fold {i + 1}/{folds}", np.setdiff1d(labelled, part), y, rows, y[rows]))
+        out.append(Fold(f"fold {i + 1}/{folds}", np.setdiff1d(labelled, part), y, rows, y[rows], clicks))
     return out
 
 
@@ -127,7 +137,7 @@ def temporal_folds(dataset: XCDataset, folds: int, width: int, max_rows: int, se
                            seeds.rng(seed, Stream.CLASSIFIER_FOLDS, i))
         truth = binary_pairs(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
-                        rows, truth))
+                        rows, truth, click_days(dataset, before_day=start)))
     return out
 
 

@@ -10,6 +10,9 @@ Labels without a training positive (W is their text vector, so they score by tex
 ``untrained_offset`` added: their own calibration against the trained labels' fused score, chosen on validation.
 With the hybrid channel (``linear.py``: XR-Linear on TF-IDF ⊕ the encoder's vector, issue #40) its beam's labels
 join the shortlist too and ``linear_weight * linear`` is added (0 outside its beam); it needs the query texts.
+The click memory (``memory.py``) adds ``memory_weight`` times a repeated query's remembered click days (its labels
+join the shortlist; it needs the query texts), and ``popularity_weight`` times each label's click popularity joins
+the per-label offsets.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
 from xc_core.classifier.linear import HYBRID_DIR, LinearChannel
+from xc_core.classifier.memory import MEMORY_DIR, POPULARITY_FILE, ClickMemory
 from xc_core.classifier.shortlist import scores_on, union_ids
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
@@ -43,12 +47,20 @@ class FusedClassifier:
     untrained: np.ndarray | None = None  # (n_labels,) bool: no training positive when W was fit
     linear: LinearChannel | None = None
     linear_weight: float = 0.0  # share of the hybrid channel's score added to the fused one (0: channel unused)
+    memory: ClickMemory | None = None
+    memory_weight: float = 0.0  # share of a repeated query's remembered click days (0: channel unused)
+    popularity: np.ndarray | None = None  # (n_labels,) click popularity in [0, 1] (memory.label_popularity)
+    popularity_weight: float = 0.0
 
     def label_offsets(self) -> np.ndarray | None:
-        """Per-label additive score (the offset on untrained labels, 0 elsewhere), or None when there is none."""
-        if self.untrained_offset == 0.0 or self.untrained is None:
-            return None
-        return np.where(self.untrained, np.float32(self.untrained_offset), np.float32(0.0)).astype(np.float32)
+        """Per-label additive score (the offset on untrained labels, the weighted popularity), or None when there is
+        none."""
+        parts = []
+        if self.untrained_offset != 0.0 and self.untrained is not None:
+            parts.append(np.where(self.untrained, np.float32(self.untrained_offset), np.float32(0.0)))
+        if self.popularity_weight > 0 and self.popularity is not None:
+            parts.append(np.float32(self.popularity_weight) * self.popularity)
+        return np.sum(parts, axis=0).astype(np.float32) if parts else None
 
     @property
     def active_lexical(self) -> LexicalChannel | None:
@@ -65,21 +77,33 @@ class FusedClassifier:
         return self.linear if self.linear_weight > 0 else None
 
     @property
+    def active_memory(self) -> ClickMemory | None:
+        """The click memory when it takes part in the score (weight > 0), else None."""
+        return self.memory if self.memory_weight > 0 else None
+
+    @property
     def uses_texts(self) -> bool:
-        """Whether a search needs the query texts (a lexical or hybrid channel)."""
-        return self.uses_lexical or self.active_linear is not None
+        """Whether a search needs the query texts (a lexical, hybrid or memory channel)."""
+        return self.uses_lexical or self.active_linear is not None or self.active_memory is not None
 
     def save(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / WEIGHTS_FILE, self.weights.astype(np.float32))
         weight = self.lexical_weight if self.uses_lexical else 0.0
-        offset = self.untrained_offset if self.label_offsets() is not None else 0.0
+        offset = self.untrained_offset if self.untrained is not None else 0.0
         linear_weight = self.linear_weight if self.active_linear is not None else 0.0
+        memory_weight = self.memory_weight if self.active_memory is not None else 0.0
+        popularity_weight = self.popularity_weight if self.popularity is not None else 0.0
         (folder / FUSION_FILE).write_text(json.dumps(
             {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, "untrained_offset": offset,
-             "linear_weight": linear_weight, **self.info}, indent=2, default=float) + "\n")
+             "linear_weight": linear_weight, "memory_weight": memory_weight, "popularity_weight": popularity_weight,
+             **self.info}, indent=2, default=float) + "\n")
         if offset != 0.0 and self.untrained is not None:
             np.save(folder / UNTRAINED_FILE, np.asarray(self.untrained, bool))
+        if popularity_weight > 0 and self.popularity is not None:
+            np.save(folder / POPULARITY_FILE, np.asarray(self.popularity, np.float32))
+        if (memory := self.active_memory) is not None:
+            memory.save(folder / MEMORY_DIR)
         if (channel := self.active_lexical) is not None:
             channel.save(folder / LEXICAL_DIR)
         if (linear := self.active_linear) is not None:
@@ -108,17 +132,29 @@ class FusedClassifier:
             raise FileNotFoundError(f"{folder / FUSION_FILE}: linear_weight {linear_weight} but no {HYBRID_DIR}/ "
                                     "folder beside it; retrain the '-clf' method")
         linear = LinearChannel.load(folder / HYBRID_DIR) if linear_weight > 0 else None
+        memory_weight = float(meta.pop("memory_weight", 0.0))  # both absent in folders saved before the channels
+        popularity_weight = float(meta.pop("popularity_weight", 0.0))
+        for value, name in ((memory_weight, MEMORY_DIR + "/"), (popularity_weight, POPULARITY_FILE)):
+            if value > 0 and not (folder / name).exists():
+                raise FileNotFoundError(f"{folder / FUSION_FILE}: a weight {value} but no {name} beside it; retrain "
+                                        "the '-clf' method")
+        memory = ClickMemory.load(folder / MEMORY_DIR) if memory_weight > 0 else None
+        popularity = np.load(folder / POPULARITY_FILE) if popularity_weight > 0 else None
         return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight, offset, untrained,
-                   linear, linear_weight)
+                   linear, linear_weight, memory, memory_weight, popularity, popularity_weight)
 
     def with_alpha(self, alpha: float, lexical_weight: float | None = None, untrained_offset: float | None = None,
-                   linear_weight: float | None = None) -> FusedClassifier:
+                   linear_weight: float | None = None, memory_weight: float | None = None,
+                   popularity_weight: float | None = None) -> FusedClassifier:
         """The same parts under other fusion weights (None keeps the current weight / offset)."""
-        weight = self.lexical_weight if lexical_weight is None else lexical_weight
-        offset = self.untrained_offset if untrained_offset is None else untrained_offset
-        linear = self.linear_weight if linear_weight is None else linear_weight
-        return FusedClassifier(self.weights, alpha, self.search_k, self.info, self.lexical, weight, offset,
-                               self.untrained, self.linear, linear)
+        def keep(value: float | None, current: float) -> float:
+            return current if value is None else value
+
+        return replace(self, alpha=alpha, lexical_weight=keep(lexical_weight, self.lexical_weight),
+                       untrained_offset=keep(untrained_offset, self.untrained_offset),
+                       linear_weight=keep(linear_weight, self.linear_weight),
+                       memory_weight=keep(memory_weight, self.memory_weight),
+                       popularity_weight=keep(popularity_weight, self.popularity_weight))
 
     def with_new_labels(self, vectors: np.ndarray) -> FusedClassifier:
         """The same classifier over a catalogue grown by labels that have no click yet (ads added after training):
@@ -129,24 +165,30 @@ class FusedClassifier:
         if vectors.ndim != 2 or vectors.shape[1] != self.weights.shape[1]:
             raise ValueError(f"new label vectors must be (n, {self.weights.shape[1]}), got {vectors.shape}")
         untrained = None if self.untrained is None else np.concatenate([self.untrained, np.ones(len(vectors), bool)])
-        return replace(self, weights=np.concatenate([self.weights, vectors]), untrained=untrained)
+        popularity = (None if self.popularity is None  # no click yet: no popularity
+                      else np.concatenate([self.popularity, np.zeros(len(vectors), np.float32)]))
+        return replace(self, weights=np.concatenate([self.weights, vectors]), untrained=untrained,
+                       popularity=popularity)
 
     @property
     def megabytes(self) -> float:
-        channel, linear = self.active_lexical, self.active_linear
+        channel, linear, memory = self.active_lexical, self.active_linear, self.active_memory
+        popularity = self.popularity if self.popularity_weight > 0 else None
         return (self.weights.nbytes / 2**20 + (channel.megabytes if channel is not None else 0.0)
-                + (linear.megabytes if linear is not None else 0.0))
+                + (linear.megabytes if linear is not None else 0.0) + (memory.megabytes if memory is not None else 0.0)
+                + (popularity.nbytes / 2**20 if popularity is not None else 0.0))
 
 
 def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,
             alpha: float, k: int, chunk: int = 256, lexical: np.ndarray | None = None,
             lexical_weight: float = 0.0, offsets: np.ndarray | None = None, linear: np.ndarray | None = None,
-            linear_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+            linear_weight: float = 0.0, memory: np.ndarray | None = None,
+            memory_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(scores, ids) of the best ``k`` candidates per query under the fused score, best first.
 
-    ``lexical`` / ``linear``: the lexical / hybrid channel's score of each candidate (same shape as
-    ``candidates``), added with their weights; ``offsets``: a per-label score added to each candidate (untrained
-    labels')."""
+    ``lexical`` / ``linear`` / ``memory``: the lexical / hybrid / memory channel's score of each candidate (same
+    shape as ``candidates``), added with their weights; ``offsets``: a per-label score added to each candidate
+    (untrained labels', popularity)."""
     n = len(queries)
     width = min(k, candidates.shape[1])
     out_scores = np.full((n, width), -np.inf, dtype=np.float32)
@@ -164,6 +206,8 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
             score += lexical_weight * lexical[start: start + chunk]
         if linear is not None and linear_weight > 0:
             score += linear_weight * linear[start: start + chunk]
+        if memory is not None and memory_weight > 0:
+            score += memory_weight * memory[start: start + chunk]
         if offsets is not None:
             score += offsets[safe]
         score[cand < 0] = -np.inf
@@ -183,22 +227,27 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     if fused.alpha >= 1.0 and not fused.uses_texts and offsets is None:  # the encoder's ranking, as indexed
         return label_index.search(queries, k)
     if fused.uses_texts and (texts is None or len(texts) != len(queries)):
-        raise ValueError("this fused model has a lexical or hybrid channel: pass the query texts (one per query "
-                         "vector)")
+        raise ValueError("this fused model has a lexical, hybrid or memory channel: pass the query texts (one per "
+                         "query vector)")
     depth = max(k, fused.search_k)
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
-    candidates, lexical, linear = union_ids(enc_ids, clf_ids), None, None
+    candidates, lexical, linear, memory, memory_ids = union_ids(enc_ids, clf_ids), None, None, None, None
     if (hybrid := fused.active_linear) is not None:
         linear_scores, linear_ids = hybrid.search(list(texts or []), queries, depth)
         candidates = union_ids(candidates, linear_ids)
+    if (remembered := fused.active_memory) is not None:
+        memory_scores, memory_ids = remembered.search(list(texts or []))
+        candidates = union_ids(candidates, memory_ids)
     if (channel := fused.active_lexical) is not None:
         candidates, lexical = channel.shortlist(list(texts or []), depth, candidates)
     if hybrid is not None:
         linear = scores_on(linear_ids, linear_scores, candidates)
+    if memory_ids is not None:
+        memory = scores_on(memory_ids, memory_scores, candidates)
     return rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
                    lexical_weight=fused.lexical_weight, offsets=offsets, linear=linear,
-                   linear_weight=fused.linear_weight)
+                   linear_weight=fused.linear_weight, memory=memory, memory_weight=fused.memory_weight)
 
 
 def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,7 @@
 """The classifier stage for one trained encoder: cache embeddings, choose the fusion out of fold, train W, save.
 
-The fusion (α, the lexical weight γ, the offset β on untrained labels, the hybrid channel's weight δ) is chosen on
+The fusion (α, the lexical weight γ, the offset β on untrained labels, the hybrid channel's weight δ, the click
+memory's weight μ and the label popularity's ρ — ``memory.py``) is chosen on
 *out-of-fold* training documents (``classifier/folds.py``, issue #39): W, the lexical and the hybrid channel
 (``linear.py``, issue #40) are refit ``folds`` times, each without the rows it then scores — by blocks of days for
 event logs (rolling origin: a repeated query meets W as in the test period), by document folds elsewhere — so
@@ -26,6 +27,7 @@ from xc_core.classifier.folds import Fold
 from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
 from xc_core.classifier.lexical import LexicalChannel
 from xc_core.classifier.linear import LinearChannel
+from xc_core.classifier.memory import ClickMemory, click_days, label_popularity
 from xc_core.classifier.shortlist import scores_on, union_ids
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
@@ -45,12 +47,14 @@ class FusionGrid:
     ``search_k`` each) with each channel's score of every candidate computed once, so any fusion (alpha, lexical
     weight, untrained-label offset, hybrid weight) re-ranks them by a weighted sum; a row's own label (``exclude``)
     never counts, as in the test filter. ``untrained``: labels without a positive in W's training rows (the offset's
-    labels)."""
+    labels). ``memory`` / ``popularity``: the click memory (its remembered labels join the shortlist) and the labels'
+    popularity, both from W's training rows."""
 
     def __init__(self, queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
                  search_k: int, exclude: np.ndarray, inv_propensity: np.ndarray,
                  lexical: LexicalChannel | None = None, texts: list[str] | None = None,
-                 untrained: np.ndarray | None = None, linear: LinearChannel | None = None) -> None:
+                 untrained: np.ndarray | None = None, linear: LinearChannel | None = None,
+                 memory: ClickMemory | None = None, popularity: np.ndarray | None = None) -> None:
         from xc_core.index import IndexConfig, LabelIndex
 
         flat = IndexConfig(kind="flat")
@@ -64,10 +68,15 @@ class FusionGrid:
         if linear is not None:
             linear_scores, linear_ids = linear.search(texts or [], queries, depth)
             self.candidates = union_ids(self.candidates, linear_ids)
+        if memory is not None:
+            memory_scores, memory_ids = memory.search(texts or [])
+            self.candidates = union_ids(self.candidates, memory_ids)
         if lexical is not None:
             self.candidates, lexical_scores = lexical.shortlist(texts or [], depth, self.candidates)
         self.linear_scores = scores_on(linear_ids, linear_scores, self.candidates) if linear is not None else None
+        self.memory_scores = scores_on(memory_ids, memory_scores, self.candidates) if memory is not None else None
         safe = np.maximum(self.candidates, 0)
+        self.popularity = popularity[safe] if popularity is not None else None
         self.encoder_scores = _cosines(queries, label_vecs, safe)
         self.classifier_scores = _cosines(queries, weights, safe)
         self.lexical_scores = lexical_scores
@@ -76,14 +85,14 @@ class FusionGrid:
             self.blocked[row] |= self.candidates[row] == label
         self.on_untrained = self.untrained[safe]
 
-    def ranked(self, alpha: float, weight: float, offset: float = 0.0,
-               linear_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def ranked(self, alpha: float, weight: float, offset: float = 0.0, linear_weight: float = 0.0,
+               memory_weight: float = 0.0, popularity_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the top ``search_k`` per row under this fusion, own labels dropped (−1 pads)."""
         score = alpha * self.encoder_scores + (1 - alpha) * self.classifier_scores
-        if self.lexical_scores is not None and weight > 0:
-            score = score + weight * self.lexical_scores
-        if self.linear_scores is not None and linear_weight > 0:
-            score = score + linear_weight * self.linear_scores
+        for channel, channel_weight in ((self.lexical_scores, weight), (self.linear_scores, linear_weight),
+                                        (self.memory_scores, memory_weight), (self.popularity, popularity_weight)):
+            if channel is not None and channel_weight > 0:
+                score = score + np.float32(channel_weight) * channel
         if offset:
             score = score + np.float32(offset) * self.on_untrained
         score = np.where(self.blocked, -np.inf, score).astype(np.float32)
@@ -102,8 +111,10 @@ def _cosines(queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, chunk: i
     return out
 
 
-Fusion = tuple[float, float, float, float]  # (alpha, lexical weight, untrained offset, hybrid weight)
-ENCODER_ONLY: Fusion = (1.0, 0.0, 0.0, 0.0)  # the do-nothing fallback of every fusion
+#: (alpha, lexical weight, untrained offset, hybrid weight, memory weight, popularity weight)
+Fusion = tuple[float, float, float, float, float, float]
+ENCODER_ONLY: Fusion = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # the do-nothing fallback of every fusion
+FUSION_KEYS = ("alpha", "lexical_weight", "untrained_offset", "linear_weight", "memory_weight", "popularity_weight")
 
 
 class OutOfFoldGrid:
@@ -118,6 +129,8 @@ class OutOfFoldGrid:
         self.blocks = [np.arange(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
         self.has_lexical = any(p.has_lexical for p in parts)
         self.has_linear = any(p.has_linear for p in parts)
+        self.has_memory = any(p.memory_scores is not None for p in parts)
+        self.has_popularity = any(p.popularity is not None for p in parts)
         self.untrained_any = any(p.on_untrained.any() for p in parts)
         self._ranked: dict[Fusion, tuple[np.ndarray, np.ndarray]] = {}
         self._terms: dict[tuple[Fusion, str], dict[str, np.ndarray]] = {}
@@ -160,9 +173,11 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     """The fusion to serve, the record of its one test against the encoder alone, and the curve over α × γ.
 
     The selection procedure, run on any set of rows: among the fusions that keep every guard metric of the policy
-    (PSP@1) at least at the encoder's on those rows, the (α, γ, δ) best on ``select_metric``, then the untrained-label
-    offset β best for it under the same constraint (ties prefer less hybrid weight, less lexical weight, a smaller
-    offset, then more encoder).
+    (PSP@1) at least at the encoder's on those rows, the (α, γ, δ) best on ``select_metric``, then the click memory's
+    weight μ best for it, then the label popularity's weight ρ and the untrained-label offset β together (the two
+    move the same scores: trained labels up by popularity, untrained ones by the offset), all under the same
+    constraint (ties prefer less hybrid weight, less lexical weight, less memory, less popularity, a smaller offset,
+    then more encoder).
     Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
     procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
     the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut
@@ -175,6 +190,8 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     linear_weights = cfg.linear_weights if oof.has_linear else (0.0,)
     triples = [(float(a), float(w), float(d)) for d in linear_weights for w in weights for a in cfg.alphas]
     offsets = sorted({0.0, *cfg.untrained_offsets}, key=abs) if oof.untrained_any else [0.0]
+    memory_weights = cfg.memory_weights if oof.has_memory else (0.0,)
+    popularity_weights = cfg.popularity_weights if oof.has_popularity else (0.0,)
 
     guards = [g for g in cfg.fallback.guards if g != metric]
 
@@ -186,12 +203,19 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
         def keeps(fusion: Fusion) -> bool:
             return all(oof.value(fusion, g, rows) >= floor[g] for g in guards)
 
-        allowed = [t for t in triples if keeps((t[0], t[1], 0.0, t[2]))] or [(1.0, 0.0, 0.0)]
-        alpha, weight, linear = max(allowed, key=lambda t: (oof.value((t[0], t[1], 0.0, t[2]), metric, rows),
+        def value(fusion: Fusion) -> float:
+            return oof.value(fusion, metric, rows)
+
+        allowed = [t for t in triples if keeps((t[0], t[1], 0.0, t[2], 0.0, 0.0))] or [(1.0, 0.0, 0.0)]
+        alpha, weight, linear = max(allowed, key=lambda t: (value((t[0], t[1], 0.0, t[2], 0.0, 0.0)),
                                                             -t[2], -t[1], t[0]))
-        shifts = [b for b in offsets if keeps((alpha, weight, b, linear))] or [0.0]
-        offset = max(shifts, key=lambda b: (oof.value((alpha, weight, b, linear), metric, rows), -abs(b)))
-        return alpha, weight, offset, linear
+        memories = [m for m in memory_weights if keeps((alpha, weight, 0.0, linear, m, 0.0))] or [0.0]
+        memory = max(memories, key=lambda m: (value((alpha, weight, 0.0, linear, m, 0.0)), -m))
+        shifts = [(p, b) for p in popularity_weights for b in offsets
+                  if keeps((alpha, weight, b, linear, memory, p))] or [(0.0, 0.0)]
+        popularity, offset = max(shifts, key=lambda pb: (value((alpha, weight, pb[1], linear, memory, pb[0])),
+                                                         -pb[0], -abs(pb[1])))
+        return alpha, weight, offset, linear, memory, popularity
 
     folds = oof.blocks if len(oof.blocks) > 1 else row_folds(oof.truth.shape[0], cfg.fallback.folds, seed,
                                                              Stream.FUSION_HALVES)
@@ -201,20 +225,19 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     chosen = served or ENCODER_ONLY
     record = {**decision.as_dict(), "fallback": _pair(_as_row(ENCODER_ONLY)), "served": _pair(_as_row(chosen))}
     curve = [{"alpha": a, "lexical_weight": w, **({"linear_weight": d} if oof.has_linear else {}),
-              **oof.metrics((a, w, 0.0, d))} for a, w, d in triples]
+              **oof.metrics((a, w, 0.0, d, 0.0, 0.0))} for a, w, d in triples]
     best = {**oof.metrics(chosen), **_as_row(chosen)}
     return best, {"fusion": record}, curve
 
 
 def _as_row(fusion: Fusion) -> dict[str, float]:
-    return {"alpha": fusion[0], "lexical_weight": fusion[1], "untrained_offset": fusion[2],
-            "linear_weight": fusion[3]}
+    return dict(zip(FUSION_KEYS, fusion, strict=True))
 
 
 def _pair(row: dict[str, float]) -> dict[str, float]:
-    """The fusion as recorded: alpha and the lexical weight always, the offset and hybrid weight where not 0."""
+    """The fusion as recorded: alpha and the lexical weight always, the other weights where not 0."""
     pair = {"alpha": row["alpha"], "lexical_weight": row["lexical_weight"]}
-    return {**pair, **{key: row[key] for key in ("untrained_offset", "linear_weight") if row.get(key)}}
+    return {**pair, **{key: row[key] for key in FUSION_KEYS[2:] if row.get(key)}}
 
 
 def _fit_lexical(texts: list[str], y: sp.csr_matrix, cfg: ClassifierConfig) -> LexicalChannel | None:
@@ -232,6 +255,15 @@ def _fit_linear(texts: list[str], vectors: np.ndarray, y: sp.csr_matrix, cfg: Cl
     return LinearChannel.fit(texts, vectors, y, cfg.linear.model_copy(update={"seed": cfg.seed}))
 
 
+def _fit_clicks(texts: list[str], clicks: sp.csr_matrix, cfg: ClassifierConfig
+                ) -> tuple[ClickMemory | None, np.ndarray | None]:
+    """The click memory and the label popularity of these documents (each None when no weight > 0 is to be
+    tried)."""
+    memory = ClickMemory.fit(texts, clicks) if any(w > 0 for w in cfg.memory_weights) else None
+    popularity = label_popularity(clicks) if any(w > 0 for w in cfg.popularity_weights) else None
+    return memory, popularity
+
+
 def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs: np.ndarray,
                inv_propensity: np.ndarray, cfg: ClassifierConfig) -> tuple[FusionGrid, dict[str, float]]:
     """W and the text channels refit on the fold's fit rows, its scored rows' grid, and the refits' seconds."""
@@ -244,9 +276,10 @@ def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs:
     started = time.perf_counter()
     linear = _fit_linear(fit_texts, doc_vecs[fold.fit_rows], y_fit, cfg)
     linear_seconds = time.perf_counter() - started
+    memory, popularity = _fit_clicks(fit_texts, fold.fit_clicks, cfg)
     grid = FusionGrid(doc_vecs[fold.score_rows], fold.truth, label_vecs, fit.weights, cfg.search_k,
                       dataset.own_label_pairs(fold.score_rows), inv_propensity, lexical,
-                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained, linear)
+                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained, linear, memory, popularity)
     log.info("classifier: %s — W and the text channels refit on %d documents, %d scored out of fold", fold.name,
              len(fold.fit_rows), len(fold.score_rows))
     return grid, {"W": fit.seconds, "hybrid": linear_seconds}
@@ -287,10 +320,13 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     hybrid_started = time.perf_counter()
     linear = _fit_linear(texts, doc_vecs[labelled], y[labelled], cfg) if best["linear_weight"] > 0 else None
     hybrid_seconds = time.perf_counter() - hybrid_started
+    memory, popularity = _fit_clicks(texts, click_days(dataset)[labelled], cfg)
     untrained = np.diff(y.tocsc().indptr) == 0  # W kept their text vectors
-    log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f, hybrid weight %.2f served after "
-             "%d out-of-fold rows (%s %.4f on them)", best["alpha"], best["lexical_weight"], best["untrained_offset"],
-             best["linear_weight"], sum(len(f.score_rows) for f in folds), cfg.select_metric, best[cfg.select_metric])
+    log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f, hybrid weight %.2f, memory weight "
+             "%.2f, popularity weight %.2f served after %d out-of-fold rows (%s %.4f on them)", best["alpha"],
+             best["lexical_weight"], best["untrained_offset"], best["linear_weight"], best["memory_weight"],
+             best["popularity_weight"], sum(len(f.score_rows) for f in folds), cfg.select_metric,
+             best[cfg.select_metric])
     stage_seconds = {"encode": round(encoded - started, 2), "out_of_fold": round(chosen - encoded, 2),
                      "out_of_fold_refits": round(refit_seconds["W"] + refit_seconds["hybrid"], 2),
                      "out_of_fold_hybrid_refits": round(refit_seconds["hybrid"], 2),
@@ -305,7 +341,9 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
         "train_pairs": fit.pairs, "labels_trained": fit.labels_trained, "labels": len(dataset.label_texts),
         "config": cfg.model_dump(), "encoder_rows_not_scored": 0 if encoder_rows is None else len(encoder_rows),
         **({"hybrid": linear.info} if linear is not None else {})},
-        lexical, best["lexical_weight"], best["untrained_offset"], untrained, linear, best["linear_weight"])
+        lexical, best["lexical_weight"], best["untrained_offset"], untrained, linear, best["linear_weight"],
+        memory if best["memory_weight"] > 0 else None, best["memory_weight"],
+        popularity if best["popularity_weight"] > 0 else None, best["popularity_weight"])
     fused.save(out_dir)
     np.save(label_vectors_path(out_dir), label_vecs)
     return fused
