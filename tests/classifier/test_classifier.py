@@ -193,6 +193,38 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     choices = result["tables"][FALLBACK_TABLE]  # the HTML report's table of the training's fallback tests
     assert [row["choice"] for row in choices] == ["fusion"] and choices[0]["detectable_P@1"] > 0
     assert all(row["method"] == "pretrained-clf" and isinstance(row["kept"], bool) for row in choices)
+    _a_stage_with_the_same_inputs_copies_the_classifier(tiny_data, tmp_path, fused)
+
+
+def _a_stage_with_the_same_inputs_copies_the_classifier(data: XCDataset, home: Path, record: dict) -> None:
+    """Another -clf method whose stage has exactly these inputs (same encoder files, data, settings, unscored rows:
+    ramen-clf on the dual_encoder encoder RAMEN fell back to) copies this run's classifier instead of refitting it;
+    any other input gives another key."""
+    import mlflow
+
+    from xc_core.classifier.stage import stage_key
+    from xc_core.methods.encoder.training import _fit_classifier, _same_classifier
+    from xc_core.profiles import get_profile
+
+    encoder, cfg = Path(record["encoder_dir"]), get_profile("tiny").classifier.model_copy(update={"seed": 0})
+    key = stage_key(data, encoder, record["max_length"], cfg, None)
+    assert record["classifier_key"] == key, "the record keeps its stage's key"
+    assert _same_classifier(home, data.name, "ramen-clf", "tiny", 0, key) is not None
+    assert _same_classifier(home, data.name, "pretrained-clf", "tiny", 0, key) is None, "never itself"
+    assert _same_classifier(home, data.name, "ramen-clf", "tiny", 1, key) is None, "another seed"
+    for other in (stage_key(data, encoder, record["max_length"], cfg, np.array([0, 1])),
+                  stage_key(data, encoder, record["max_length"], cfg.model_copy(update={"seed": 1}), None),
+                  stage_key(data, encoder, 8, cfg, None)):
+        assert other != key
+    twin = _same_classifier(home, data.name, "ramen-clf", "tiny", 0, key)
+    out = home / "copied"
+    with mlflow.start_run():
+        folder, summary = _fit_classifier(data, encoder, record["max_length"], None, cfg, out, False, twin)
+    assert summary["classifier_from_run"] == record["mlflow_run_id"] and summary["alpha"] == record["alpha"]
+    source = Path(record["classifier_dir"])
+    assert (folder / "fusion.json").read_text() == (source / "fusion.json").read_text()
+    assert np.array_equal(np.load(folder / "weights.npy"), np.load(source / "weights.npy"))
+    assert (out / "label_vectors.npy").exists()
 
 
 def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDataset, tmp_path: Path) -> None:

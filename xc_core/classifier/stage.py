@@ -15,6 +15,7 @@ a test document's own label; documents the encoder trained on are never scored.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -283,6 +284,26 @@ def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs:
     log.info("classifier: %s — W and the text channels refit on %d documents, %d scored out of fold", fold.name,
              len(fold.fit_rows), len(fold.score_rows))
     return grid, {"W": fit.seconds, "hybrid": linear_seconds}
+
+
+def stage_key(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
+              encoder_rows: np.ndarray | None) -> str:
+    """A hash of everything the stage's output depends on besides the code: the encoder's files, the training side of
+    the data set (texts, labels, click days, label texts), the settings and the rows never scored. Two stages with
+    the same key (and code) build the same classifier — ``ramen-clf`` on the ``dual_encoder`` encoder its graph
+    test fell back to is ``dual_encoder-clf`` — so one may copy the other's folder."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps({"cfg": cfg.model_dump(mode="json"), "max_length": max_length}).encode())
+    for path in sorted(p for p in encoder_dir.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(encoder_dir).as_posix().encode())
+        digest.update(path.read_bytes())
+    y = sp.csr_matrix(dataset.y_train)
+    for part in (y.indptr, y.indices, dataset.train_pair_days,
+                 np.empty(0) if encoder_rows is None else np.asarray(encoder_rows)):
+        digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes() + b"|")
+    digest.update("\n".join([*dataset.train_texts, "|", *dataset.label_texts]).encode())
+    return digest.hexdigest()[:16]
 
 
 def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,

@@ -90,13 +90,16 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
                                             job.on_metrics, text_only)
     classifier_dir = None
     if method.classifier:
+        from xc_core.classifier.stage import stage_key
         from xc_core.training.selection import fine_tuned_rows
 
         clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
-        classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length,
-                                                      fine_tuned_rows(job.dataset, cfg, summary), clf_cfg, out,
-                                                      job.progress)
-        summary.update(clf_summary)
+        rows = fine_tuned_rows(job.dataset, cfg, summary)
+        key = stage_key(job.dataset, encoder_dir, enc_cfg.max_length, clf_cfg, rows)
+        twin = _same_classifier(job.home, job.dataset.name, method.name, profile.name, cfg.seed, key)
+        classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length, rows, clf_cfg,
+                                                      out, job.progress, twin)
+        summary.update({**clf_summary, "classifier_key": key})
     mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
                         f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
     info = _log_model(encoder_dir, enc_cfg.max_length, out, classifier_dir)
@@ -229,15 +232,43 @@ def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
     return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
 
 
+def _same_classifier(home: Path, dataset: str, name: str, profile: str, seed: int, key: str) -> dict[str, Any] | None:
+    """Another ``-clf`` method's current run in this home whose classifier stage had exactly this stage's inputs
+    (``stage_key``): e.g. ``dual_encoder-clf`` for ``ramen-clf`` when RAMEN's encoder fell back to ``dual_encoder``'s.
+    None when there is none."""
+    from xc_core.methods import get_method
+    from xc_core.methods.roles import method_names
+
+    for other in method_names():
+        method = get_method(other)
+        if other == name or not (isinstance(method, EncoderMethod) and method.classifier):
+            continue
+        run = _current_run(home, dataset, other, profile, seed)
+        if run and run.get("classifier_key") == key and Path(run.get("classifier_dir") or "").is_dir():
+            return run
+    return None
+
+
 def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, encoder_rows: Any, clf_cfg: Any,
-                    out: Path, progress: bool) -> tuple[Path, dict[str, Any]]:
-    """The classifier stage on the method's encoder; its settings, alpha curve and W's size go to MLflow."""
+                    out: Path, progress: bool, twin: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
+    """The classifier stage on the method's encoder — or a copy of ``twin``'s, a run whose stage had the same inputs
+    (the stage is deterministic in them: its seconds are not spent twice); its settings, alpha curve and W's size go
+    to MLflow."""
     import mlflow
 
+    from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
     from xc_core.classifier.stage import fit_classifier_stage
 
     folder = out / "classifier"
-    fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, folder, encoder_rows, progress=progress)
+    if twin is not None:
+        source = Path(twin["classifier_dir"])
+        shutil.copytree(source, folder, dirs_exist_ok=True)
+        shutil.copy2(source.parent / LABEL_VECTORS, out / LABEL_VECTORS)
+        fused = FusedClassifier.load(folder)
+        mlflow.set_tag("classifier_from_run", twin["mlflow_run_id"])
+    else:
+        fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, folder, encoder_rows,
+                                     progress=progress)
     mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
     curve = fused.info["alpha_curve"]
     # two validation curves through the chosen point: over alpha (step = 100 alpha) and over the lexical weight
@@ -264,7 +295,8 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, enco
                     "untrained_offset": fused.untrained_offset, "linear_weight": fused.linear_weight,
                     "memory_weight": fused.memory_weight, "popularity_weight": fused.popularity_weight,
                     "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
-                    "alpha_curve": curve, "fallback_tests": tests}
+                    "alpha_curve": curve, "fallback_tests": tests,
+                    **({"classifier_from_run": twin["mlflow_run_id"]} if twin is not None else {})}
 
 
 def log_fallback_tests(tests: dict[str, dict[str, Any]], prefix: str) -> None:
