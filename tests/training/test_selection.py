@@ -149,3 +149,20 @@ def test_the_named_random_streams_keep_their_historical_draws() -> None:
     np.testing.assert_array_equal(rng(3, Stream.EPOCH_BATCHES, 2).permutation(50),
                                   np.random.default_rng([3, 2, 7]).permutation(50))
     assert step_rng(1, 2, 3).integers(1 << 30) == np.random.default_rng([1, 2, 3]).integers(1 << 30)
+
+
+def test_the_rows_never_scored_follow_the_encoder_actually_served(tiny_data: XCDataset) -> None:
+    """ramen whose own epoch 0 was selected but whose text-only test served dual_encoder's trained encoder: the
+    classifier stage must not score the rows dual_encoder trained on — and scores every row when the served encoder
+    is untrained, whatever the method itself trained."""
+    from xc_core.profiles import get_profile
+    from xc_core.training.selection import fine_tuned_rows, split
+
+    cfg = get_profile("tiny").train
+    trained = split(tiny_data, cfg).train_rows
+    assert fine_tuned_rows(tiny_data, cfg, {"epochs": 2, "selected_epoch": 0}) is None
+    served_trained = {"epochs": 2, "selected_epoch": 0, "served_epochs": 2, "served_selected_epoch": 1}
+    rows = fine_tuned_rows(tiny_data, cfg, served_trained)
+    assert rows is not None and np.array_equal(rows, trained)
+    served_untrained = {"epochs": 2, "selected_epoch": 2, "served_epochs": 2, "served_selected_epoch": 0}
+    assert fine_tuned_rows(tiny_data, cfg, served_untrained) is None

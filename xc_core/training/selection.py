@@ -117,7 +117,10 @@ def split(dataset: XCDataset, cfg: TrainConfig) -> ValidationSplit:
 def fine_tuned_rows(dataset: XCDataset, cfg: TrainConfig, summary: dict[str, Any]) -> np.ndarray | None:
     """The training documents a served encoder was fine-tuned on (out-of-fold choices never score them: the encoder
     would look better on them than on any test query), or None when the encoder served is the untrained start
-    (``pretrained``, or a fine-tune whose epoch 0 was served). ``summary``: the encoder's training record."""
+    (``pretrained``, or a fine-tune whose epoch 0 was served). ``summary``: the encoder's training record; where it
+    served another method's encoder (``served_epochs``: ramen's text-only fallback), that encoder's epochs decide."""
+    if "served_epochs" in summary:  # the encoder served is another method's (ramen's text-only fallback)
+        summary = {"epochs": summary["served_epochs"], "selected_epoch": summary["served_selected_epoch"]}
     if not summary.get("epochs") or summary.get("selected_epoch", summary.get("epochs")) == 0:
         return None
     return split(dataset, cfg).train_rows

@@ -181,7 +181,12 @@ def _against_text_only(trainer: Any, method: EncoderMethod, encoder_dir: Path,
         shutil.rmtree(encoder_dir)
         shutil.copytree(text_only["encoder_dir"], encoder_dir)
         mlflow.set_tag("encoder_from_run", text_only["mlflow_run_id"])
-    return {"text_only_fallback_test": decision.as_dict(), "served_encoder": method.name if decision.kept else other}
+    # the served encoder's own epochs when it is the text-only one: the classifier stage must not score the rows that
+    # encoder trained on (``fine_tuned_rows``), whatever epoch this method's training had selected
+    served = {} if decision.kept else {"served_epochs": text_only.get("epochs"),
+                                       "served_selected_epoch": text_only.get("selected_epoch")}
+    return {"text_only_fallback_test": decision.as_dict(), "served_encoder": method.name if decision.kept else other,
+            **served}
 
 
 def config_stamp(cfg: TrainConfig, enc_cfg: Any) -> str:
@@ -227,7 +232,8 @@ def _copy_base(base: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
     shutil.copytree(base["encoder_dir"], encoder_dir, dirs_exist_ok=True)
     mlflow.set_tag("encoder_from_run", base["mlflow_run_id"])
     keep = ("epochs", "steps", "final_task_loss", "examples_per_s", "selected_epoch", "epoch_fallback_test",
-            "history", "text_only_fallback_test", "served_encoder", "text_only_note", "graph_worth")
+            "history", "text_only_fallback_test", "served_encoder", "text_only_note", "graph_worth", "served_epochs",
+            "served_selected_epoch")
     summary = {k: v for k, v in base.items() if k in keep or k.startswith("val_recall@")}
     return encoder_dir, {**summary, "encoder_from_run": base["mlflow_run_id"]}
 
