@@ -20,12 +20,14 @@ def _clicks(rows: list[dict[int, float]], n_labels: int) -> sp.csr_matrix:
 
 def test_the_memory_scores_a_repeated_querys_labels_by_click_days_and_merges_texts_that_match() -> None:
     clicks = _clicks([{3: 28.0, 5: 1.0}, {5: 2.0}, {1: 4.0}, {}], 8)
-    memory = ClickMemory.fit(["Bank of America", "bank  of america", "maps", "never clicked"], clicks)
-    assert memory.keys == ["bank of america", "maps"], "one row per key; a document without a click is left out"
+    memory = ClickMemory.fit(["Bank of America", "america, bank  of", "maps", "never clicked"], clicks)
+    assert memory.keys == ["america bank of", "maps"], "one row per key; a document without a click is left out"
     ids, scores = memory.scores("BANK OF america ")
     assert ids.tolist() == [3, 5] and scores.tolist() == pytest.approx([1.0, 3.0 / 28.0])
-    assert len(memory.scores("bank of americas")[0]) == 0, "only the exact text (case and spaces aside) matches"
+    assert len(memory.scores("bank of americas")[0]) == 0, "only the same words (case, order, punctuation aside)"
     assert len(memory.scores("never clicked")[0]) == 0
+    assert len(ClickMemory.fit(["...", "maps"], _clicks([{2: 1.0}, {1: 1.0}], 8)).scores("!?")[0]) == 0, \
+        "a text without a word is remembered for no query"
     scores, ids = memory.search(["maps", "unknown", "bank of america"])
     assert ids.tolist() == [[1, -1], [-1, -1], [3, 5]] and scores[0, 0] == 1.0 and scores[1].sum() == 0
 
@@ -34,7 +36,7 @@ def test_popularity_is_log_click_days_over_the_most_clicked_labels() -> None:
     popularity = label_popularity(_clicks([{0: 9.0, 1: 1.0}, {0: 3.0}], 4))
     assert popularity.tolist() == pytest.approx([1.0, np.log(2) / np.log(13), 0.0, 0.0])
     assert label_popularity(sp.csr_matrix((2, 3), dtype=np.float32)).tolist() == [0.0, 0.0, 0.0]
-    assert memory_key("  A\tB ") == "a b"
+    assert memory_key("  B\tA, a.") == "a b"
 
 
 def test_click_days_count_each_day_and_stop_before_a_block() -> None:
@@ -108,3 +110,37 @@ def test_a_saved_classifier_serves_its_memory_and_popularity(tmp_path: Path) -> 
     assert grown.popularity is not None and len(grown.popularity) == 32 and grown.popularity[-1] == 0.0
     off = FusedClassifier.load(loaded.with_alpha(1.0, memory_weight=0.0, popularity_weight=0.0).save(tmp_path / "off"))
     assert off.memory is None and off.popularity is None and not (tmp_path / "off" / "memory").exists()
+
+
+def test_popularity_is_chosen_where_the_labels_with_clicks_rank_among_themselves() -> None:
+    """Each row's top label is an untrained one it clicked, whatever the popularity weight, so on all labels every ρ
+    ties (and the smallest would win). Among the labels with clicks the encoder puts an unclicked, never-clicked
+    label above the row's popular positive: ρ ≥ 0.1 orders them, and is the one chosen."""
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.lexical import LexicalConfig
+    from xc_core.classifier.stage import FusionGrid, choose_fusion
+
+    n_rows, n_labels = 300, 60  # labels 0–14 popular, 15–29 trained without popularity, 30–59 untrained
+    labels = np.eye(n_labels, 64, dtype=np.float32)
+    popular, decoy, untrained = np.arange(n_rows) % 15, 15 + np.arange(n_rows) % 15, 30 + np.arange(n_rows) % 30
+    queries = 0.8 * labels[untrained] + 0.45 * labels[decoy] + 0.38 * labels[popular]
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    rows = np.repeat(np.arange(n_rows), 2)
+    truth = sp.csr_matrix((np.ones(2 * n_rows), (rows, np.stack([untrained, popular], 1).ravel())),
+                          shape=(n_rows, n_labels))
+    popularity = np.r_[np.ones(15), np.zeros(45)].astype(np.float32)
+    cfg = ClassifierConfig(alphas=(1.0,), lexical=LexicalConfig(weights=(0.0,)), memory_weights=(0.0,))
+    grid = FusionGrid(queries.astype(np.float32), truth, labels, labels, 10, np.empty((0, 2), np.int64),
+                      np.ones(n_labels), untrained=np.arange(n_labels) >= 30, popularity=popularity)
+    _, tests, _ = choose_fusion(grid, cfg)
+    candidate = tests["fusion"]["candidate"]
+    assert candidate.get("popularity_weight") == 0.1, candidate
+    assert not candidate.get("untrained_offset"), "the offset cannot help: every row's top is already a positive"
+
+
+def test_a_memory_saved_under_an_older_key_serves_with_todays(tmp_path: Path) -> None:
+    old = ClickMemory(["bank of america", "america bank of", "maps"], _clicks([{3: 2.0}, {3: 1.0, 4: 1.0}, {1: 1.0}], 8))
+    loaded = ClickMemory.load(old.save(tmp_path / "memory"))
+    assert loaded.keys == ["america bank of", "maps"], "rows that now share a key are merged"
+    ids, scores = loaded.scores("Bank of America")
+    assert ids.tolist() == [3, 4] and scores.tolist() == pytest.approx([1.0, 1.0 / 3.0])

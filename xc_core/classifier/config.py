@@ -53,8 +53,8 @@ class ClassifierConfig(BaseModel):
         "its score lies in [0, 1]: 6.4 outranks every other channel together, so a repeated query's most clicked "
         "labels come first)"))
     popularity_weights: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2, 0.3), description=(
-        "label-popularity weights tried out of fold together with the untrained-label offset, after the memory "
-        "(memory.py; 0 = off; its value lies in [0, 1])"))
+        "label-popularity weights tried out of fold after the memory, chosen in the seen-label view before the "
+        "untrained-label offset (memory.py; 0 = off; its value lies in [0, 1])"))
     fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the chosen fusion must beat "
                                      "the encoder alone on the out-of-fold rows (cross-fitted over the folds)")
     folds: int = Field(default=10, ge=2, description="document folds (classifier/folds.py): W and the lexical "
