@@ -139,7 +139,8 @@ def test_popularity_is_chosen_where_the_labels_with_clicks_rank_among_themselves
 
 
 def test_a_memory_saved_under_an_older_key_serves_with_todays(tmp_path: Path) -> None:
-    old = ClickMemory(["bank of america", "america bank of", "maps"], _clicks([{3: 2.0}, {3: 1.0, 4: 1.0}, {1: 1.0}], 8))
+    clicks = _clicks([{3: 2.0}, {3: 1.0, 4: 1.0}, {1: 1.0}], 8)
+    old = ClickMemory(["bank of america", "america bank of", "maps"], clicks)
     loaded = ClickMemory.load(old.save(tmp_path / "memory"))
     assert loaded.keys == ["america bank of", "maps"], "rows that now share a key are merged"
     ids, scores = loaded.scores("Bank of America")

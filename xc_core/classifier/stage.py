@@ -181,8 +181,8 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     (PSP@1) at least at the encoder's on those rows, the (α, γ, δ) best on ``select_metric``, then the click memory's
     weight μ best for it, then the label popularity's weight ρ best in the seen-label view (it orders the labels
     with clicks; the view ranks only those), then the untrained-label offset β best for it on all labels, all under
-    the same constraint (ties prefer less hybrid weight, less lexical weight, less memory, less popularity, a smaller offset,
-    then more encoder).
+    the same constraint (ties prefer less hybrid weight, less lexical weight, less memory, less popularity, a
+    smaller offset, then more encoder).
     Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
     procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
     the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut
