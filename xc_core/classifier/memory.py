@@ -100,7 +100,8 @@ class ClickMemory:
     def scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(label ids ascending, click days over the row's largest) of the training document with this text; empty
         for a query never asked in training."""
-        row = self._row.get(memory_key(text) or None)
+        key = memory_key(text)
+        row = self._row.get(key) if key else None
         if row is None:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         lo, hi = self.clicks.indptr[row], self.clicks.indptr[row + 1]
