@@ -31,6 +31,8 @@ def test_the_memory_scores_a_repeated_querys_labels_by_click_days_and_merges_tex
         "an empty text is remembered for no query"
     scores, ids = memory.search(["maps", "unknown", "bank of america"])
     assert ids.tolist() == [[1, -1], [-1, -1], [3, 5]] and scores[0, 0] == 1.0 and scores[1].sum() == 0
+    scores, ids = memory.search(["maps", "bank of america"], k=1)
+    assert ids.tolist() == [[1], [3]], "capped at k per row, the most clicked kept"
 
 
 def test_popularity_is_log_click_days_over_the_most_clicked_labels() -> None:

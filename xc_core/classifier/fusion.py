@@ -237,7 +237,7 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
         linear_scores, linear_ids = hybrid.search(list(texts or []), queries, depth)
         candidates = union_ids(candidates, linear_ids)
     if (remembered := fused.active_memory) is not None:
-        memory_scores, memory_ids = remembered.search(list(texts or []))
+        memory_scores, memory_ids = remembered.search(list(texts or []), depth)
         candidates = union_ids(candidates, memory_ids)
     if (channel := fused.active_lexical) is not None:
         candidates, lexical = channel.shortlist(list(texts or []), depth, candidates)

@@ -105,16 +105,24 @@ class ClickMemory:
         days = self.clicks.data[lo:hi]
         return self.clicks.indices[lo:hi].astype(np.int64), (days / days.max()).astype(np.float32)
 
-    def search(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(memory scores, label ids) of each query's remembered labels, padded to the widest row (−1 ids, score
-        0); one column of pads when no query is remembered."""
-        rows = [self.scores(text) for text in texts]
+    def search(self, texts: list[str], k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(memory scores, label ids) of each query's remembered labels — its ``k`` most clicked (ties: the lower
+        id) when ``k`` is given, so a query that clicked thousands of labels cannot widen every row's shortlist —
+        padded to the widest row (−1 ids, score 0); one column of pads when no query is remembered."""
+        rows = [self._top(*self.scores(text), k) for text in texts]
         width = max([1, *(len(ids) for ids, _ in rows)])
         ids_out = np.full((len(texts), width), -1, np.int64)
         scores_out = np.zeros((len(texts), width), np.float32)
         for r, (ids, values) in enumerate(rows):
             ids_out[r, :len(ids)], scores_out[r, :len(ids)] = ids, values
         return scores_out, ids_out
+
+    @staticmethod
+    def _top(ids: np.ndarray, values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        if k is None or len(ids) <= k:
+            return ids, values
+        keep = np.lexsort((ids, -values))[:k]
+        return ids[keep], values[keep]
 
     @property
     def megabytes(self) -> float:

@@ -70,7 +70,7 @@ class FusionGrid:
             linear_scores, linear_ids = linear.search(texts or [], queries, depth)
             self.candidates = union_ids(self.candidates, linear_ids)
         if memory is not None:
-            memory_scores, memory_ids = memory.search(texts or [])
+            memory_scores, memory_ids = memory.search(texts or [], depth)
             self.candidates = union_ids(self.candidates, memory_ids)
         if lexical is not None:
             self.candidates, lexical_scores = lexical.shortlist(texts or [], depth, self.candidates)
