@@ -11,8 +11,9 @@ view (``docs/results/issue-40.md``).
 
 - **click memory** (:class:`ClickMemory`): a query whose text (lower-cased, spaces collapsed: :func:`memory_key`)
   is a training document's gets that document's labels scored by their click days over its most clicked label's,
-  in (0, 1]; its labels join the shortlist (at most the search depth of them, the most clicked first). Other queries get 0. A test query repeated from training meets it as a block's query
-  repeated from the days before meets it out of fold.
+  in (0, 1]; its labels join the shortlist (at most the search depth of them, the most clicked first). Other
+  queries get 0. A test query repeated from training meets it as a block's query repeated from the days before
+  meets it out of fold.
 - **popularity** (:func:`label_popularity`): per label ``log(1 + click days) / log(1 + the largest)``, in [0, 1],
   over the training documents; added to each candidate's score with its weight, as the untrained-label offset is
   (labels without a click have 0).
