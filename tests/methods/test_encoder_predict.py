@@ -52,3 +52,30 @@ def test_another_model_or_a_corrupt_index_is_never_reused(tiny_data: XCDataset, 
         handle.write(b"garbage")
     with pytest.raises(IndexError_, match="checksum"):
         load_or_predict(tiny_data, encoder_dir, 16, folder, "runs:/b/encoder", k=10)
+
+
+def test_a_model_with_the_same_files_copies_its_twins_index_and_another_builds_its_own(
+        tiny_data: XCDataset, encoder_dir: Path, tmp_path: Path) -> None:
+    """``ramen`` serving the ``dual_encoder`` encoder its graph test fell back to: its label_index copies the twin's
+    folder (same rankings, its own model URI in the manifest) instead of encoding everything again; a changed
+    encoder file makes it build its own."""
+    import json
+    import shutil
+
+    from xc_core.index import LabelIndex
+    from xc_core.methods.encoder.predict import predict_or_copy
+
+    indexes = tmp_path / "indexes"
+    first = predict_or_copy(tiny_data, encoder_dir, 16, indexes / "dual_encoder-tiny", "runs:/a/encoder", k=10)
+    copied = predict_or_copy(tiny_data, encoder_dir, 16, indexes / "ramen-tiny", "runs:/b/encoder", k=10)
+    report = json.loads((indexes / "ramen-tiny" / "index_report.json").read_text())
+    assert report["copied_from"] == "dual_encoder-tiny" and report["model_uri"] == "runs:/b/encoder"
+    assert (copied.scores != first.scores).nnz == 0
+    assert LabelIndex.load(indexes / "ramen-tiny", expect_model_uri="runs:/b/encoder").count == tiny_data.n_labels
+
+    changed = tmp_path / "changed"
+    shutil.copytree(encoder_dir, changed)
+    config = changed / "config.json"
+    config.write_text(config.read_text().replace("{", '{"xc_note": "changed", ', 1))
+    predict_or_copy(tiny_data, changed, 16, indexes / "other-tiny", "runs:/c/encoder", k=10)
+    assert "copied_from" not in json.loads((indexes / "other-tiny" / "index_report.json").read_text())

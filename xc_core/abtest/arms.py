@@ -171,6 +171,41 @@ class ModelArm:
         return {"arm": self.name, "kind": "xc model", "method": self.method, "profile": self.profile,
                 "model_uri": self.model_uri}
 
+    def content_key(self) -> str | None:
+        """A digest of every file that decides this arm's candidates — the logged model's artifacts and the label
+        index folder its method searches (its run-specific records aside) — or None when the model's artifacts are
+        not local files. Two runs that serve the same bytes (``ramen`` on the ``dual_encoder`` encoder its graph
+        test fell back to, ``ramen-clf`` on the classifier copied from ``dual_encoder-clf``) rank every query
+        alike, so one run's candidates serve the other's test."""
+        import hashlib
+
+        from urllib.parse import urlparse
+
+        import mlflow
+        from mlflow.utils.file_utils import local_file_uri_to_path
+
+        from xc_core.paths import index_dir
+
+        model_id = self.model_uri.removeprefix("models:/")
+        if not model_id.startswith("m-"):  # a registry name or alias: the run id keys it
+            return None
+        location = mlflow.MlflowClient(self.tracking_uri).get_logged_model(model_id).artifact_location
+        if urlparse(location).scheme not in ("", "file"):  # a remote artifact store: not read here
+            return None
+        digest = hashlib.sha256()
+        for root in (Path(local_file_uri_to_path(location)) / "artifacts",
+                     index_dir(self.home, self.dataset, self.method, self.profile)):
+            for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in _RUN_RECORDS):
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+                with path.open("rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+        return digest.hexdigest()[:32]
+
+
+#: files of an index folder that record a run (its model URI, timings) rather than decide a ranking
+_RUN_RECORDS = frozenset({"manifest.json", "index_report.json"})
+
 
 def _label_keyword_rows(world: World, label_ids: list[str]) -> np.ndarray:
     """World keyword row of each label (-1 for a label the world does not know)."""

@@ -29,12 +29,17 @@ from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
 from xc_core.classifier.lexical import LexicalChannel
 from xc_core.classifier.linear import LinearChannel
 from xc_core.classifier.memory import ClickMemory, click_days, label_popularity
-from xc_core.classifier.shortlist import scores_on, union_ids
+from xc_core.classifier.shortlist import best_first, scores_on, union_ids
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
 
 log = logging.getLogger(__name__)
+
+
+#: ranks the fusion grid keeps per row: every metric a fusion is chosen, guarded or recorded on is @1..5
+#: (``config.SELECTABLE``), so the rest of the shortlist never needs an order
+GRID_DEPTH = 5
 
 
 def label_vectors_path(classifier_dir: Path) -> Path:
@@ -89,8 +94,8 @@ class FusionGrid:
     def ranked(self, alpha: float, weight: float, offset: float = 0.0, linear_weight: float = 0.0,
                memory_weight: float = 0.0, popularity_weight: float = 0.0, seen: bool = False
                ) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, ids) of the top ``search_k`` per row under this fusion, own labels dropped (−1 pads); ``seen``:
-        labels without a training positive dropped too (the seen-label view)."""
+        """(scores, ids) of the top :data:`GRID_DEPTH` per row under this fusion, own labels dropped (−1 pads);
+        ``seen``: labels without a training positive dropped too (the seen-label view)."""
         score = alpha * self.encoder_scores + (1 - alpha) * self.classifier_scores
         for channel, channel_weight in ((self.lexical_scores, weight), (self.linear_scores, linear_weight),
                                         (self.memory_scores, memory_weight), (self.popularity, popularity_weight)):
@@ -100,9 +105,7 @@ class FusionGrid:
             score = score + np.float32(offset) * self.on_untrained
         score = np.where(self.blocked | (self.on_untrained if seen else False), -np.inf, score).astype(np.float32)
         # best first, equal scores by the lower label id, as the test's metrics order them
-        order = np.lexsort((self.candidates, -score), axis=1)[:, : self.search_k]
-        scores = np.take_along_axis(score, order, axis=1)
-        return scores, np.where(np.isfinite(scores), np.take_along_axis(self.candidates, order, axis=1), -1)
+        return best_first(score, self.candidates, min(GRID_DEPTH, self.search_k))
 
 
 def _cosines(queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, chunk: int = 512) -> np.ndarray:
@@ -147,7 +150,8 @@ class OutOfFoldGrid:
 
     def top(self, fusion: Fusion, seen: bool = False) -> np.ndarray:
         """Each row's top-5 label ids under ``fusion`` (in the seen-label view with ``seen``), −1 padded."""
-        return self.ranked(fusion, seen)[1][:, :5]
+        ids = self.ranked(fusion, seen)[1][:, :GRID_DEPTH]
+        return np.pad(ids, ((0, 0), (0, GRID_DEPTH - ids.shape[1])), constant_values=-1)  # a search_k under 5
 
     def value(self, fusion: Fusion, metric: str, rows: np.ndarray, seen: bool = False) -> float:
         """``metric`` of ``fusion`` over ``rows`` (a mean of per-row terms, or a ratio of their sums: PSP); ``seen``:
@@ -164,13 +168,11 @@ class OutOfFoldGrid:
         return float(terms[f"{metric}/numerator"][rows].sum()) / den if den > 0 else 0.0
 
     def metrics(self, fusion: Fusion) -> dict[str, float]:
-        """P/nDCG/PSP/PSnDCG@1..5 of ``fusion`` over every scored row (the curve the record keeps)."""
-        from xc_core.evaluation.metrics import evaluate, to_csr
+        """P/nDCG/PSP/PSnDCG@1..5 of ``fusion`` over every scored row (the curve the record keeps): the test's
+        :func:`~xc_core.evaluation.metrics.evaluate` on the grid's ranking, read from its ids directly."""
+        from xc_core.evaluation.metrics import aggregate, metric_terms
 
-        scores, ids = self.ranked(fusion)
-        found = evaluate(self.truth, to_csr(scores, ids, self.truth.shape[1]), k=5,
-                         inv_propensity=self.inv_propensity)
-        return {key: float(v) for key, v in found.items()}
+        return aggregate(metric_terms(self.truth, self.top(fusion), self.inv_propensity))
 
 
 def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,

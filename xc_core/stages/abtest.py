@@ -38,6 +38,7 @@ class ABStage:
         world = ground_truth(dataset, home)
         self.simulation = Simulation(world) if world is not None else None
         self._arms: dict[str, Arm] = {}
+        self._keys: dict[str, str] = {}  # model URI → the name of its candidates' cache file
 
     def arm(self, spec: str, seed: int = 0) -> Arm:
         if spec not in self._arms:
@@ -45,10 +46,15 @@ class ABStage:
         return self._arms[spec]
 
     def _cached(self, arm: Arm, cfg: ABConfig) -> Path | None:
-        """Load a model arm's saved candidates (the expensive part: embedding the traffic's queries); its file."""
+        """Load a model arm's saved candidates (the expensive part: embedding the traffic's queries); its file,
+        named by the digest of what the arm serves (the run id where that cannot be read), so two runs serving the
+        same model share it."""
         if self.simulation is None or not isinstance(arm, ModelArm) or not arm.run_id:
             return None
-        path = abtest_cache_dir(self.home, self.dataset) / f"{arm.run_id}-k{cfg.selection.candidates}.npz"
+        if arm.model_uri not in self._keys:
+            self._keys[arm.model_uri] = arm.content_key() or arm.run_id
+        key = self._keys[arm.model_uri]
+        path = abtest_cache_dir(self.home, self.dataset) / f"{key}-k{cfg.selection.candidates}.npz"
         self.simulation.cache(arm, cfg.selection.candidates).load(path)
         return path
 

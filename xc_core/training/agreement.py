@@ -36,6 +36,14 @@ def _flat_grad(loss: Any, params: list[Any]) -> Any:
                                                                                                strict=True)])
 
 
+def _cosine(a: Any, b: Any) -> float:
+    """cos(a, b) of two flat gradients as a dot over the product of the norms (floored at 1e-8, as torch's
+    ``cosine_similarity``), which on 22M-entry vectors is several times cheaper than ``cosine_similarity``."""
+    import torch
+
+    return float(torch.dot(a, b) / torch.clamp(torch.linalg.vector_norm(a) * torch.linalg.vector_norm(b), min=1e-8))
+
+
 def _interval(values: list[float]) -> tuple[float, float, float]:
     """Mean and 95% t-interval of per-batch values."""
     from scipy import stats
@@ -83,14 +91,14 @@ def gradient_agreement(trainer: Trainer, batches: int, seed: int) -> dict[str, d
                 if term not in losses:
                     continue
                 g = _flat_grad(losses[term], params)
-                per_batch[term].append(float(torch.nn.functional.cosine_similarity(g, g_val, dim=0)))
+                per_batch[term].append(_cosine(g, g_val))
                 sums[term] = g if term not in sums else sums[term] + g
             sums["validation"] = g_val if "validation" not in sums else sums["validation"] + g_val
     finally:
         trainer.encoder.model.train()
 
     def cosine(term: str) -> float:
-        return float(torch.nn.functional.cosine_similarity(sums[term], sums["validation"], dim=0))
+        return _cosine(sums[term], sums["validation"])
 
     task_cosine = cosine("task") if "task" in sums else float("nan")
     out = {}

@@ -59,15 +59,14 @@ class EncoderMethod:
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
                 progress: bool = False) -> Predictions:
-        from xc_core.encoders.text import encoder_for
-        from xc_core.methods.encoder.predict import load_or_predict, predict
+        from xc_core.methods.encoder.predict import load_or_predict, predict_or_copy
 
         encoder_dir, max_length, classifier_dir = artefacts(trained)
         if reuse:
             return load_or_predict(dataset, encoder_dir, max_length, index_dir, trained.model_uri, progress=progress,
                                    classifier_dir=classifier_dir)
-        return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, trained.model_uri,
-                       progress=progress, classifier_dir=classifier_dir)
+        return predict_or_copy(dataset, encoder_dir, max_length, index_dir, trained.model_uri, progress=progress,
+                               classifier_dir=classifier_dir)
 
     def analyse(self, dataset: XCDataset, trained: TrainedModel, predictions: Predictions,
                 out: Path) -> dict[str, Any]:

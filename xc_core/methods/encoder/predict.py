@@ -20,13 +20,15 @@ from xc_core.methods.base import Predictions
 
 
 def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri: str, k: int = 100,
-            cfg: IndexConfig | None = None, progress: bool = False, classifier_dir: Path | None = None) -> Predictions:
+            cfg: IndexConfig | None = None, progress: bool = False, classifier_dir: Path | None = None,
+            inputs_key: str = "") -> Predictions:
     """Index every label with the encoder, search the test documents, and measure the index.
 
     The index, its report and the test queries' top-k are saved in ``index_dir`` (``label_index``), so the
     evaluation reuses them (:func:`load_or_predict`) instead of encoding everything a second time. With a
     classifier stage (``classifier_dir``) its vectors get their own index (``index_dir/classifier``) and the
-    test queries go through the fused search, the same path ``xc predict`` serves."""
+    test queries go through the fused search, the same path ``xc predict`` serves. ``inputs_key``
+    (:func:`inputs_key`) is recorded in the report, so a later model with the same files may copy the folder."""
     fused = _load_classifier(classifier_dir)
     labels = _label_vectors(dataset, encoder, classifier_dir, progress)
     started = time.perf_counter()
@@ -69,9 +71,80 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     (index_dir / "index_report.json").write_text(json.dumps(
         {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
          "recall_sample": min(len(queries), RECALL_SAMPLE), "k": k, "model_uri": model_uri, "test_split": split,
-         "steps_ms_per_query": steps}))
+         "steps_ms_per_query": steps, **({"inputs_key": inputs_key} if inputs_key else {})}))
     return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri, recall, ann_ms, exact_ms,
                        steps)
+
+
+def inputs_key(dataset: XCDataset, encoder_dir: Path, max_length: int, k: int, cfg: IndexConfig | None,
+               classifier_dir: Path | None) -> str:
+    """A digest of everything :func:`predict` reads: the encoder's and the classifier's files (with the label vectors
+    beside it), the test split, the depth and the index settings. The index build and the search are deterministic
+    in them (two builds from the same vectors write the same bytes)."""
+    import hashlib
+
+    from xc_core.classifier.stage import label_vectors_path
+
+    digest = hashlib.sha256(json.dumps({"split": fingerprint_test_split(dataset), "k": k, "max_length": max_length,
+                                        "cfg": (cfg or IndexConfig(kind="hnsw")).model_dump(mode="json")},
+                                       sort_keys=True).encode())
+    roots = [encoder_dir] + ([classifier_dir, label_vectors_path(classifier_dir)] if classifier_dir else [])
+    for root in roots:
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root] * root.is_file()
+        for path in files:
+            digest.update((path.relative_to(root).as_posix() if root.is_dir() else path.name).encode() + b"\0")
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:32]
+
+
+def predict_or_copy(dataset: XCDataset, encoder_dir: Path, max_length: int, index_dir: Path, model_uri: str,
+                    k: int = 100, progress: bool = False, classifier_dir: Path | None = None) -> Predictions:
+    """:func:`predict`, unless another method's index folder beside ``index_dir`` was built from the same files
+    (``ramen`` serving the ``dual_encoder`` encoder its graph test fell back to, ``ramen-clf`` the classifier it
+    copied): its folder is then copied under this model's URI, with the same rankings, and nothing is encoded."""
+    key = inputs_key(dataset, encoder_dir, max_length, k, None, classifier_dir)
+    for twin in sorted(index_dir.parent.iterdir()) if index_dir.parent.is_dir() else []:
+        report = twin / "index_report.json"
+        if twin == index_dir or not report.is_file() or json.loads(report.read_text()).get("inputs_key") != key:
+            continue
+        try:
+            return _copy_index(twin, index_dir, model_uri, dataset, k)
+        except (OSError, ValueError, KeyError):  # a twin folder changing under us: build our own
+            break
+    return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, model_uri, k=k, progress=progress,
+                   classifier_dir=classifier_dir, inputs_key=key)
+
+
+def _copy_index(twin: Path, index_dir: Path, model_uri: str, dataset: XCDataset, k: int) -> Predictions:
+    """``twin``'s index folder as ``index_dir``, its manifests and report naming ``model_uri``."""
+    import shutil
+
+    from xc_core.classifier.fusion import CLASSIFIER_INDEX
+
+    index_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(twin, index_dir, dirs_exist_ok=True)
+    for folder in (index_dir, index_dir / CLASSIFIER_INDEX):
+        if (folder / "manifest.json").is_file():
+            index = LabelIndex.load(folder, expect_dataset=dataset.name)
+            index.model_uri = model_uri
+            index.save(folder)
+    report = {**json.loads((twin / "index_report.json").read_text()), "model_uri": model_uri,
+              "copied_from": twin.name}
+    (index_dir / "index_report.json").write_text(json.dumps(report))
+    return _saved_predictions(dataset, index_dir, model_uri, report, k)
+
+
+def _saved_predictions(dataset: XCDataset, index_dir: Path, model_uri: str, report: dict[str, Any],
+                       k: int) -> Predictions:
+    """The test predictions saved in ``index_dir`` (its index checked against ``model_uri`` and the data set)."""
+    LabelIndex.load(index_dir, expect_model_uri=model_uri, expect_dataset=dataset.name)  # raises when stale/corrupt
+    ids = np.load(index_dir / "test_top_ids.npy")[:, :k]
+    scores = np.load(index_dir / "test_top_scores.npy")[:, :k]
+    return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, fingerprint_test_split(dataset), model_uri,
+                       float(report["hnsw_recall@10"]), float(report["ms_per_query"]),
+                       float(report["exact_ms_per_query"]), dict(report.get("steps_ms_per_query", {})))
 
 
 def _load_classifier(classifier_dir: Path | None) -> Any:
@@ -106,11 +179,6 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     fresh = (report.get("model_uri") == model_uri and report.get("test_split") == split
              and report.get("k", 0) >= k and (index_dir / "test_top_ids.npy").exists())
     if not fresh:
-        return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, model_uri, k=k, progress=progress,
-                       classifier_dir=classifier_dir)
-    LabelIndex.load(index_dir, expect_model_uri=model_uri, expect_dataset=dataset.name)  # raises when stale/corrupt
-    ids = np.load(index_dir / "test_top_ids.npy")[:, :k]
-    scores = np.load(index_dir / "test_top_scores.npy")[:, :k]
-    return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri,
-                       float(report["hnsw_recall@10"]), float(report["ms_per_query"]),
-                       float(report["exact_ms_per_query"]), dict(report.get("steps_ms_per_query", {})))
+        return predict_or_copy(dataset, encoder_dir, max_length, index_dir, model_uri, k=k, progress=progress,
+                               classifier_dir=classifier_dir)
+    return _saved_predictions(dataset, index_dir, model_uri, report, k)
