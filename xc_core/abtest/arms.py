@@ -178,7 +178,6 @@ class ModelArm:
         test fell back to, ``ramen-clf`` on the classifier copied from ``dual_encoder-clf``) rank every query
         alike, so one run's candidates serve the other's test."""
         import hashlib
-
         from urllib.parse import urlparse
 
         import mlflow
