@@ -43,6 +43,18 @@ def test_arms_serving_the_same_files_share_a_key_and_a_changed_file_does_not(tmp
     assert dual.run_id != ramen.run_id and dual.model_uri != ramen.model_uri
     assert dual.content_key() == ramen.content_key()
     assert len({dual.content_key(), other_weights.content_key(), other_index.content_key()}) == 3
-    registry_alias = ModelArm(model_uri="models:/xc-encoder-synthetic@champion", method="ramen", profile="tiny",
-                              dataset="synthetic", home=tmp_path, tracking_uri=uri, run_id=ramen.run_id)
-    assert registry_alias.content_key() is None  # keyed by its run id instead
+
+    # a registered version is scored as its training run's model (the tag registration writes), as before by run id
+    client = mlflow.MlflowClient(uri)
+    client.create_registered_model("xc-encoder-synthetic")
+    tagged = client.create_model_version("xc-encoder-synthetic", other_index.model_uri, run_id=other_index.run_id,
+                                         tags={"trained_model_uri": dual.model_uri})
+    client.set_registered_model_alias("xc-encoder-synthetic", "champion", tagged.version)
+    untagged = client.create_model_version("xc-encoder-synthetic", dual.model_uri, run_id=dual.run_id)
+
+    def registered(spec: str) -> ModelArm:
+        return ModelArm(model_uri=f"models:/xc-encoder-synthetic{spec}", method="dual_encoder", profile="tiny",
+                        dataset="synthetic", home=tmp_path, tracking_uri=uri, run_id=dual.run_id)
+
+    assert registered("@champion").content_key() == dual.content_key()
+    assert registered(f"/{untagged.version}").content_key() is None  # keyed by its run id instead

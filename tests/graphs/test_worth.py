@@ -155,3 +155,23 @@ def test_the_check_reads_held_out_anchors_as_the_training_settings_do(tmp_path: 
     kept = assess_graph(data, tmp_path, profile, use_encoder=False,
                         overrides={"exclude_heldout_anchors": False})["sets"]["mixed"]["edges_drawn"]
     assert 0 < dropped < kept
+
+
+def test_the_check_ranks_with_the_vectors_the_anchor_stage_computed(tiny_data: XCDataset, tiny_home: Path) -> None:
+    """The validation ranking of the check (what the text already knows) reads the anchor stage's vectors of the same
+    encoder instead of encoding the texts again; a text the stage never embedded is encoded."""
+    import numpy as np
+
+    from xc_core.encoders import TextEncoder
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.stages.anchor_sets import KnownVectors
+
+    encoder = TextEncoder(encoder_config(get_profile("tiny"), tiny_home))
+    known = KnownVectors(encoder)
+    labels = list(tiny_data.label_texts)
+    stored = known.remember(labels, 2 * encoder.encode(labels))  # marked: the stage's rows, never re-encoded
+    picked = [labels[2], labels[0], labels[2]]
+    assert np.array_equal(known.encode(picked), stored[[2, 0, 2]])
+    unseen = "a query the anchor stage never embedded"
+    fresh = known.encode([unseen, labels[1]])
+    assert np.allclose(fresh[0], encoder.encode([unseen])[0], atol=1e-5) and np.array_equal(fresh[1], stored[1])

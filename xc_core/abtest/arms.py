@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -185,10 +185,11 @@ class ModelArm:
 
         from xc_core.paths import index_dir
 
-        model_id = self.model_uri.removeprefix("models:/")
-        if not model_id.startswith("m-"):  # a registry name or alias: the run id keys it
+        client = mlflow.MlflowClient(self.tracking_uri)
+        model_id = _logged_model_id(client, self.model_uri)
+        if model_id is None:  # not a logged model of this store: the run id keys it
             return None
-        location = mlflow.MlflowClient(self.tracking_uri).get_logged_model(model_id).artifact_location
+        location = client.get_logged_model(model_id).artifact_location
         if urlparse(location).scheme not in ("", "file"):  # a remote artifact store: not read here
             return None
         digest = hashlib.sha256()
@@ -200,6 +201,20 @@ class ModelArm:
                     for block in iter(lambda: handle.read(1 << 20), b""):
                         digest.update(block)
         return digest.hexdigest()[:32]
+
+
+def _logged_model_id(client: Any, uri: str) -> str | None:
+    """The training run's logged model (``m-…``) an arm stands for: the one ``models:/m-…`` names; for a registry
+    version (``models:/NAME@ALIAS``, ``models:/NAME/VERSION``) the one its ``trained_model_uri`` tag names — a
+    registered version is scored as its training run's model, as the cache's run-id key had it. None otherwise."""
+    path = uri.removeprefix("models:/")
+    if uri.startswith("models:/m-") or not uri.startswith("models:/"):
+        return path if uri.startswith("models:/m-") else None
+    name, sep, alias = path.partition("@")
+    version = (client.get_model_version_by_alias(name, alias) if sep
+               else client.get_model_version(*path.rsplit("/", 1)) if "/" in path else None)
+    trained = str((getattr(version, "tags", None) or {}).get("trained_model_uri", ""))
+    return trained.removeprefix("models:/") if trained.startswith("models:/m-") else None
 
 
 #: files of an index folder that record a run (its model URI, timings) rather than decide a ranking

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from xc_core.datasets.container import XCDataset
@@ -36,14 +37,15 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
     ``<home>/anchor_sets/<name>`` (an XC data set folder plus ``coverage.parquet``, ``similar_text.parquet``
     and ``thresholds.json``)."""
     started = time.perf_counter()
-    embed = None
+    embed, known = None, None
     if use_encoder:
         from xc_core.encoders import TextEncoder
 
         encoder = TextEncoder(encoder_config(profile, home))
+        known = KnownVectors(encoder)
 
         def embed(texts: list[str]) -> Any:
-            return encoder.encode(texts, progress=progress)
+            return known.remember(texts, encoder.encode(texts, progress=progress))
 
     from xc_core.graphs.anchors import AnchorConfig, build_anchor_stage
 
@@ -51,7 +53,7 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
     stage = build_anchor_stage(dataset, cfg, embed=embed, progress=progress)
     expanded = dataclasses.replace(dataset, anchor_sets=stage.anchor_sets,
                                    meta={**dataset.meta, "anchor_profile": profile.name, "rwr": cfg.rwr.model_dump()})
-    worth = assess_graph(expanded, home, profile, use_encoder=use_encoder)
+    worth = assess_graph(expanded, home, profile, use_encoder=use_encoder, known=known)
     expanded.meta["graph_worth"] = worth  # what ramen reads to choose its anchor sets (TrainConfig.graph_worth)
     path = expanded.save(anchors_dir(home, dataset.name))
     (path / "graph_worth.json").write_text(json.dumps(worth, indent=2) + "\n")
@@ -74,12 +76,40 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
     return AnchorStageResult(expanded, stage.coverage, thresholds, summary, path)
 
 
+class KnownVectors:
+    """The starting encoder's vectors of the texts the anchor stage embedded (its documents, labels and anchors),
+    standing in for the encoder where the graph-worth check ranks its validation rows with the same encoder: the
+    texts are not encoded twice. A text it has not seen is encoded."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+        self.rows: dict[str, int] = {}  # text → its row in the stacked parts
+        self.parts: list[np.ndarray] = []
+        self._size = 0
+
+    def remember(self, texts: list[str], vectors: np.ndarray) -> np.ndarray:
+        self.parts.append(vectors)
+        for offset, text in enumerate(texts):
+            self.rows.setdefault(text, self._size + offset)
+        self._size += len(texts)
+        return vectors
+
+    def encode(self, texts: list[str], progress: bool = False, desc: str = "encode") -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.rows))
+        if missing:
+            self.remember(missing, self.encoder.encode(missing, progress=progress, desc=desc))
+        table = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
+        self.parts = [table]
+        return table[[self.rows[t] for t in texts]]
+
+
 def assess_graph(dataset: XCDataset, home: Path, profile: Profile, use_encoder: bool = True,
-                 overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+                 overrides: dict[str, Any] | None = None, known: KnownVectors | None = None) -> dict[str, Any]:
     """The graph-worth check (graphs/worth.py) of every anchor set of ``dataset``, on the validation split a graph
     method trains with under ``profile`` (and training ``overrides``, as ``xc train --set``) and the sets as it reads
     them (held-out anchors dropped unless ``exclude_heldout_anchors`` is off); the gradient agreement at the profile's
-    starting encoder when ``use_encoder``. Training and validation rows only."""
+    starting encoder when ``use_encoder`` (``known``: its vectors of texts already embedded). Training and validation
+    rows only."""
     import tempfile
 
     from xc_core.graphs.heldout import without_heldout
@@ -108,7 +138,7 @@ def assess_graph(dataset: XCDataset, home: Path, profile: Profile, use_encoder: 
                 trainer = Trainer(dataset, encoder_config(profile, home), cfg, Path(scratch))
             except ValueError as err:  # no usable set once held-out anchors are dropped
                 note = f"gradient agreement not measured: {err}"
-        text_top = trainer.validation_ranking(cfg.val_k) if trainer is not None else None
+        text_top = trainer.validation_ranking(cfg.val_k, known) if trainer is not None else None
         found = graph_statistics(split.fit_view(dataset), sets, split.y_fit, split.y_val, split.train_rows,
                                  split.val_rows, worth_cfg, text_top=text_top)
         if trainer is not None:

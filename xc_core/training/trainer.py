@@ -255,9 +255,10 @@ class Trainer:
         found, self._last_top = self.ranker.metrics(self.encoder)
         return found
 
-    def validation_ranking(self, k: int) -> np.ndarray:
-        """The current encoder's top ``k`` label ids per validation row (−1 pads), as validation ranks them."""
-        top = self.ranker.top(self.encoder, k)
+    def validation_ranking(self, k: int, encoder: Any = None) -> np.ndarray:
+        """The current encoder's top ``k`` label ids per validation row (−1 pads), as validation ranks them;
+        ``encoder``: anything with the encoder's ``encode`` standing in for it (vectors already computed)."""
+        top = self.ranker.top(encoder or self.encoder, k)
         return np.where(top >= 0, self.val_label_space[np.maximum(top, 0)], -1)
 
     def against_encoder(self, folder: Path, name: str) -> Decision:
