@@ -75,6 +75,10 @@ class ClassifierConfig(BaseModel):
         "(event logs), else document folds — as each data set's test split is built")
     temporal_span: float = Field(default=0.3, gt=0, lt=1, description="share of the training window's last days "
                                  "cut into the temporal folds' blocks")
+    fold_workers: int = Field(default=2, ge=1, description=(
+        "out-of-fold refits run this many folds at a time (threads: W's torch steps and the hybrid's numba solver "
+        "release the GIL, and each fold is seeded on its own, so the grid is the same as one at a time; each "
+        "worker holds its fold's W and channels in memory)"))
     seed: int = 0
 
     @field_validator("select_metric")

