@@ -73,6 +73,12 @@ def test_a_model_with_the_same_files_copies_its_twins_index_and_another_builds_i
     assert (copied.scores != first.scores).nnz == 0
     assert LabelIndex.load(indexes / "ramen-tiny", expect_model_uri="runs:/b/encoder").count == tiny_data.n_labels
 
+    with open(indexes / "dual_encoder-tiny" / "index.faiss", "ab") as handle:  # a corrupt twin is never copied
+        handle.write(b"garbage")
+    rebuilt = predict_or_copy(tiny_data, encoder_dir, 16, indexes / "auggt-tiny", "runs:/d/encoder", k=10)
+    assert "copied_from" not in json.loads((indexes / "auggt-tiny" / "index_report.json").read_text())
+    assert (rebuilt.scores != first.scores).nnz == 0
+
     changed = tmp_path / "changed"
     shutil.copytree(encoder_dir, changed)
     config = changed / "config.json"

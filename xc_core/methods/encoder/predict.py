@@ -15,7 +15,7 @@ from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import TextEncoder, encoder_for
 from xc_core.evaluation.metrics import to_csr
 from xc_core.evaluation.record import fingerprint_test_split
-from xc_core.index import RECALL_SAMPLE, IndexConfig, LabelIndex, measure_against_exact
+from xc_core.index import RECALL_SAMPLE, IndexConfig, IndexError_, LabelIndex, measure_against_exact
 from xc_core.methods.base import Predictions
 
 
@@ -111,7 +111,7 @@ def predict_or_copy(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
             continue
         try:
             return _copy_index(twin, index_dir, model_uri, dataset, k)
-        except (OSError, ValueError, KeyError):  # a twin folder changing under us: build our own
+        except (OSError, ValueError, KeyError, IndexError_):  # a twin stale, corrupt or changing: build our own
             break
     return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, model_uri, k=k, progress=progress,
                    classifier_dir=classifier_dir, inputs_key=key)
