@@ -57,7 +57,7 @@ METHODS ?= $(shell $(BIN)/python -m xc_core.methods run)
 run: $(STAMP) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
 	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors → train → index → eval → A/B → report → promotion"
-	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 7 minutes on 2 idle cores)"
+	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 10 minutes on 2 idle cores: docs/benchmarks.md)"
 	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME) --quiet \
 		2> $(XC_HOME)/last-run.log || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
 	@echo
