@@ -30,6 +30,20 @@ def code_version(root: Path = SOURCE_ROOT) -> str:
     return digest.hexdigest()[:12]
 
 
+def hash_files(digest: Any, root: Path, skip: frozenset[str] = frozenset()) -> None:
+    """Feed ``digest`` (a ``hashlib`` object) every file under ``root`` (or ``root`` itself when it is a file; nothing
+    when it is missing), in path order, each as its path relative to ``root``, its length and its bytes, read in
+    blocks; files named in ``skip`` are left out. What decides a stage's output, for keys that say "same inputs"."""
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name not in skip) if root.is_dir() else (
+        [root] if root.is_file() else [])
+    for path in files:
+        name = path.relative_to(root).as_posix() if root.is_dir() else path.name
+        digest.update(f"{name}\0{path.stat().st_size}\0".encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+
+
 def git_state(folder: Path | None = None) -> tuple[str, bool] | None:
     """(HEAD, dirty) of the checkout xc runs from, or None outside a git checkout. Dirty: a tracked file differs from
     HEAD, or an untracked Python source lies in the tree (it counts in :func:`code_version` as much as an edit)."""

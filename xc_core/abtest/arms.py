@@ -184,6 +184,7 @@ class ModelArm:
         from mlflow.utils.file_utils import local_file_uri_to_path
 
         from xc_core.paths import index_dir
+        from xc_core.provenance import hash_files
 
         client = mlflow.MlflowClient(self.tracking_uri)
         model_id = _logged_model_id(client, self.model_uri)
@@ -195,11 +196,7 @@ class ModelArm:
         digest = hashlib.sha256()
         for root in (Path(local_file_uri_to_path(location)) / "artifacts",
                      index_dir(self.home, self.dataset, self.method, self.profile)):
-            for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in _RUN_RECORDS):
-                digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-                with path.open("rb") as handle:
-                    for block in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(block)
+            hash_files(digest, root, skip=_RUN_RECORDS)
         return digest.hexdigest()[:32]
 
 

@@ -322,10 +322,10 @@ def stage_key(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: Class
     test fell back to is ``dual_encoder-clf`` — so one may copy the other's folder."""
     import hashlib
 
+    from xc_core.provenance import hash_files
+
     digest = hashlib.sha256(json.dumps({"cfg": cfg.model_dump(mode="json"), "max_length": max_length}).encode())
-    for path in sorted(p for p in encoder_dir.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(encoder_dir).as_posix().encode())
-        digest.update(path.read_bytes())
+    hash_files(digest, encoder_dir)
     y = sp.csr_matrix(dataset.y_train)
     for part in (y.indptr, y.indices, dataset.train_pair_days,
                  np.empty(0) if encoder_rows is None else np.asarray(encoder_rows)):

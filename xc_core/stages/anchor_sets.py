@@ -85,13 +85,12 @@ class KnownVectors:
         self.encoder = encoder
         self.rows: dict[str, int] = {}  # text → its row in the stacked parts
         self.parts: list[np.ndarray] = []
-        self._size = 0
 
     def remember(self, texts: list[str], vectors: np.ndarray) -> np.ndarray:
+        start = sum(len(part) for part in self.parts)
         self.parts.append(vectors)
         for offset, text in enumerate(texts):
-            self.rows.setdefault(text, self._size + offset)
-        self._size += len(texts)
+            self.rows.setdefault(text, start + offset)
         return vectors
 
     def encode(self, texts: list[str], progress: bool = False, desc: str = "encode") -> np.ndarray:

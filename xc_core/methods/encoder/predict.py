@@ -84,18 +84,13 @@ def inputs_key(dataset: XCDataset, encoder_dir: Path, max_length: int, k: int, c
     import hashlib
 
     from xc_core.classifier.stage import label_vectors_path
+    from xc_core.provenance import hash_files
 
     digest = hashlib.sha256(json.dumps({"split": fingerprint_test_split(dataset), "k": k, "max_length": max_length,
                                         "cfg": (cfg or IndexConfig(kind="hnsw")).model_dump(mode="json")},
                                        sort_keys=True).encode())
-    roots = [encoder_dir] + ([classifier_dir, label_vectors_path(classifier_dir)] if classifier_dir else [])
-    for root in roots:
-        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root] * root.is_file()
-        for path in files:
-            digest.update((path.relative_to(root).as_posix() if root.is_dir() else path.name).encode() + b"\0")
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
+    for root in [encoder_dir] + ([classifier_dir, label_vectors_path(classifier_dir)] if classifier_dir else []):
+        hash_files(digest, root)
     return digest.hexdigest()[:32]
 
 
