@@ -53,6 +53,17 @@ def model_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
     return home / "models" / dataset_slug(dataset) / f"{method}-{profile}"
 
 
+def home_of_model(folder: Path) -> Path | None:
+    """The home a :func:`model_dir` folder lies in; None for a folder not laid out as one."""
+    folder = Path(folder)
+    return folder.parents[2] if len(folder.parents) > 2 and folder.parents[1].name == "models" else None
+
+
+def vectors_dir(home: Path) -> Path:
+    """The home's store of encodings (``encoders/vector_cache.py``): safe to delete at any time."""
+    return home / "cache" / "vectors"
+
+
 def index_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
     return home / "indexes" / dataset_slug(dataset) / f"{method}-{profile}"
 

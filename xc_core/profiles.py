@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from xc_core.classifier.config import ClassifierConfig
 from xc_core.encoders.text import EncoderConfig
 from xc_core.graphs.rwr import RWRConfig
+from xc_core.paths import vectors_dir
 from xc_core.training.config import TrainConfig
 
 ProfileName = Literal["tiny", "demo", "cpu", "full"]
@@ -93,12 +94,14 @@ def train_settings(profile: Profile) -> TrainConfig:
 
 
 def encoder_config(profile: Profile, home: Path) -> EncoderConfig:
-    """The profile's encoder; ``tiny`` builds (once) a random tiny BERT under ``<home>/models/tiny-bert``."""
+    """The profile's encoder, its encodings stored in the home's vector cache; ``tiny`` builds (once) a random tiny
+    BERT under ``<home>/models/tiny-bert``."""
+    cache = {"vector_cache": str(vectors_dir(home))}
     if not profile.tiny_model or profile.encoder.model_path:
-        return profile.encoder
+        return profile.encoder.model_copy(update=cache)
     from xc_core.encoders.tiny import build_tiny_bert
 
     path = home / "models" / "tiny-bert"
     if not (path / "config.json").exists():
         build_tiny_bert(path, seed=profile.seed)
-    return profile.encoder.model_copy(update={"model_path": str(path)})
+    return profile.encoder.model_copy(update={"model_path": str(path), **cache})

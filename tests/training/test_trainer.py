@@ -130,7 +130,7 @@ def test_fixed_anchors_give_the_same_loss_values_without_gradient_through_anchor
         losses = trainer.losses(batch)
         assert len(losses) > 1  # the regularizer terms are there
         values[grad] = {k: float(v) for k, v in losses.items()}
-        anchors = trainer._encode_fixed([*batch.doc_texts, *batch.doc_texts])  # duplicates encoded once
+        anchors = trainer.encode_fixed([*batch.doc_texts, *batch.doc_texts])  # duplicates encoded once
         assert not anchors.requires_grad and anchors.shape[0] == 2 * len(batch.doc_texts)
     assert values[True] == pytest.approx(values[False], abs=1e-5)
 
@@ -177,3 +177,29 @@ def test_validation_on_a_sampled_label_space_keeps_every_positive(tiny_data: XCD
     assert len(space) == max(100, len(positives)) and set(positives) <= set(space)
     recall_full, recall_sampled = full.validation_recall(), sampled.validation_recall()
     assert recall_sampled >= recall_full  # fewer competitors for the same positives
+
+
+@pytest.mark.parametrize("anchor_grad", [True, False])
+def test_the_agreement_s_separate_passes_give_the_objective_s_terms_and_gradients(
+        tiny_data: XCDataset, tiny_home: Path, tmp_path: Path, anchor_grad: bool) -> None:
+    """The graph-worth check encodes each group of a batch's texts in a pass of its own (so a term's gradient runs
+    back through its own texts only): every term and its gradient are those of the trainer's one shared pass."""
+    import numpy as np
+    import torch
+
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.agreement import _flat_grad, _separate_losses
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    trainer = Trainer(tiny_data, encoder_config(profile, tiny_home),
+                      profile.train.model_copy(update={"anchor_grad": anchor_grad, "regularize": True}), tmp_path)
+    trainer.encoder.model.eval()
+    params = [p for p in trainer.encoder.model.parameters() if p.requires_grad]
+    batch = trainer.builder.build(trainer.train_idx[:16], np.random.default_rng(3))
+    shared, separate = trainer.losses(batch), _separate_losses(trainer, batch)
+    assert list(separate) == list(shared) == trainer.terms and len(shared) > 1
+    for term in shared:
+        assert float(separate[term]) == pytest.approx(float(shared[term]), abs=1e-5)
+        one, other = _flat_grad(shared[term], params), _flat_grad(separate[term], params)
+        assert float(torch.nn.functional.cosine_similarity(one, other, dim=0)) > 0.9999

@@ -336,10 +336,11 @@ def stage_key(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: Class
 
 def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
                          out_dir: Path, encoder_rows: np.ndarray | None = None,
-                         progress: bool = False) -> FusedClassifier:
+                         progress: bool = False, vector_cache: Path | None = None) -> FusedClassifier:
     """Train the classifier of the encoder in ``encoder_dir`` and choose its fusion out of fold; saved under
     ``out_dir``. ``encoder_rows``: the training documents the encoder was fine-tuned on (never scored; None: an
-    untrained encoder)."""
+    untrained encoder). ``vector_cache``: where the encoder's vectors are stored (the labels' are usually there
+    already: the base method's label index encoded them with the same weights)."""
     import time
 
     from xc_core.classifier.folds import fold_kind, out_of_fold
@@ -347,7 +348,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     from xc_core.evaluation.metrics import propensity
 
     started = time.perf_counter()
-    encoder = encoder_for(encoder_dir, max_length)
+    encoder = encoder_for(encoder_dir, max_length, vector_cache)
     label_vecs = encoder.encode(dataset.label_texts, progress=progress, desc="labels")
     doc_vecs = encoder.encode(dataset.train_texts, progress=progress, desc="train documents")
     encoded = time.perf_counter()

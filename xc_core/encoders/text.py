@@ -35,6 +35,9 @@ class EncoderConfig(BaseModel):
     max_length: int = Field(default=32, ge=4, description="tokens per text (queries are short)")
     n_layers: int | None = Field(default=None, ge=1, description="keep only the first n transformer layers")
     batch_size: int = Field(default=256, ge=1)
+    vector_cache: str = Field(default="", exclude=True, description=(
+        "folder of the store of encodings (vector_cache.py; a home's `cache/vectors`): an encode call met before is "
+        "read back; empty: off. Where results are kept, not what they are: left out of dumps, stamps and params"))
 
 
 def _device() -> torch.device:
@@ -151,11 +154,27 @@ class TextEncoder:
         self.onnx = None if path is None else OnnxForward(Path(path), torch.get_num_threads())
 
     def encode(self, texts: list[str], progress: bool = False, desc: str = "encode") -> np.ndarray:
-        """Batched inference: float32 array (len(texts), dim), rows of unit length."""
+        """Batched inference: float32 array (len(texts), dim), rows of unit length; read from the encoder's vector
+        cache (``cfg.vector_cache``) when this call was made before with the same weights and texts."""
+        from xc_core.encoders.vector_cache import MIN_CACHED_TEXTS, VectorCache
+
+        self.model.eval()  # left in eval mode whether the vectors are computed or read, as callers have known it
+        if not self.cfg.vector_cache or self.onnx is not None or len(texts) < MIN_CACHED_TEXTS:
+            return self._encode(texts, progress, desc)
+        cache = VectorCache(Path(self.cfg.vector_cache))
+        key = cache.key(self, texts)
+        found = cache.load(key, len(texts), self.dim)
+        if found is not None:
+            log.info("%s: %d vectors read from the vector cache (%s)", desc, len(texts), cache.path(key).name)
+            return found
+        vectors = self._encode(texts, progress, desc)
+        cache.save(key, vectors)
+        return vectors
+
+    def _encode(self, texts: list[str], progress: bool, desc: str) -> np.ndarray:
         import torch
         from tqdm.auto import tqdm
 
-        self.model.eval()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # Sort by length so each batch pads little; results go back to the caller's order.
         order = np.argsort([len(t) for t in texts], kind="stable")
@@ -171,6 +190,8 @@ class TextEncoder:
         return out
 
 
-def encoder_for(encoder_dir: Path, max_length: int = 32) -> TextEncoder:
-    """The encoder saved in ``encoder_dir`` (a trained method's, or the shipped one)."""
-    return TextEncoder(EncoderConfig(model_path=str(encoder_dir), max_length=max_length))
+def encoder_for(encoder_dir: Path, max_length: int = 32, vector_cache: Path | None = None) -> TextEncoder:
+    """The encoder saved in ``encoder_dir`` (a trained method's, or the shipped one); ``vector_cache``: the folder
+    its encodings are stored in and read back from (None: none)."""
+    return TextEncoder(EncoderConfig(model_path=str(encoder_dir), max_length=max_length,
+                                     vector_cache=str(vector_cache or "")))

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from xc_core import seeds
 from xc_core.seeds import Stream
-from xc_core.training.batches import BatchBuilder
+from xc_core.training.batches import Batch, BatchBuilder
 
 if TYPE_CHECKING:
     from xc_core.training.trainer import Trainer
@@ -63,6 +63,27 @@ def _validation_builder(trainer: Trainer) -> tuple[BatchBuilder, np.ndarray]:
     return BatchBuilder.from_anchor_sets(trainer.data.train_texts, trainer.data.label_texts, truth, {}, [], []), rows
 
 
+def _separate_losses(trainer: Trainer, batch: Batch) -> dict[str, Any]:
+    """``trainer.losses(batch)`` with each group of texts (documents, labels, hard negatives, each side's anchors)
+    through an encoder pass of its own. The terms are the same functions of the same embeddings (up to float
+    rounding: a pass pads to its own longest text), but a term's gradient then runs back through the passes it reads
+    only — a label regularizer's through the labels and its anchors — not through the whole batch, as one shared
+    pass makes every term's do."""
+    import torch
+
+    forward = trainer.encoder.forward
+    hard = trainer.hard_texts(batch)
+    sides = [side.texts for _, _, side in trainer.anchor_sides(batch)]
+    if not sides:
+        anchors = None
+    elif trainer.cfg.anchor_grad:
+        anchors = torch.cat([forward(texts) for texts in sides])
+    else:
+        anchors = trainer.encode_fixed([t for texts in sides for t in texts])
+    return trainer.objective_terms(batch, forward(batch.doc_texts), forward(batch.label_texts),
+                                   forward(hard) if hard else None, anchors)
+
+
 def gradient_agreement(trainer: Trainer, batches: int, seed: int) -> dict[str, dict[str, float]]:
     """{term: {cosine, mean, low, high, task_cosine}} for every regularizer term ("doc/<set>", "label/<set>") of
     ``trainer`` (built with ``regularize=True``), at its current (starting) weights."""
@@ -86,7 +107,7 @@ def gradient_agreement(trainer: Trainer, batches: int, seed: int) -> dict[str, d
             docs = trainer.encoder.forward(val_batch.doc_texts)
             labels = trainer.encoder.forward(val_batch.label_texts)
             g_val = _flat_grad(trainer.task_loss(docs, labels, torch.from_numpy(val_batch.positive_mask)), params)
-            losses = trainer.losses(trainer.builder.build(train_ids, seeds.rng(seed, Stream.GRAPH_WORTH, i)))
+            losses = _separate_losses(trainer, trainer.builder.build(train_ids, seeds.rng(seed, Stream.GRAPH_WORTH, i)))
             for term in ["task", *terms]:
                 if term not in losses:
                     continue

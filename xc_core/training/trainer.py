@@ -202,40 +202,55 @@ class Trainer:
 
     def losses(self, batch: Batch) -> dict[str, Any]:
         """Every term of the objective for one batch, from one encoder pass over all its texts."""
-        import torch
-
-        texts = [*batch.doc_texts, *batch.label_texts]
-        sides = [*(("doc", s, batch.doc_anchors[s]) for s in self.doc_sets if s in batch.doc_anchors),
-                 *(("label", s, batch.label_anchors[s]) for s in self.label_sets if s in batch.label_anchors)]
-        anchor_texts = [t for _, _, side in sides for t in side.texts]
         b = len(batch.doc_texts)
-        hard_rows = (np.flatnonzero(batch.hard_label_ids >= 0) if batch.hard_label_ids is not None
-                     else np.zeros(0, np.int64))
-        texts += [batch.hard_texts[i] for i in hard_rows]
+        texts = [*batch.doc_texts, *batch.label_texts, *self.hard_texts(batch)]
+        anchor_texts = [t for _, _, side in self.anchor_sides(batch) for t in side.texts]
         if self.cfg.anchor_grad:  # RAMEN eq. 2 as written: gradients flow into the anchors' encodings too
             emb = self.encoder.forward(texts + anchor_texts)
             anchor_emb = emb[len(texts):]
         else:
             emb = self.encoder.forward(texts)
-            anchor_emb = self._encode_fixed(anchor_texts)
-        docs, labels = emb[:b], emb[b: 2 * b]
+            anchor_emb = self.encode_fixed(anchor_texts)
+        return self.objective_terms(batch, emb[:b], emb[b: 2 * b], emb[2 * b: len(texts)], anchor_emb)
+
+    def anchor_sides(self, batch: Batch) -> list[tuple[str, str, Any]]:
+        """(``doc`` / ``label``, anchor set, the batch's anchors of that side) for every regularized side, in the
+        order of :attr:`terms`."""
+        return [*(("doc", s, batch.doc_anchors[s]) for s in self.doc_sets if s in batch.doc_anchors),
+                *(("label", s, batch.label_anchors[s]) for s in self.label_sets if s in batch.label_anchors)]
+
+    @staticmethod
+    def _hard_rows(batch: Batch) -> np.ndarray:
+        return (np.flatnonzero(batch.hard_label_ids >= 0) if batch.hard_label_ids is not None
+                else np.zeros(0, np.int64))
+
+    def hard_texts(self, batch: Batch) -> list[str]:
+        """The texts of the rows' hard negative labels (rows without one have none)."""
+        return [batch.hard_texts[i] for i in self._hard_rows(batch)]
+
+    def objective_terms(self, batch: Batch, docs: Any, labels: Any, hard: Any, anchors: Any) -> dict[str, Any]:
+        """The terms of :meth:`losses` from the batch's embeddings: its documents, its labels, its
+        :meth:`hard_texts` and its anchors (each side's ``len(docs)`` rows, in :meth:`anchor_sides` order)."""
+        import torch
+
+        b = len(batch.doc_texts)
+        hard_rows = self._hard_rows(batch)
         if len(hard_rows):  # the rows' labels of another brand / place (training/attributes.py)
-            index = torch.from_numpy(hard_rows).to(emb.device)
-            hard_emb = torch.zeros_like(docs).index_copy(0, index, emb[2 * b: len(texts)])
-            valid = torch.zeros(b, dtype=torch.bool, device=emb.device).index_fill(0, index, True)
+            index = torch.from_numpy(hard_rows).to(docs.device)
+            hard_emb = torch.zeros_like(docs).index_copy(0, index, hard)
+            valid = torch.zeros(b, dtype=torch.bool, device=docs.device).index_fill(0, index, True)
             task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask), hard_emb=hard_emb,
                                   hard_valid=valid)
         else:
             task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))
         out = {"task": task}
-        for i, (kind, name, side) in enumerate(sides):
-            anchors = anchor_emb[i * b: (i + 1) * b]
+        for i, (kind, name, side) in enumerate(self.anchor_sides(batch)):
             nodes = docs if kind == "doc" else labels
-            out[f"{kind}/{name}"] = self.regularizer(nodes, anchors, torch.from_numpy(side.valid),
+            out[f"{kind}/{name}"] = self.regularizer(nodes, anchors[i * b: (i + 1) * b], torch.from_numpy(side.valid),
                                                      torch.from_numpy(side.neighbour_mask))
         return out
 
-    def _encode_fixed(self, texts: list[str]) -> Any:
+    def encode_fixed(self, texts: list[str]) -> Any:
         """Anchor targets without gradient (``anchor_grad=False``): each distinct text encoded once."""
         import torch
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from xc_core.datasets.container import XCDataset
 from xc_core.methods.base import Fitted, Method, Predictions, Requires, Roles, Scorer, Served, TrainJob, get_method
+from xc_core.paths import home_of_model, vectors_dir
 from xc_core.training.config import TrainConfig
 from xc_core.training.record import TrainedModel
 
@@ -62,11 +63,13 @@ class EncoderMethod:
         from xc_core.methods.encoder.predict import load_or_predict, predict_or_copy
 
         encoder_dir, max_length, classifier_dir = artefacts(trained)
+        home = home_of_model(trained.folder)
+        cache = vectors_dir(home) if home is not None else None
         if reuse:
             return load_or_predict(dataset, encoder_dir, max_length, index_dir, trained.model_uri, progress=progress,
-                                   classifier_dir=classifier_dir)
+                                   classifier_dir=classifier_dir, vector_cache=cache)
         return predict_or_copy(dataset, encoder_dir, max_length, index_dir, trained.model_uri, progress=progress,
-                               classifier_dir=classifier_dir)
+                               classifier_dir=classifier_dir, vector_cache=cache)
 
     def analyse(self, dataset: XCDataset, trained: TrainedModel, predictions: Predictions,
                 out: Path) -> dict[str, Any]:

@@ -95,10 +95,12 @@ def inputs_key(dataset: XCDataset, encoder_dir: Path, max_length: int, k: int, c
 
 
 def predict_or_copy(dataset: XCDataset, encoder_dir: Path, max_length: int, index_dir: Path, model_uri: str,
-                    k: int = 100, progress: bool = False, classifier_dir: Path | None = None) -> Predictions:
+                    k: int = 100, progress: bool = False, classifier_dir: Path | None = None,
+                    vector_cache: Path | None = None) -> Predictions:
     """:func:`predict`, unless another method's index folder beside ``index_dir`` was built from the same files
     (``ramen`` serving the ``dual_encoder`` encoder its graph test fell back to, ``ramen-clf`` the classifier it
-    copied): its folder is then copied under this model's URI, with the same rankings, and nothing is encoded."""
+    copied): its folder is then copied under this model's URI, with the same rankings, and nothing is encoded.
+    ``vector_cache``: where the encoder's vectors are stored (encoders/vector_cache.py)."""
     key = inputs_key(dataset, encoder_dir, max_length, k, None, classifier_dir)
     for twin in sorted(index_dir.parent.iterdir()) if index_dir.parent.is_dir() else []:
         report = twin / "index_report.json"
@@ -108,8 +110,8 @@ def predict_or_copy(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
             return _copy_index(twin, index_dir, model_uri, dataset, k)
         except (OSError, ValueError, KeyError, IndexError_):  # a twin stale, corrupt or changing: build our own
             break
-    return predict(dataset, encoder_for(encoder_dir, max_length), index_dir, model_uri, k=k, progress=progress,
-                   classifier_dir=classifier_dir, inputs_key=key)
+    return predict(dataset, encoder_for(encoder_dir, max_length, vector_cache), index_dir, model_uri, k=k,
+                   progress=progress, classifier_dir=classifier_dir, inputs_key=key)
 
 
 def _copy_index(twin: Path, index_dir: Path, model_uri: str, dataset: XCDataset, k: int) -> Predictions:
@@ -163,8 +165,9 @@ def _label_vectors(dataset: XCDataset, encoder: TextEncoder, classifier_dir: Pat
 
 
 def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, index_dir: Path, model_uri: str,
-                    k: int = 100, progress: bool = False, classifier_dir: Path | None = None) -> Predictions:
-    """The predictions ``label_index`` saved for this model and this test split, else :func:`predict` anew.
+                    k: int = 100, progress: bool = False, classifier_dir: Path | None = None,
+                    vector_cache: Path | None = None) -> Predictions:
+    """The predictions ``label_index`` saved for this model and this test split, else :func:`predict_or_copy` anew.
 
     Reused only when the report names the same model URI and test-split fingerprint and the index passes
     its manifest checks (checksum, model, data set), so a stale or corrupt folder is never trusted."""
@@ -175,5 +178,5 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
              and report.get("k", 0) >= k and (index_dir / "test_top_ids.npy").exists())
     if not fresh:
         return predict_or_copy(dataset, encoder_dir, max_length, index_dir, model_uri, k=k, progress=progress,
-                               classifier_dir=classifier_dir)
+                               classifier_dir=classifier_dir, vector_cache=vector_cache)
     return _saved_predictions(dataset, index_dir, model_uri, report, k)

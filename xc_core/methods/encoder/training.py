@@ -12,7 +12,7 @@ from typing import Any
 from xc_core.datasets.container import XCDataset
 from xc_core.methods.base import Fitted, TrainJob
 from xc_core.methods.encoder import EncoderMethod, base_method_name
-from xc_core.paths import model_dir
+from xc_core.paths import model_dir, vectors_dir
 from xc_core.profiles import Profile, encoder_config, train_settings
 from xc_core.training.config import TrainConfig
 
@@ -98,7 +98,7 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
         key = stage_key(job.dataset, encoder_dir, enc_cfg.max_length, clf_cfg, rows)
         twin = _same_classifier(job.home, job.dataset.name, method.name, profile.name, cfg.seed, key)
         classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length, rows, clf_cfg,
-                                                      out, job.progress, twin)
+                                                      out, job.progress, twin, vectors_dir(job.home))
         summary.update({**clf_summary, "classifier_key": key})
     mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
                         f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
@@ -256,10 +256,11 @@ def _same_classifier(home: Path, dataset: str, name: str, profile: str, seed: in
 
 
 def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, encoder_rows: Any, clf_cfg: Any,
-                    out: Path, progress: bool, twin: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
-    """The classifier stage on the method's encoder — or a copy of ``twin``'s, a run whose stage had the same inputs
-    (the stage is deterministic in them: its seconds are not spent twice); its settings, alpha curve and W's size go
-    to MLflow."""
+                    out: Path, progress: bool, twin: dict[str, Any] | None = None,
+                    vector_cache: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """The classifier stage on the method's encoder (its vectors stored in ``vector_cache``) — or a copy of
+    ``twin``'s, a run whose stage had the same inputs (the stage is deterministic in them: its seconds are not spent
+    twice); its settings, alpha curve and W's size go to MLflow."""
     import mlflow
 
     from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
@@ -274,7 +275,7 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, enco
         mlflow.set_tag("classifier_from_run", twin["mlflow_run_id"])
     else:
         fused = fit_classifier_stage(dataset, encoder_dir, max_length, clf_cfg, folder, encoder_rows,
-                                     progress=progress)
+                                     progress=progress, vector_cache=vector_cache)
     mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
     curve = fused.info["alpha_curve"]
     # two validation curves through the chosen point: over alpha (step = 100 alpha) and over the lexical weight
