@@ -9,10 +9,11 @@ buffer of the model, the tokenizer's definition, the encoder's settings, the tex
 the device and the thread count — so a key met again is the same computation, and its stored result is what it would
 produce (the same list in the same order batches the same way, so the vectors are the same bit for bit).
 
-Small calls are never stored: hashing the weights (~0.1 s for MiniLM's 90 MB) would cost more than encoding a few
-hundred texts, and a server's query batches never repeat. The store keeps at most ``limit_bytes``; the least recently
-read files go first. Files are written whole (a temporary name, then a rename), so parallel workers of one home never
-read half a file; a file that does not load as the expected shape is encoded again and replaced.
+Small calls are never stored: hashing the weights (~0.08 s for MiniLM's 90 MB on 2 cores, about what encoding 50
+short texts costs) must stay a small share of the call it may save, and a server's query batches never repeat. The
+store keeps at most ``limit_bytes``; the least recently read files go first. Files are written whole (a temporary
+name, then a rename), so parallel workers of one home never read half a file; a file that does not load as the
+expected shape is encoded again and replaced.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: calls with fewer texts are encoded, never stored (hashing the weights costs about as much as 500 short texts)
+#: calls with fewer texts are encoded, never stored (the key's weight hash costs ~10% of encoding this many)
 MIN_CACHED_TEXTS = 512
 #: what the store keeps at most (a 1M-label catalogue's vectors at 384 dimensions are 1.5 GB)
 DEFAULT_LIMIT_BYTES = 4 << 30
