@@ -22,12 +22,9 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from xc_core.encoders.text import TextEncoder
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +34,9 @@ MIN_CACHED_TEXTS = 512
 DEFAULT_LIMIT_BYTES = 4 << 30
 
 
-def weights_digest(encoder: TextEncoder) -> str:
-    """A hash of every tensor of the model's state (names, dtypes, shapes, values) and of its tokenizer."""
+def weights_digest(encoder: Any) -> str:
+    """A hash of every tensor of a ``TextEncoder``'s model state (names, dtypes, shapes, values) and of its tokenizer
+    (typed ``Any``: ``text.py`` imports this module, never the other way round)."""
     import torch
 
     digest = hashlib.sha256()
@@ -61,7 +59,7 @@ class VectorCache:
         self.folder, self.limit_bytes = Path(folder), limit_bytes
 
     @staticmethod
-    def key(encoder: TextEncoder, texts: list[str]) -> str:
+    def key(encoder: Any, texts: list[str]) -> str:
         import torch
 
         digest = hashlib.sha256(weights_digest(encoder).encode())
