@@ -81,3 +81,14 @@ def test_the_least_recently_read_files_go_first_past_the_limit(tmp_path: Path) -
     assert store.load("a", 10, 3) is None, "another shape is not this call's result"
     store.save("huge", np.ones((1000, 4), np.float32))  # larger than the whole store: not kept
     assert not store.path("huge").exists()
+
+
+def test_a_cache_path_that_is_no_folder_costs_the_reuse_not_the_vectors(model: Path, tmp_path: Path,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    blocked = tmp_path / "vectors"
+    blocked.write_text("a file where the store's folder should be")
+    with caplog.at_level(logging.WARNING, logger="xc_core.encoders.vector_cache"):
+        vectors = encoder_for(model, 16, blocked).encode(TEXTS)
+    assert np.array_equal(vectors, encoder_for(model, 16).encode(TEXTS))
+    assert "could not store" in caplog.text and str(blocked) in caplog.text
+    assert blocked.read_text().startswith("a file"), "nothing the user had is overwritten"

@@ -18,6 +18,7 @@ expected shape is encoded again and replaced.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -90,14 +91,16 @@ class VectorCache:
         least recently read files while the store holds more than the limit."""
         if vectors.nbytes > self.limit_bytes:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
         partial = self.folder / f".{key}.{os.getpid()}.partial.npy"
         try:
+            self.folder.mkdir(parents=True, exist_ok=True)
             np.save(partial, vectors)
             os.replace(partial, self.path(key))
         except OSError as err:  # a full or read-only disk costs the reuse, never the result
-            log.warning("vector cache: could not store %s (%s)", self.path(key), err)
-            partial.unlink(missing_ok=True)
+            log.warning("vector cache: could not store %s (%s): the vectors are used, not kept; check that %s is a "
+                        "writable folder, or delete it", self.path(key), err, self.folder)
+            with contextlib.suppress(OSError):  # no partial file, or no folder to hold one
+                partial.unlink(missing_ok=True)
             return
         self._evict()
 
