@@ -2,6 +2,8 @@
 
     make peers   # once: libpecos in .venv-peers
     .venv/bin/python benchmarks/solver_parity.py --home /tmp/xc --dataset wikispeedia --features dense,sparse,hybrid
+    .venv/bin/python benchmarks/solver_parity.py --home /tmp/xc --dataset aol-1000 --features hybrid --no-peer \
+        --variant 'clustered={"cluster_on": "features"}' --variant 'man={"matcher_negatives": 2}'
 
 Rows: the classifier stage's own out-of-fold rows (``classifier/folds.py``: blocks of days on event logs, document
 folds elsewhere; training documents only, never the test split). For each fold and feature set, xc's
@@ -9,7 +11,9 @@ folds elsewhere; training documents only, never the test split). For each fold a
 matrices xc wrote) are trained on the fold's fit rows and rank its scored rows; a row's own labels are dropped as the
 test filter drops them. Prints P@1 per fold and the paired difference xc − PECOS over all rows with its 95% normal
 interval; writes ``benchmarks/results/solver_parity-<data set>.json``. The untrained encoder's vectors are the dense
-block (cached in ``<home>/peers/<data set>-parity/vectors.npz``).
+block (cached in ``<home>/peers/<data set>-parity/vectors.npz``). ``--variant NAME=JSON``: xc's hybrid channel with
+those ``LinearConfig`` settings as well, paired against xc's default hybrid on the same rows (``--no-peer``: without
+libpecos). The rows are the classifier stage's own (the demo profile's fold settings).
 """
 
 from __future__ import annotations
@@ -41,12 +45,15 @@ sp.save_npz(f / "scores.npz", sp.csr_matrix(model.predict(t, only_topk=100)))
 
 def _vectors(home: Path, dataset) -> np.ndarray:
     from xc_core.encoders.text import default_model_path, encoder_for
+    from xc_core.paths import vectors_dir
 
     cache = home / "peers" / f"{dataset.name}-parity" / "vectors.npz"
     if cache.exists():
         return np.load(cache)["documents"]
     cache.parent.mkdir(parents=True, exist_ok=True)
-    vectors = encoder_for(default_model_path()).encode(dataset.train_texts, progress=True, desc="train documents")
+    # through the home's vector cache: the classifier stage of `pretrained-clf` makes the same call and reads it back
+    vectors = encoder_for(default_model_path(), vector_cache=vectors_dir(home)).encode(
+        dataset.train_texts, progress=True, desc="train documents")
     np.savez(cache, documents=vectors)
     return vectors
 
@@ -79,29 +86,45 @@ def _pecos(folder: Path, x_fit: sp.csr_matrix, x_score: sp.csr_matrix, y_fit: sp
     return scores, ids
 
 
-def parity(home: Path, name: str, features: list[str], max_folds: int | None) -> dict:
+def _paired(a: np.ndarray, b: np.ndarray) -> list[float]:
+    """Mean of a − b in points with its 95% normal interval."""
+    diff = a - b
+    half = 1.96 * diff.std(ddof=1) / np.sqrt(len(diff))
+    return [round(100 * float(x), 2) for x in (diff.mean(), diff.mean() - half, diff.mean() + half)]
+
+
+def parity(home: Path, name: str, features: list[str], max_folds: int | None,
+           variants: dict[str, dict] | None = None, peer: bool = True) -> dict:
     from xc_core.classifier.folds import out_of_fold
     from xc_core.classifier.linear import LinearChannel, LinearConfig
+    from xc_core.profiles import get_profile
     from xc_core.stages.anchor_sets import load_with_anchors
 
-    if not PEER_PYTHON.exists():
+    if peer and not PEER_PYTHON.exists():
         raise SystemExit(f"{PEER_PYTHON} missing: run `make peers` first")
     dataset = load_with_anchors(home, name)
     vectors = _vectors(home, dataset)
-    folds = out_of_fold(dataset, 10, 6000, 0)[:max_folds]
+    cfg = get_profile("demo").classifier
+    folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span, None,
+                        cfg.time_blocks, cfg.oof_min_rows, cfg.max_time_blocks)[:max_folds]
+    runs = {f"xc-{kind}": {"features": kind} for kind in features}
+    runs.update({f"xc-hybrid-{v}": {"features": "hybrid", **update} for v, update in (variants or {}).items()})
     hits: dict[str, list[np.ndarray]] = {}
     seconds: dict[str, float] = {}
     for fold in folds:
         y_fit = sp.csr_matrix(fold.y_fit[fold.fit_rows])
         fit_texts = [dataset.train_texts[i] for i in fold.fit_rows]
         score_texts = [dataset.train_texts[i] for i in fold.score_rows]
-        for kind in features:
+        channels = {}
+        for run, settings in runs.items():
             started = time.perf_counter()
-            cfg = LinearConfig.model_validate({"features": kind})
-            channel = LinearChannel.fit(fit_texts, vectors[fold.fit_rows], y_fit, cfg)
+            channel = LinearChannel.fit(fit_texts, vectors[fold.fit_rows], y_fit, LinearConfig.model_validate(settings))
             scores, ids = channel.search(score_texts, vectors[fold.score_rows], 100)
-            seconds[f"xc-{kind}"] = seconds.get(f"xc-{kind}", 0.0) + time.perf_counter() - started
-            hits.setdefault(f"xc-{kind}", []).append(_top1_hits(dataset, fold, scores, ids))
+            seconds[run] = seconds.get(run, 0.0) + time.perf_counter() - started
+            hits.setdefault(run, []).append(_top1_hits(dataset, fold, scores, ids))
+            channels[run] = channel
+        for kind in features if peer else []:
+            channel = channels[f"xc-{kind}"]
             rows = [channel.features.rows(t, vectors[r]) for t, r in ((fit_texts, fold.fit_rows),
                                                                       (score_texts, fold.score_rows))]
             x_fit, x_score = (sp.hstack([s, sp.csr_matrix(d)]).tocsr() for s, d in rows)
@@ -111,15 +134,13 @@ def parity(home: Path, name: str, features: list[str], max_folds: int | None) ->
             hits.setdefault(f"pecos-{kind}", []).append(_top1_hits(dataset, fold, scores, ids))
         print(fold.name, {k: round(100 * float(v[-1].mean()), 2) for k, v in hits.items()}, flush=True)
     joined = {k: np.concatenate(v) for k, v in hits.items()}
-    gaps: dict[str, list[float]] = {}
     out = {"dataset": name, "rows": int(len(next(iter(joined.values())))), "folds": [f.name for f in folds],
            "P@1": {k: round(100 * float(v.mean()), 2) for k, v in joined.items()},
-           "seconds": {k: round(v, 1) for k, v in seconds.items()}, "xc_minus_pecos": gaps}
-    for kind in features:
-        diff = joined[f"xc-{kind}"] - joined[f"pecos-{kind}"]
-        half = 1.96 * diff.std(ddof=1) / np.sqrt(len(diff))
-        gaps[kind] = [round(100 * float(diff.mean()), 2), round(100 * float(diff.mean() - half), 2),
-                                       round(100 * float(diff.mean() + half), 2)]
+           "seconds": {k: round(v, 1) for k, v in seconds.items()},
+           "xc_minus_pecos": {kind: _paired(joined[f"xc-{kind}"], joined[f"pecos-{kind}"])
+                              for kind in (features if peer else [])},
+           "variant_minus_hybrid": {v: _paired(joined[f"xc-hybrid-{v}"], joined["xc-hybrid"]) for v in variants or {}},
+           "variants": variants or {}}
     return out
 
 
@@ -129,9 +150,16 @@ def main() -> None:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--features", default="dense,sparse,hybrid")
     parser.add_argument("--max-folds", type=int, default=None, help="the first N folds only (aol-1000: 1)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
+                        help="xc's hybrid channel with these LinearConfig settings too (repeatable)")
+    parser.add_argument("--no-peer", action="store_true", help="xc's channels only (no libpecos)")
     args = parser.parse_args()
-    found = parity(args.home, args.dataset, args.features.split(","), args.max_folds)
-    out = ROOT / "benchmarks" / "results" / f"solver_parity-{args.dataset}.json"
+    variants = {v.split("=", 1)[0]: json.loads(v.split("=", 1)[1]) for v in args.variant}
+    if variants and "hybrid" not in args.features.split(","):
+        raise SystemExit("--variant is paired against xc's default hybrid: keep hybrid in --features")
+    found = parity(args.home, args.dataset, args.features.split(","), args.max_folds, variants, not args.no_peer)
+    suffix = "-variants" if variants else ""
+    out = ROOT / "benchmarks" / "results" / f"solver_parity-{args.dataset}{suffix}.json"
     out.write_text(json.dumps(found, indent=2) + "\n")
     json.dump(found, sys.stdout, indent=2)
     print()

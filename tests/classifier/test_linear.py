@@ -14,7 +14,10 @@ from xc_core.classifier.linear import (
     HYBRID_DIR,
     LinearChannel,
     LinearConfig,
+    _pifa_rows,
     _solve_all,
+    _with_matched,
+    beam_search,
     label_tree,
 )
 from xc_core.datasets.container import XCDataset
@@ -52,14 +55,58 @@ def test_the_label_tree_is_balanced_with_layers_of_sixteen_way_splits() -> None:
     assert np.array_equal(layers[1] >> 1, layers[0]), "each leaf cluster lies inside one top-layer node"
 
 
-def _channel(data: XCDataset, features: Literal["hybrid", "sparse", "dense"]
+def test_clustering_the_solver_rows_groups_labels_by_the_words_their_documents_share() -> None:
+    """cluster_on="features" (PECOS's PIFA over TF-IDF ⊕ encoder): where the encoder's vectors are noise, the
+    words still put the labels of one topic under one top node; PIFA of the noise alone cannot."""
+    from xc_core.classifier.linear import HybridFeatures
+
+    rng = np.random.default_rng(0)
+    n_labels = 64
+    topic = np.arange(n_labels) % 2  # label i's documents speak of topic i % 2
+    texts = [f"{['river', 'market'][topic[i]]} {['boat', 'price'][topic[i]]} item{i} note{k}"
+             for i in range(n_labels) for k in range(3)]
+    y = sp.csr_matrix((np.ones(len(texts), np.float32), (np.arange(len(texts)), np.arange(len(texts)) // 3)))
+    vectors = rng.normal(size=(len(texts), 16)).astype(np.float32)
+    cfg = LinearConfig(cluster_on="features", char_min_df=1)
+    x_sparse, x_dense = HybridFeatures.fit(texts, cfg).rows(texts, vectors)
+
+    def purity(emb: np.ndarray | sp.csr_matrix) -> float:
+        top = label_tree(emb, max_leaf=n_labels // 2, branching=2, seed=0)[0]
+        return max(float(np.mean(top == topic)), float(np.mean(top != topic)))
+
+    assert purity(_pifa_rows(y, x_sparse, x_dense)) == 1.0
+    dense = np.asarray(y.T @ vectors)
+    assert purity(dense / np.linalg.norm(dense, axis=1, keepdims=True)) < 0.8
+
+
+def test_matcher_negatives_add_the_nodes_the_tree_would_lead_each_document_to(tiny_data: XCDataset) -> None:
+    """A child trains on its parent's documents (teacher-forced) and on those whose top-k parents by the layers
+    fitted so far include it (matcher-aware): the union, nothing else; the channel still finds own labels."""
+    channel, vectors, labelled = _channel(tiny_data, "hybrid", matcher_negatives=3)
+    texts = [tiny_data.train_texts[i] for i in labelled]
+    x_sparse, x_dense = channel.features.rows(texts, vectors[labelled])
+    n_top = channel.layers[0].size
+    y_top = sp.random(len(texts), n_top, density=0.05, format="csr", dtype=np.float32, random_state=0)
+    y_top.data[:] = 1.0
+    union = _with_matched(y_top, channel.layers[:1], x_sparse, x_dense, channel.cfg, chunk=100)
+    _, top3 = beam_search(channel.layers[:1], x_sparse, x_dense, channel.cfg.beam, 3)
+    for row in range(len(texts)):
+        assert set(union[row].indices) == set(y_top[row].indices) | set(top3[row][top3[row] >= 0])
+    assert np.all(union.data == 1.0) and union.nnz > y_top.nnz
+    rows = labelled[:200]
+    _, ids = channel.search([tiny_data.train_texts[i] for i in rows], vectors[rows], 1)
+    hits = np.asarray(sp.csr_matrix(tiny_data.y_train)[rows[:, None], np.maximum(ids, 0)].todense()).ravel()
+    assert hits.mean() > 0.5
+
+
+def _channel(data: XCDataset, features: Literal["hybrid", "sparse", "dense"], **settings: object
              ) -> tuple[LinearChannel, np.ndarray, np.ndarray]:
     from xc_core.classifier.linear import HybridFeatures
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(len(data.train_texts), 16)).astype(np.float32)  # noise: the text must carry it
     y = sp.csr_matrix(data.y_train)
-    cfg = LinearConfig(features=features, max_leaf=20)
+    cfg = LinearConfig.model_validate({"features": features, "max_leaf": 20, **settings})
     channel = LinearChannel.fit(list(data.train_texts), vectors, y, cfg)
     assert isinstance(channel.features, HybridFeatures)
     return channel, vectors, np.flatnonzero(np.diff(y.indptr) > 0)
