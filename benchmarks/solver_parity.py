@@ -3,7 +3,7 @@
     make peers   # once: libpecos in .venv-peers
     .venv/bin/python benchmarks/solver_parity.py --home /tmp/xc --dataset wikispeedia --features dense,sparse,hybrid
     .venv/bin/python benchmarks/solver_parity.py --home /tmp/xc --dataset aol-1000 --features hybrid --no-peer \
-        --variant 'clustered={"cluster_on": "features"}' --variant 'man={"matcher_negatives": 2}'
+        --variant 'teacher_forced={"matcher_negatives": 0}' --variant 'man5={"matcher_negatives": 5}'
 
 Rows: the classifier stage's own out-of-fold rows (``classifier/folds.py``: blocks of days on event logs, document
 folds elsewhere; training documents only, never the test split). For each fold and feature set, xc's
@@ -134,7 +134,10 @@ def parity(home: Path, name: str, features: list[str], max_folds: int | None,
             hits.setdefault(f"pecos-{kind}", []).append(_top1_hits(dataset, fold, scores, ids))
         print(fold.name, {k: round(100 * float(v[-1].mean()), 2) for k, v in hits.items()}, flush=True)
     joined = {k: np.concatenate(v) for k, v in hits.items()}
-    out = {"dataset": name, "rows": int(len(next(iter(joined.values())))), "folds": [f.name for f in folds],
+    from xc_core.provenance import git_commit
+
+    out = {"dataset": name, "commit": git_commit(ROOT), "rows": int(len(next(iter(joined.values())))),
+           "folds": [f.name for f in folds],
            "P@1": {k: round(100 * float(v.mean()), 2) for k, v in joined.items()},
            "seconds": {k: round(v, 1) for k, v in seconds.items()},
            "xc_minus_pecos": {kind: _paired(joined[f"xc-{kind}"], joined[f"pecos-{kind}"])

@@ -14,7 +14,6 @@ from xc_core.classifier.linear import (
     HYBRID_DIR,
     LinearChannel,
     LinearConfig,
-    _pifa_rows,
     _solve_all,
     _with_matched,
     beam_search,
@@ -53,30 +52,6 @@ def test_the_label_tree_is_balanced_with_layers_of_sixteen_way_splits() -> None:
     sizes = np.bincount(layers[1])
     assert sizes.max() - sizes.min() <= 1 and sizes.max() <= 100
     assert np.array_equal(layers[1] >> 1, layers[0]), "each leaf cluster lies inside one top-layer node"
-
-
-def test_clustering_the_solver_rows_groups_labels_by_the_words_their_documents_share() -> None:
-    """cluster_on="features" (PECOS's PIFA over TF-IDF ⊕ encoder): where the encoder's vectors are noise, the
-    words still put the labels of one topic under one top node; PIFA of the noise alone cannot."""
-    from xc_core.classifier.linear import HybridFeatures
-
-    rng = np.random.default_rng(0)
-    n_labels = 64
-    topic = np.arange(n_labels) % 2  # label i's documents speak of topic i % 2
-    texts = [f"{['river', 'market'][topic[i]]} {['boat', 'price'][topic[i]]} item{i} note{k}"
-             for i in range(n_labels) for k in range(3)]
-    y = sp.csr_matrix((np.ones(len(texts), np.float32), (np.arange(len(texts)), np.arange(len(texts)) // 3)))
-    vectors = rng.normal(size=(len(texts), 16)).astype(np.float32)
-    cfg = LinearConfig(cluster_on="features", char_min_df=1)
-    x_sparse, x_dense = HybridFeatures.fit(texts, cfg).rows(texts, vectors)
-
-    def purity(emb: np.ndarray | sp.csr_matrix) -> float:
-        top = label_tree(emb, max_leaf=n_labels // 2, branching=2, seed=0)[0]
-        return max(float(np.mean(top == topic)), float(np.mean(top != topic)))
-
-    assert purity(_pifa_rows(y, x_sparse, x_dense)) == 1.0
-    dense = np.asarray(y.T @ vectors)
-    assert purity(dense / np.linalg.norm(dense, axis=1, keepdims=True)) < 0.8
 
 
 def test_matcher_negatives_add_the_nodes_the_tree_would_lead_each_document_to(tiny_data: XCDataset) -> None:

@@ -64,9 +64,6 @@ class LinearConfig(BaseModel):
     branching: int = Field(default=16, ge=2, description="children per tree node (PECOS nr_splits)")
     beam: int = Field(default=20, ge=1, description="tree nodes kept per layer in the beam search (PECOS's default "
                       "only_topk of an upper layer)")
-    cluster_on: Literal["dense", "features"] = Field(
-        default="dense", description="what the label tree clusters: PIFA of the encoder block alone, or of the "
-        "solver's whole rows (TF-IDF ⊕ encoder, as PECOS)")
     matcher_negatives: int = Field(default=2, ge=0, description=(
         "PECOS's matcher-aware negatives (its tfn+man): a node also trains on the documents whose top-k nodes of its "
         "parent's layer, by beam search over the layers fitted so far, include its parent (0 = teacher-forced "
@@ -243,9 +240,7 @@ class LinearChannel:
         x_sparse, x_dense = features.rows(texts, vectors)
         labels = np.flatnonzero(np.diff(y.tocsc().indptr) > 0)
         y_trained = sp.csr_matrix(y[:, labels])
-        emb = _pifa(y_trained, vectors) if cfg.cluster_on == "dense" else _pifa_rows(y_trained, x_sparse, x_dense)
-        paths = label_tree(emb, cfg.max_leaf, cfg.branching, cfg.seed)
-        del emb
+        paths = label_tree(_pifa(y_trained, vectors), cfg.max_leaf, cfg.branching, cfg.seed)
         featurized = time.perf_counter()
         layers: list[Layer] = []
         previous = None
@@ -377,22 +372,13 @@ def _pifa(y: sp.csr_matrix, vectors: np.ndarray) -> np.ndarray:
     return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
 
 
-def _pifa_rows(y: sp.csr_matrix, x_sparse: sp.csr_matrix, x_dense: np.ndarray) -> sp.csr_matrix:
-    """(labels, n_sparse + dim) unit sums of each label's positive documents' solver rows (PECOS's PIFA)."""
-    from sklearn.preprocessing import normalize
-
-    emb = sp.hstack([y.T @ x_sparse, sp.csr_matrix(np.asarray(y.T @ x_dense, np.float32))], format="csr",
-                    dtype=np.float32)
-    return cast(sp.csr_matrix, normalize(emb))
-
-
-def label_tree(emb: np.ndarray | sp.csr_matrix, max_leaf: int, branching: int, seed: int) -> list[np.ndarray]:
+def label_tree(emb: np.ndarray, max_leaf: int, branching: int, seed: int) -> list[np.ndarray]:
     """Balanced hierarchical 2-means of the label embeddings (Parabel's split, log2(branching) times per layer): per
     layer, each label's node id; the last entry is the labels themselves (ids 0..L-1)."""
     from xc_core import seeds
     from xc_core.seeds import Stream
 
-    n = emb.shape[0]
+    n = len(emb)
     step = max(1, int(round(np.log2(branching))))
     # PECOS's chain: a balanced binary tree with leaves of ≤ max_leaf labels, cut into layers of 16, 256, ... nodes
     depth = int(np.ceil(np.log2(n / max_leaf))) if n > max_leaf else 0
@@ -407,8 +393,7 @@ def label_tree(emb: np.ndarray | sp.csr_matrix, max_leaf: int, branching: int, s
     return layers
 
 
-def _split_all(emb: np.ndarray | sp.csr_matrix, assign: np.ndarray, rng: np.random.Generator, iters: int = 20
-               ) -> np.ndarray:
+def _split_all(emb: np.ndarray, assign: np.ndarray, rng: np.random.Generator, iters: int = 20) -> np.ndarray:
     """Every cluster cut in two balanced halves by spherical 2-means: child ids 2c and 2c+1."""
     out = assign * 2
     order = np.argsort(assign, kind="stable")
@@ -418,20 +403,16 @@ def _split_all(emb: np.ndarray | sp.csr_matrix, assign: np.ndarray, rng: np.rand
         if len(members) < 2:
             continue
         x = emb[members]
-        centres = _dense(x[rng.choice(len(members), 2, replace=False)])
+        centres = x[rng.choice(len(members), 2, replace=False)]
         for _ in range(iters):
-            gap = np.asarray(x @ centres[0]).ravel() - np.asarray(x @ centres[1]).ravel()
+            gap = x @ centres[0] - x @ centres[1]
             ranked = np.argsort(-gap, kind="stable")
             left = np.zeros(len(members), bool)
             left[ranked[: len(members) // 2]] = True
-            centres = np.stack([_dense(x[left].sum(0)).ravel(), _dense(x[~left].sum(0)).ravel()])
+            centres = np.stack([x[left].sum(0), x[~left].sum(0)])
             centres /= np.maximum(np.linalg.norm(centres, axis=1, keepdims=True), 1e-12)
         out[members[~left]] += 1
     return out
-
-
-def _dense(x: Any) -> np.ndarray:
-    return np.asarray(x.toarray() if sp.issparse(x) else x, np.float32)
 
 
 def _level_targets(y: sp.csr_matrix, assign: np.ndarray) -> sp.csr_matrix:
