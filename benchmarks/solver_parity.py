@@ -3,7 +3,7 @@
     make peers   # once: libpecos in .venv-peers
     .venv/bin/python benchmarks/solver_parity.py --home /tmp/xc --dataset wikispeedia --features dense,sparse,hybrid
     .venv/bin/python benchmarks/solver_parity.py --home /tmp/xc --dataset aol-1000 --features hybrid --no-peer \
-        --variant 'teacher_forced={"matcher_negatives": 0}' --variant 'man5={"matcher_negatives": 5}'
+        --variant 'beam50={"beam": 50}' --variant 'c2={"cost": 2.0}'
 
 Rows: the classifier stage's own out-of-fold rows (``classifier/folds.py``: blocks of days on event logs, document
 folds elsewhere; training documents only, never the test split). For each fold and feature set, xc's

@@ -15,8 +15,6 @@ from xc_core.classifier.linear import (
     LinearChannel,
     LinearConfig,
     _solve_all,
-    _with_matched,
-    beam_search,
     label_tree,
 )
 from xc_core.datasets.container import XCDataset
@@ -54,34 +52,14 @@ def test_the_label_tree_is_balanced_with_layers_of_sixteen_way_splits() -> None:
     assert np.array_equal(layers[1] >> 1, layers[0]), "each leaf cluster lies inside one top-layer node"
 
 
-def test_matcher_negatives_add_the_nodes_the_tree_would_lead_each_document_to(tiny_data: XCDataset) -> None:
-    """A child trains on its parent's documents (teacher-forced) and on those whose top-k parents by the layers
-    fitted so far include it (matcher-aware): the union, nothing else; the channel still finds own labels."""
-    channel, vectors, labelled = _channel(tiny_data, "hybrid", matcher_negatives=3)
-    texts = [tiny_data.train_texts[i] for i in labelled]
-    x_sparse, x_dense = channel.features.rows(texts, vectors[labelled])
-    n_top = channel.layers[0].size
-    y_top = sp.random(len(texts), n_top, density=0.05, format="csr", dtype=np.float32, random_state=0)
-    y_top.data[:] = 1.0
-    union = _with_matched(y_top, channel.layers[:1], x_sparse, x_dense, channel.cfg, chunk=100)
-    _, top3 = beam_search(channel.layers[:1], x_sparse, x_dense, channel.cfg.beam, 3)
-    for row in range(len(texts)):
-        assert set(union[row].indices) == set(y_top[row].indices) | set(top3[row][top3[row] >= 0])
-    assert np.all(union.data == 1.0) and union.nnz > y_top.nnz
-    rows = labelled[:200]
-    _, ids = channel.search([tiny_data.train_texts[i] for i in rows], vectors[rows], 1)
-    hits = np.asarray(sp.csr_matrix(tiny_data.y_train)[rows[:, None], np.maximum(ids, 0)].todense()).ravel()
-    assert hits.mean() > 0.5
-
-
-def _channel(data: XCDataset, features: Literal["hybrid", "sparse", "dense"], **settings: object
+def _channel(data: XCDataset, features: Literal["hybrid", "sparse", "dense"]
              ) -> tuple[LinearChannel, np.ndarray, np.ndarray]:
     from xc_core.classifier.linear import HybridFeatures
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(len(data.train_texts), 16)).astype(np.float32)  # noise: the text must carry it
     y = sp.csr_matrix(data.y_train)
-    cfg = LinearConfig.model_validate({"features": features, "max_leaf": 20, **settings})
+    cfg = LinearConfig(features=features, max_leaf=20)
     channel = LinearChannel.fit(list(data.train_texts), vectors, y, cfg)
     assert isinstance(channel.features, HybridFeatures)
     return channel, vectors, np.flatnonzero(np.diff(y.indptr) > 0)

@@ -45,14 +45,13 @@ class ClassifierConfig(BaseModel):
                                    "channel fused with the dense ones (weight 0 on validation = not used)")
     linear: LinearConfig = Field(default_factory=LinearConfig, description="the hybrid channel: XR-Linear on "
                                  "TF-IDF ⊕ the encoder's vector (classifier/linear.py)")
-    linear_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4), description=(
+    linear_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2), description=(
         "hybrid-channel weights tried out of fold with every alpha and lexical weight (0 = channel off; its score "
-        "lies in [0, 1]: from 1.6 up it outranks the cosines, 6.4 ranks by it alone but for ties; the grid reaches "
-        "one step past 3.2, which aol-1000's out-of-fold rows chose for both seeds)"))
-    memory_weights: tuple[float, ...] = Field(default=(0.0, 0.8, 1.6, 3.2, 6.4, 12.8), description=(
+        "lies in [0, 1]: from 1.6 up it outranks the cosines, 3.2 ranks by it almost alone)"))
+    memory_weights: tuple[float, ...] = Field(default=(0.0, 0.8, 1.6, 3.2, 6.4), description=(
         "click-memory weights tried out of fold after alpha, the lexical and the hybrid weight (memory.py; 0 = off; "
-        "its score lies in [0, 1]: 12.8 outranks every other channel together at any hybrid weight, so a repeated "
-        "query's most clicked labels come first)"))
+        "its score lies in [0, 1]: 6.4 outranks every other channel together, so a repeated query's most clicked "
+        "labels come first)"))
     popularity_weights: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2, 0.3), description=(
         "label-popularity weights tried out of fold after the memory, chosen in the seen-label view before the "
         "untrained-label offset (memory.py; 0 = off; its value lies in [0, 1])"))

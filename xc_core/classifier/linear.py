@@ -64,10 +64,6 @@ class LinearConfig(BaseModel):
     branching: int = Field(default=16, ge=2, description="children per tree node (PECOS nr_splits)")
     beam: int = Field(default=20, ge=1, description="tree nodes kept per layer in the beam search (PECOS's default "
                       "only_topk of an upper layer)")
-    matcher_negatives: int = Field(default=2, ge=0, description=(
-        "PECOS's matcher-aware negatives (its tfn+man): a node also trains on the documents whose top-k nodes of its "
-        "parent's layer, by beam search over the layers fitted so far, include its parent (0 = teacher-forced "
-        "only). PECOS takes its beam (20); 2 keeps the fit at 1.6× the teacher-forced one on aol-1000"))
     seed: int = 0
 
     @property
@@ -242,8 +238,7 @@ class LinearChannel:
         y_trained = sp.csr_matrix(y[:, labels])
         paths = label_tree(_pifa(y_trained, vectors), cfg.max_leaf, cfg.branching, cfg.seed)
         featurized = time.perf_counter()
-        layers: list[Layer] = []
-        previous = None
+        layers, previous = [], None
         for level, assign in enumerate(paths):
             y_level = _level_targets(y_trained, assign)
             ptr, members, signs = _level_problems(y_level, previous, assign if level else None, paths, level)
@@ -260,8 +255,6 @@ class LinearChannel:
             log.info("hybrid channel: layer %d/%d — %d nodes over %d training rows, %.1f s since start", level + 1,
                      len(paths), n_nodes, len(members), time.perf_counter() - started)
             previous = y_level
-            if cfg.matcher_negatives and level < len(paths) - 1:
-                previous = _with_matched(y_level, layers, x_sparse, x_dense, cfg)
         info = {"features": cfg.features, "n_sparse_features": features.n_sparse, "dim": int(x_dense.shape[1]),
                 "labels_trained": int(len(labels)), "layers": [layer.size for layer in layers],
                 "sparse_weights_kept": int(sum(layer.sparse_weights.nnz for layer in layers)),
@@ -284,7 +277,18 @@ class LinearChannel:
         return out_scores, out_ids
 
     def _beam(self, x_sparse: sp.csr_matrix, x_dense: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        return beam_search(self.layers, x_sparse, x_dense, self.cfg.beam, k)
+        n = x_sparse.shape[0]
+        nodes = np.tile(np.arange(self.layers[0].size), (n, 1))
+        scores = np.ones(nodes.shape, np.float32)
+        for level, layer in enumerate(self.layers):
+            if level:
+                nodes, scores = _expand(self.layers[level - 1], nodes, scores)
+            combined = np.where(nodes >= 0, scores * l3_hinge(layer.raw(x_sparse, x_dense, nodes)), -1.0)
+            keep = k if level == len(self.layers) - 1 else self.cfg.beam
+            order = np.argsort(-combined, axis=1, kind="stable")[:, :keep]
+            scores = np.take_along_axis(combined, order, axis=1)
+            nodes = np.where(scores >= 0, np.take_along_axis(nodes, order, axis=1), -1)
+        return scores, nodes
 
     @property
     def megabytes(self) -> float:
@@ -311,42 +315,6 @@ class LinearChannel:
                 layers.append(Layer.from_arrays(dict(arrays)))
         return cls(HybridFeatures.load(folder, cfg), layers, np.load(folder / "labels.npy"), int(meta["n_labels"]),
                    meta.get("info", {}))
-
-
-def beam_search(layers: list[Layer], x_sparse: sp.csr_matrix, x_dense: np.ndarray, beam: int, k: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, node ids) of the top ``k`` nodes of the last of ``layers``, ``beam`` kept per layer above it."""
-    n = x_sparse.shape[0]
-    nodes = np.tile(np.arange(layers[0].size), (n, 1))
-    scores = np.ones(nodes.shape, np.float32)
-    for level, layer in enumerate(layers):
-        if level:
-            nodes, scores = _expand(layers[level - 1], nodes, scores)
-        combined = np.where(nodes >= 0, scores * l3_hinge(layer.raw(x_sparse, x_dense, nodes)), -1.0)
-        keep = k if level == len(layers) - 1 else beam
-        order = np.argsort(-combined, axis=1, kind="stable")[:, :keep]
-        scores = np.take_along_axis(combined, order, axis=1)
-        nodes = np.where(scores >= 0, np.take_along_axis(nodes, order, axis=1), -1)
-    return scores, nodes
-
-
-def _with_matched(y_level: sp.csr_matrix, layers: list[Layer], x_sparse: sp.csr_matrix, x_dense: np.ndarray,
-                  cfg: LinearConfig, chunk: int = 2048) -> sp.csr_matrix:
-    """``y_level`` ∪ each document's top ``cfg.matcher_negatives`` nodes of the last fitted layer: the parents whose
-    children it trains against next (PECOS's teacher-forced + matcher-aware negatives). A document then learns to
-    tell its own labels from those of the clusters the tree would wrongly lead it to."""
-    rows, cols = [], []
-    for lo in range(0, x_sparse.shape[0], chunk):
-        _, nodes = beam_search(layers, x_sparse[lo: lo + chunk], x_dense[lo: lo + chunk], cfg.beam,
-                               cfg.matcher_negatives)
-        r, c = np.nonzero(nodes >= 0)
-        rows.append(r + lo)
-        cols.append(nodes[r, c])
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    matched = sp.csr_matrix((np.ones(len(r), np.float32), (r, c)), shape=y_level.shape)
-    out = sp.csr_matrix(y_level + matched)
-    out.data[:] = 1.0
-    return out
 
 
 def _expand(layer: Layer, nodes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
