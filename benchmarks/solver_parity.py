@@ -98,6 +98,7 @@ def parity(home: Path, name: str, features: list[str], max_folds: int | None,
     from xc_core.classifier.folds import out_of_fold
     from xc_core.classifier.linear import LinearChannel, LinearConfig
     from xc_core.profiles import get_profile
+    from xc_core.provenance import git_commit
     from xc_core.stages.anchor_sets import load_with_anchors
 
     if peer and not PEER_PYTHON.exists():
@@ -134,8 +135,6 @@ def parity(home: Path, name: str, features: list[str], max_folds: int | None,
             hits.setdefault(f"pecos-{kind}", []).append(_top1_hits(dataset, fold, scores, ids))
         print(fold.name, {k: round(100 * float(v[-1].mean()), 2) for k, v in hits.items()}, flush=True)
     joined = {k: np.concatenate(v) for k, v in hits.items()}
-    from xc_core.provenance import git_commit
-
     out = {"dataset": name, "commit": git_commit(ROOT), "rows": int(len(next(iter(joined.values())))),
            "folds": [f.name for f in folds],
            "P@1": {k: round(100 * float(v.mean()), 2) for k, v in joined.items()},
