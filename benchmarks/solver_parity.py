@@ -146,6 +146,24 @@ def parity(home: Path, name: str, features: list[str], max_folds: int | None,
     return out
 
 
+def _variant(parser: argparse.ArgumentParser, text: str) -> tuple[str, dict]:
+    """``NAME=JSON`` → (name, settings); a malformed value or a setting LinearConfig does not have is an error here,
+    not a run of the default channel against itself (LinearConfig ignores unknown keys)."""
+    from xc_core.classifier.linear import LinearConfig
+
+    name, _, raw = text.partition("=")
+    try:
+        settings = json.loads(raw)
+    except json.JSONDecodeError as err:
+        parser.error(f"--variant {text!r}: the value after '=' is not JSON ({err}); e.g. 'beam50={{\"beam\": 50}}'")
+    if not name or not isinstance(settings, dict):
+        parser.error(f"--variant {text!r}: expected NAME={{JSON object of LinearConfig settings}}")
+    if unknown := sorted(set(settings) - set(LinearConfig.model_fields)):
+        parser.error(f"--variant {name}: {', '.join(unknown)} not a LinearConfig setting; "
+                     f"choose from {', '.join(LinearConfig.model_fields)}")
+    return name, settings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", type=Path, required=True)
@@ -156,7 +174,7 @@ def main() -> None:
                         help="xc's hybrid channel with these LinearConfig settings too (repeatable)")
     parser.add_argument("--no-peer", action="store_true", help="xc's channels only (no libpecos)")
     args = parser.parse_args()
-    variants = {v.split("=", 1)[0]: json.loads(v.split("=", 1)[1]) for v in args.variant}
+    variants = dict(_variant(parser, v) for v in args.variant)
     if variants and "hybrid" not in args.features.split(","):
         raise SystemExit("--variant is paired against xc's default hybrid: keep hybrid in --features")
     found = parity(args.home, args.dataset, args.features.split(","), args.max_folds, variants, not args.no_peer)
