@@ -73,7 +73,7 @@ def _separate_losses(trainer: Trainer, batch: Batch) -> dict[str, Any]:
 
     forward = trainer.encoder.forward
     hard = trainer.hard_texts(batch)
-    sides = [side.texts for _, _, side in trainer.anchor_sides(batch)]
+    sides = trainer.anchor_text_groups(batch)
     if not sides:
         anchors = None
     elif trainer.cfg.anchor_grad:

@@ -26,6 +26,10 @@ class AnchorSide:
     texts: list[str]
     valid: np.ndarray  # (B,) row has an anchor
     neighbour_mask: np.ndarray  # (B, B): anchor of row j is also an anchor of row i
+    #: one extra negative anchor per row ("" for none) and where a row has one (``anchor_negatives``: an anchor of
+    #: the set near the node that is not its own); None when the builder has no pool for this side
+    hard_texts: list[str] | None = None
+    hard_valid: np.ndarray | None = None
 
 
 @dataclass
@@ -78,6 +82,19 @@ def _side(incidence: sp.csr_matrix, rows: np.ndarray, texts: list[str], rng: np.
     return AnchorSide([texts[a] if a >= 0 else "" for a in anchors], valid, neighbour)
 
 
+def _hard_anchor(side: AnchorSide, pool: np.ndarray, nodes: np.ndarray, texts: list[str],
+                 rng: np.random.Generator) -> None:
+    """Give ``side`` one extra negative anchor per row from the rows' nodes' pools: only rows that have an anchor,
+    and never a text equal to the row's own anchor (no encoder can separate two equal strings)."""
+    from xc_core.training.anchor_negatives import draw
+
+    picked = draw(pool, nodes, rng)
+    hard_texts = [texts[a] if a >= 0 else "" for a in picked]
+    clash = np.array([h == t for h, t in zip(hard_texts, side.texts, strict=True)], dtype=bool)
+    side.hard_valid = side.valid & (picked >= 0) & ~clash
+    side.hard_texts = [t if ok else "" for t, ok in zip(hard_texts, side.hard_valid, strict=True)]
+
+
 @dataclass
 class BatchBuilder:
     """Samples batches from CSR views of the data set (built once, sampled many times)."""
@@ -90,11 +107,15 @@ class BatchBuilder:
     #: (train documents, M) label indices, -1 padded (valid ones first): each row's pool of extra negatives
     #: (``training.attributes.mine_negatives``); None: no extra negative and no extra random draw
     hard_pool: np.ndarray | None = None
+    #: ``doc/<set>`` / ``label/<set>`` → (nodes of that side, M) anchor ids, -1 padded: each node's pool of
+    #: extra negative anchors (``training.anchor_negatives``); a side without a pool draws nothing extra
+    anchor_pools: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def from_anchor_sets(cls, doc_texts: list[str], label_texts: list[str], y: sp.csr_matrix,
                          anchor_sets: dict[str, AnchorSet], doc_sets: list[str], label_sets: list[str],
-                         hard_pool: np.ndarray | None = None) -> BatchBuilder:
+                         hard_pool: np.ndarray | None = None,
+                         anchor_pools: dict[str, np.ndarray] | None = None) -> BatchBuilder:
         n_docs, n_labels = len(doc_texts), len(label_texts)
         return cls(
             doc_texts, label_texts, sp.csr_matrix(y),
@@ -103,6 +124,7 @@ class BatchBuilder:
             {s: (anchor_sets[s].label_matrix(n_labels), anchor_sets[s].texts) for s in label_sets
              if len(anchor_sets[s].label_edges)},
             hard_pool,
+            dict(anchor_pools or {}),
         )
 
     def build(self, doc_ids: np.ndarray, rng: np.random.Generator) -> Batch:
@@ -120,6 +142,12 @@ class BatchBuilder:
         if self.hard_pool is not None:  # drawn last: without a pool every other draw is as before
             batch.hard_label_ids = self._hard(doc_ids, labels, doc_texts, label_texts, rng)
             batch.hard_texts = [self.label_texts[j] if j >= 0 else "" for j in batch.hard_label_ids]
+        for kind, sides, nodes in (("doc", batch.doc_anchors, doc_ids), ("label", batch.label_anchors, labels)):
+            for name, side in sides.items():  # drawn after everything else, as the attribute negatives
+                pool = self.anchor_pools.get(f"{kind}/{name}")
+                if pool is not None:
+                    texts = (self.doc_side if kind == "doc" else self.label_side)[name][1]
+                    _hard_anchor(side, pool, nodes, texts, rng)
         return batch
 
     def _hard(self, doc_ids: np.ndarray, labels: np.ndarray, doc_texts: list[str], label_texts: list[str],

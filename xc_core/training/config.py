@@ -44,6 +44,12 @@ class TrainConfig(BaseModel):
                                      "names a brand or place some label carries, mine this many of the encoder's most "
                                      "similar labels carrying another value; each step adds one to the row's softmax "
                                      "(0: off; nothing changes on data sets without item metadata; softmax loss only)")
+    anchor_negatives: int = Field(default=0, ge=0, description="hard negatives in the graph regularizers (issue "
+                                  "#43's hypothesis: in-batch anchors are random texts, easy to tell from a node's "
+                                  "own): before every epoch, per regularized node, mine this many of the current "
+                                  "encoder's most similar anchors of the set that are not its own "
+                                  "(training/anchor_negatives.py); each step adds one to the row's regularizer "
+                                  "softmax, as NGAME's shortlist negatives do for the task (0: off; softmax loss only)")
     attribute_anchor_filter: bool = Field(default=False, description="drop anchor edges whose two ends carry "
                                           "different brands / places (item metadata, query text; issue #32); a no-op "
                                           "on data sets without item metadata")

@@ -106,8 +106,12 @@ class Trainer:
         self.attributes = AttributeIndex.build(dataset.label_attributes, dataset.label_texts)
         if cfg.attribute_negatives and cfg.loss != "softmax":
             raise ValueError("attribute_negatives adds a negative to the softmax task loss: use loss='softmax'")
+        if cfg.anchor_negatives and cfg.loss != "softmax":
+            raise ValueError("anchor_negatives adds a negative to the softmax regularizers: use loss='softmax'")
         #: (train documents, attribute_negatives) mined negatives, -1 padded (None: none mined)
         self.hard_pool: np.ndarray | None = None
+        #: ``doc/<set>`` / ``label/<set>`` → mined negative anchors per node (``anchor_negatives``; empty: none)
+        self.anchor_pools: dict[str, np.ndarray] = {}
         prepared = prepare_anchors(dataset, self.data, cfg, self.train_idx, self.val_idx, self.attributes)
         self.data, self.train_idx = prepared.data, prepared.train_idx  # the anchor_pairs control may add pairs
         self.full_anchors, self.doc_sets, self.label_sets = prepared.full, prepared.doc_sets, prepared.label_sets
@@ -163,9 +167,26 @@ class Trainer:
         log.info("epoch %d: attribute negatives mined for %d documents", epoch, int((mined[:, 0] >= 0).sum()))
         self.builder = self._builder()
 
+    def _mine_anchor_negatives(self, epoch: int) -> None:
+        """``anchor_negatives``: each regularized node's most similar anchors of the set that are not its own, by the
+        current encoder (training/anchor_negatives.py), mined over every usable edge (pruning only thins them)."""
+        if not self.cfg.anchor_negatives:
+            return
+        from xc_core.training.anchor_negatives import side_key, side_pool
+
+        for kind, sets, texts in (("doc", self.doc_sets, self.data.train_texts),
+                                  ("label", self.label_sets, self.data.label_texts)):
+            for name in sets:
+                self.anchor_pools[side_key(kind, name)] = side_pool(self.full_anchors[name], kind, texts,
+                                                                    self.cfg.anchor_negatives, self.encode)
+        mined = {k: int((p[:, 0] >= 0).sum()) for k, p in self.anchor_pools.items()}
+        log.info("epoch %d: negative anchors mined (nodes per side): %s", epoch, mined)
+        self.builder = self._builder()
+
     def _builder(self) -> BatchBuilder:
         return BatchBuilder.from_anchor_sets(self.data.train_texts, self.data.label_texts, self.data.y_train,
-                                             self.anchors, self.doc_sets, self.label_sets, hard_pool=self.hard_pool)
+                                             self.anchors, self.doc_sets, self.label_sets, hard_pool=self.hard_pool,
+                                             anchor_pools=self.anchor_pools)
 
     def _optimizer(self, total_steps: int) -> tuple[Any, Any]:
         import torch
@@ -190,7 +211,9 @@ class Trainer:
         pick = np.ix_(rows, rows)
 
         def side(s):
-            return type(s)([s.texts[i] for i in rows], s.valid[rows], s.neighbour_mask[pick])
+            return type(s)([s.texts[i] for i in rows], s.valid[rows], s.neighbour_mask[pick],
+                           [s.hard_texts[i] for i in rows] if s.hard_texts is not None else None,
+                           s.hard_valid[rows] if s.hard_valid is not None else None)
 
         hard = batch.hard_label_ids
         return Batch(batch.doc_ids[rows], batch.label_ids[rows], [batch.doc_texts[i] for i in rows],
@@ -204,7 +227,7 @@ class Trainer:
         """Every term of the objective for one batch, from one encoder pass over all its texts."""
         b = len(batch.doc_texts)
         texts = [*batch.doc_texts, *batch.label_texts, *self.hard_texts(batch)]
-        anchor_texts = [t for _, _, side in self.anchor_sides(batch) for t in side.texts]
+        anchor_texts = [t for group in self.anchor_text_groups(batch) for t in group]
         if self.cfg.anchor_grad:  # RAMEN eq. 2 as written: gradients flow into the anchors' encodings too
             emb = self.encoder.forward(texts + anchor_texts)
             anchor_emb = emb[len(texts):]
@@ -219,6 +242,12 @@ class Trainer:
         return [*(("doc", s, batch.doc_anchors[s]) for s in self.doc_sets if s in batch.doc_anchors),
                 *(("label", s, batch.label_anchors[s]) for s in self.label_sets if s in batch.label_anchors)]
 
+    def anchor_text_groups(self, batch: Batch) -> list[list[str]]:
+        """The batch's anchor texts as :meth:`objective_terms` reads them: per side in :meth:`anchor_sides` order,
+        its anchors, then its negative anchors when it has them (``anchor_negatives``) — each group one row a row."""
+        return [group for _, _, side in self.anchor_sides(batch)
+                for group in ([side.texts] if side.hard_texts is None else [side.texts, side.hard_texts])]
+
     @staticmethod
     def _hard_rows(batch: Batch) -> np.ndarray:
         return (np.flatnonzero(batch.hard_label_ids >= 0) if batch.hard_label_ids is not None
@@ -230,7 +259,7 @@ class Trainer:
 
     def objective_terms(self, batch: Batch, docs: Any, labels: Any, hard: Any, anchors: Any) -> dict[str, Any]:
         """The terms of :meth:`losses` from the batch's embeddings: its documents, its labels, its
-        :meth:`hard_texts` and its anchors (each side's ``len(docs)`` rows, in :meth:`anchor_sides` order)."""
+        :meth:`hard_texts` and its anchors (:meth:`anchor_text_groups`, ``len(docs)`` rows a group)."""
         import torch
 
         b = len(batch.doc_texts)
@@ -244,10 +273,15 @@ class Trainer:
         else:
             task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))
         out = {"task": task}
-        for i, (kind, name, side) in enumerate(self.anchor_sides(batch)):
+        start = 0
+        for kind, name, side in self.anchor_sides(batch):
             nodes = docs if kind == "doc" else labels
-            out[f"{kind}/{name}"] = self.regularizer(nodes, anchors[i * b: (i + 1) * b], torch.from_numpy(side.valid),
-                                                     torch.from_numpy(side.neighbour_mask))
+            extra = {}
+            if side.hard_texts is not None:  # the side's negative anchors follow its anchors
+                extra = {"hard_emb": anchors[start + b: start + 2 * b], "hard_valid": torch.from_numpy(side.hard_valid)}
+            out[f"{kind}/{name}"] = self.regularizer(nodes, anchors[start: start + b], torch.from_numpy(side.valid),
+                                                     torch.from_numpy(side.neighbour_mask), **extra)
+            start += b if side.hard_texts is None else 2 * b
         return out
 
     def encode_fixed(self, texts: list[str]) -> Any:
@@ -397,6 +431,7 @@ class Trainer:
         arrays.update(self.choice.arrays())
         if self.hard_pool is not None:
             arrays["attribute_negatives"] = self.hard_pool
+        arrays.update({f"anchor_negatives/{k}": p for k, p in self.anchor_pools.items()})
         state = {"epoch": epoch, "step": step, "global_step": global_step, "history": history, "prune_log": prune_log,
                  "best": self.best}
         torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
@@ -413,6 +448,7 @@ class Trainer:
             self.anchors[name] = AnchorSet(name, full.texts, arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"])
         if "attribute_negatives" in arrays:
             self.hard_pool = arrays["attribute_negatives"]
+        self.anchor_pools = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("anchor_negatives/")}
         self.builder = self._builder()
         assign = arrays["assign"] if arrays["assign"].size else None
         self.choice.restore(arrays, state.get("best", self.best))
@@ -494,6 +530,8 @@ class Trainer:
             batches = self._epoch_batches(epoch, assign)
             if start_step == 0 or self.hard_pool is None:  # mid-epoch resume: the checkpoint's pool
                 self._mine_negatives(epoch)
+            if start_step == 0 or not self.anchor_pools:
+                self._mine_anchor_negatives(epoch)
             self.encoder.model.train()
             bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="batch",
                        disable=not self.progress or self.rank != 0, initial=start_step)

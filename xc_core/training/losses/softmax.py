@@ -10,12 +10,17 @@ from xc_core.training.losses.triplet import _check, anchor_scores
 
 
 def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float,
-                     valid: torch.Tensor | None = None) -> torch.Tensor:
+                     valid: torch.Tensor | None = None, row_scores: torch.Tensor | None = None,
+                     row_valid: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over valid rows of −log softmax_j(scale · s_ij)[i], j over the row's allowed negatives and itself.
 
     ``scores[i, j]`` = cos(left_i, right_j) and the positive of row i is ``scores[i, i]``. Column j ≠ i enters
     row i's softmax only if ``negatives[i, j]`` (and, when ``valid`` is given, both rows are valid). Invalid
-    rows add nothing; with no valid row the result is a zero still connected to ``scores``.
+    rows add nothing; with no valid row the result is a zero still connected to ``scores``. ``row_scores`` [B]
+    (optional): one more candidate in row i's softmax, cos(left_i, h_i) of the row's own extra negative h_i, where
+    ``row_valid[i]``; a row without one is scored as without ``row_scores``:
+
+        L = mean_i −log( exp(τ s_ii) / (exp(τ s_ii) + Σ_{j ∈ N_i} exp(τ s_ij) + [h_i] exp(τ cos(x_i, h_i))) )
     """
     _check(scores, negatives, "negatives")
     allowed = negatives.to(device=scores.device, dtype=torch.bool).clone()
@@ -27,25 +32,14 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
     if not rows.any():
         return scores.sum() * 0.0
     logits = (scale * scores).masked_fill(~allowed, float("-inf"))
+    if row_scores is not None:
+        if row_valid is None or row_scores.shape != scores.shape[:1] or row_valid.shape != scores.shape[:1]:
+            raise ValueError(f"row_scores and row_valid must both have shape ({scores.shape[0]},)")
+        extra = (scale * row_scores).masked_fill(~row_valid.to(device=scores.device, dtype=torch.bool),
+                                                 float("-inf"))
+        logits = torch.cat([logits, extra[:, None]], dim=1)
     target = torch.arange(scores.shape[0], device=scores.device)
     return F.cross_entropy(logits[rows], target[rows])
-
-
-def softmax_with_row_negative(scores: torch.Tensor, negatives: torch.Tensor, row_scores: torch.Tensor,
-                              row_valid: torch.Tensor, scale: float) -> torch.Tensor:
-    """:func:`in_batch_softmax` (every row valid) with one more candidate in row i's softmax: ``row_scores[i]``
-    = cos(x_i, h_i) of the row's own extra negative h_i, where ``row_valid[i]``; a row without one is scored
-    exactly as by :func:`in_batch_softmax`.
-
-        L = mean_i −log( exp(τ s_ii) / (exp(τ s_ii) + Σ_{j ∈ N_i} exp(τ s_ij) + [h_i] exp(τ cos(x_i, h_i))) )
-    """
-    _check(scores, negatives, "negatives")
-    allowed = negatives.to(device=scores.device, dtype=torch.bool).clone()
-    allowed.fill_diagonal_(True)
-    logits = (scale * scores).masked_fill(~allowed, float("-inf"))
-    extra = (scale * row_scores).masked_fill(~row_valid.to(device=scores.device, dtype=torch.bool), float("-inf"))
-    target = torch.arange(scores.shape[0], device=scores.device)
-    return F.cross_entropy(torch.cat([logits, extra[:, None]], dim=1), target)
 
 
 class InBatchSoftmaxLoss(nn.Module):
@@ -91,7 +85,8 @@ class InBatchSoftmaxLoss(nn.Module):
         if hard_emb.shape != doc_emb.shape or hard_valid is None or hard_valid.shape != scores.shape[:1]:
             raise ValueError(f"hard_emb must have the shape of doc_emb {tuple(doc_emb.shape)} and hard_valid "
                              f"({scores.shape[0]},)")
-        return softmax_with_row_negative(scores, negatives, (doc_emb * hard_emb).sum(dim=1), hard_valid, self.scale)
+        return in_batch_softmax(scores, negatives, self.scale, row_scores=(doc_emb * hard_emb).sum(dim=1),
+                                row_valid=hard_valid)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"
@@ -124,9 +119,18 @@ class SoftmaxGraphRegularizer(nn.Module):
         self.scale = scale
 
     def forward(self, node_emb: torch.Tensor, anchor_emb: torch.Tensor, valid: torch.Tensor,
-                anchor_is_neighbour: torch.Tensor) -> torch.Tensor:
+                anchor_is_neighbour: torch.Tensor, hard_emb: torch.Tensor | None = None,
+                hard_valid: torch.Tensor | None = None) -> torch.Tensor:
+        """``hard_emb`` [B, d] (optional): one more negative anchor per row, in that row's softmax only, where
+        ``hard_valid`` [B] (``anchor_negatives``: an anchor of the set near the node that is not its own)."""
         scores, negatives = anchor_scores(node_emb, anchor_emb, valid, anchor_is_neighbour)
-        return in_batch_softmax(scores, negatives, self.scale, valid=valid)
+        if hard_emb is None:
+            return in_batch_softmax(scores, negatives, self.scale, valid=valid)
+        if hard_emb.shape != node_emb.shape or hard_valid is None:
+            raise ValueError(f"hard_emb must have the shape of node_emb {tuple(node_emb.shape)}, with hard_valid")
+        row_valid = hard_valid.to(device=scores.device, dtype=torch.bool) & valid.to(scores.device)
+        return in_batch_softmax(scores, negatives, self.scale, valid=valid,
+                                row_scores=(node_emb * hard_emb).sum(dim=1), row_valid=row_valid)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"
