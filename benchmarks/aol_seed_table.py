@@ -1,9 +1,10 @@
-"""Issues #39/#40: aol-1000 `pretrained-clf` per seed home — test P@1, paired against `pretrained` (the same home)
-and against PECOS (the first home's: PECOS has no seed), on all labels and on seen labels, and the fusion decision.
+"""Issues #39/#40: aol-1000 `pretrained-clf` (or another `-clf`, ``--method``) per seed home — test P@1, paired
+against `pretrained` (the same home) and against PECOS (the first home's: PECOS has no seed), on all labels and on
+seen labels, and the fusion decision.
 The homes are those of `xc results --seeds` (seed 0 in HOME, seed s in HOME/seeds/s<s>), or of `xc train --seed s`
 runs there.
 
-    .venv/bin/python benchmarks/aol_seed_table.py --home /work/exp_home --seeds 0,1,2 [--out FILE]
+    .venv/bin/python benchmarks/aol_seed_table.py --home /work/exp_home --seeds 0,1,2 [--method M] [--out FILE]
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--method", default="pretrained-clf", help="the -clf method tabulated")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "aol_pretrained_clf_seeds.json")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     homes = {s: args.home if i == 0 else seed_home(args.home, s) for i, s in enumerate(seeds)}
-    out = table(homes)
+    out = table(homes, args.method)
     args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
 
 
-def table(homes: dict[int, Path]) -> dict[int, dict[str, object]]:
+def table(homes: dict[int, Path], method: str = "pretrained-clf") -> dict[int, dict[str, object]]:
     first = next(iter(homes.values()))
     pecos = EvaluationRecord.load(first / "eval/aol-1000/pecos-demo")
     # `pretrained` is the untrained encoder: no seed changes it (13.74 P@1 in the homes of seeds 0 and 1 alike), so a
@@ -37,7 +39,7 @@ def table(homes: dict[int, Path]) -> dict[int, dict[str, object]]:
     assert pecos is not None, f"{first}: PECOS not scored (benchmarks/peer_eval.py)"
     out: dict[int, dict[str, object]] = {}
     for seed, home in homes.items():
-        clf = EvaluationRecord.load(home / "eval/aol-1000/pretrained-clf-demo")
+        clf = EvaluationRecord.load(home / f"eval/aol-1000/{method}-demo")
         enc = EvaluationRecord.load(home / "eval/aol-1000/pretrained-demo")
         encoder_from = "this home"
         if enc is None and first_encoder is not None:
@@ -45,9 +47,9 @@ def table(homes: dict[int, Path]) -> dict[int, dict[str, object]]:
         if clf is None:
             print(seed, "not evaluated")
             continue
-        summary = json.loads((home / "models/aol-1000/pretrained-clf-demo/train_summary.json").read_text())
+        summary = json.loads((home / f"models/aol-1000/{method}-demo/train_summary.json").read_text())
         fusion = (summary.get("fallback_tests") or {}).get("fusion", {})
-        row = {"commit": summary.get("git_commit", "")[:7], "P@1": clf.metrics.get("P@1"),
+        row = {"method": method, "commit": summary.get("git_commit", "")[:7], "P@1": clf.metrics.get("P@1"),
                "fusion": {k: fusion.get(k) for k in ("kept", "gain", "low", "high", "tested_on_rows", "candidate")},
                "detectable_P@1": (fusion.get("detectable") or {}).get("P@1"),
                "vs_pretrained": paired_rows(clf, enc).get("P@1") if enc else None, "pretrained_from": encoder_from,

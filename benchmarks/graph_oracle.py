@@ -112,22 +112,25 @@ def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
             "git_commit": summary.get("git_commit")}
 
 
-def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str) -> list[dict[str, Any]]:
-    """``ramen`` of each (oracle home, baseline home) pair − the baseline's ``dual_encoder``: paired P@1 on all test
-    queries and on the tail half. With several pairs (one per seed) the per-query metrics are averaged over them
-    first (``seed_table.seed_average``: the seed noise averaged out, the interval over test queries)."""
+def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
+           baseline_method: str = "dual_encoder") -> list[dict[str, Any]]:
+    """``ramen`` of each (oracle home, baseline home) pair − the baseline's ``dual_encoder`` (or its
+    ``baseline_method``: ``ramen`` for one oracle variant against another): paired P@1 on all test queries and on
+    the tail half. With several pairs (one per seed) the per-query metrics are averaged over them first
+    (``seed_table.seed_average``: the seed noise averaged out, the interval over test queries)."""
     from seed_table import seed_average  # benchmarks run as scripts from this folder
     from xc_core.datasets.container import XCDataset
     from xc_core.evaluation.graph_gain import gain_rows
     from xc_core.paths import anchors_dir
 
     per_row = {}
-    for method, homes in (("ramen", [h for h, _ in entries]), ("dual_encoder", [b for _, b in entries])):
+    for role, method, homes in (("ramen", "ramen", [h for h, _ in entries]),
+                                ("dual_encoder", baseline_method, [b for _, b in entries])):
         rows, found = seed_average(homes, dataset, method, profile)
         if found < len(homes):
             raise SystemExit(f"{homes}: not every home has a per-query evaluation of {method} ({profile}): run "
                              "`xc eval` there first")
-        per_row[method] = rows
+        per_row[role] = rows  # gain_rows pairs its roles: the graph run against the text-only one
     data = XCDataset.load(anchors_dir(entries[0][0], dataset))
     return [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")]
 
@@ -150,6 +153,9 @@ def main(argv: list[str] | None = None) -> None:
                         "with (default --home); train it with the same code as the oracle runs")
     parser.add_argument("--seed-average", metavar="KEY;KEY;…", help="train nothing: average the recorded runs of "
                         "these keys (one per seed) per query and pair them; written under 'seed_averaged'")
+    parser.add_argument("--against", metavar="KEY;KEY;…", help="with --seed-average: pair against these recorded "
+                        "runs' ramen (one per seed, in the same order) instead of the baselines' dual_encoder — one "
+                        "oracle variant against another; written under 'seed_averaged' as 'A vs B'")
     parser.add_argument("--repair", action="store_true", help="train nothing: pair every recorded run again with "
                         "--baseline-home's dual_encoder")
     parser.add_argument("--out-root", type=Path, required=True)
@@ -160,11 +166,21 @@ def main(argv: list[str] | None = None) -> None:
     baseline = args.baseline_home or args.home
     if args.seed_average:
         keys = args.seed_average.split(";")
-        done.setdefault("seed_averaged", {})[" + ".join(keys)] = paired(
-            [(Path(done["shares"][k]["home"]), Path(done["shares"][k]["baseline_home"])) for k in keys],
-            args.dataset, args.profile)
+        name = " + ".join(keys)
+        if args.against:
+            versus = args.against.split(";")
+            if len(versus) != len(keys):
+                raise SystemExit(f"--against names {len(versus)} runs for {len(keys)} in --seed-average: one each")
+            name = f"{name} vs {' + '.join(versus)}"
+            entries = [(Path(done["shares"][k]["home"]), Path(done["shares"][v]["home"]))
+                       for k, v in zip(keys, versus, strict=True)]
+            rows = paired(entries, args.dataset, args.profile, baseline_method="ramen")
+        else:
+            rows = paired([(Path(done["shares"][k]["home"]), Path(done["shares"][k]["baseline_home"])) for k in keys],
+                          args.dataset, args.profile)
+        done.setdefault("seed_averaged", {})[name] = rows
         args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
-        for row in done["seed_averaged"][" + ".join(keys)]:
+        for row in done["seed_averaged"][name]:
             d, lo, hi = (100 * v for v in row["P@1"])
             print(f"averaged over {len(keys)} seeds, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
         return
