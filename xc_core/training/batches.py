@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import AnchorSet
+from xc_core.training.anchor_negatives import draw, side_key
 
 
 @dataclass
@@ -86,8 +87,6 @@ def _hard_anchor(side: AnchorSide, pool: np.ndarray, nodes: np.ndarray, texts: l
                  rng: np.random.Generator) -> None:
     """Give ``side`` one extra negative anchor per row from the rows' nodes' pools: only rows that have an anchor,
     and never a text equal to the row's own anchor (no encoder can separate two equal strings)."""
-    from xc_core.training.anchor_negatives import draw
-
     picked = draw(pool, nodes, rng)
     hard_texts = [texts[a] if a >= 0 else "" for a in picked]
     clash = np.array([h == t for h, t in zip(hard_texts, side.texts, strict=True)], dtype=bool)
@@ -144,7 +143,7 @@ class BatchBuilder:
             batch.hard_texts = [self.label_texts[j] if j >= 0 else "" for j in batch.hard_label_ids]
         for kind, sides, nodes in (("doc", batch.doc_anchors, doc_ids), ("label", batch.label_anchors, labels)):
             for name, side in sides.items():  # drawn after everything else, as the attribute negatives
-                pool = self.anchor_pools.get(f"{kind}/{name}")
+                pool = self.anchor_pools.get(side_key(kind, name))
                 if pool is not None:
                     texts = (self.doc_side if kind == "doc" else self.label_side)[name][1]
                     _hard_anchor(side, pool, nodes, texts, rng)
