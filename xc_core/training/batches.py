@@ -154,10 +154,7 @@ class BatchBuilder:
         """One label of each row's pool, uniformly (-1 for an empty pool), never a positive of the row's document
         nor a text equal to the row's document or label."""
         assert self.hard_pool is not None
-        pool = self.hard_pool[doc_ids]
-        counts = (pool >= 0).sum(axis=1)
-        offset = (rng.random(len(doc_ids)) * np.maximum(counts, 1)).astype(np.int64)
-        hard = np.where(counts > 0, pool[np.arange(len(doc_ids)), np.minimum(offset, pool.shape[1] - 1)], -1)
+        hard = draw(self.hard_pool, doc_ids, rng)
         texts = [self.label_texts[j] if j >= 0 else None for j in hard]
         clash = np.array([t is not None and (t == d or t == lab) for t, d, lab in zip(texts, doc_texts, label_texts,
                                                                                       strict=True)], dtype=bool)
