@@ -135,6 +135,13 @@ def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
     return [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")]
 
 
+def _run(done: dict[str, Any], path: Path, key: str) -> dict[str, Any]:
+    """The recorded run ``key`` of the results file, or a clear error naming the runs it holds."""
+    if key not in done["shares"]:
+        raise SystemExit(f"{path}: no recorded run '{key}'; it holds: {'; '.join(done['shares']) or 'none'}")
+    return done["shares"][key]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="a home with the data set's anchor stage and an "
@@ -172,11 +179,12 @@ def main(argv: list[str] | None = None) -> None:
             if len(versus) != len(keys):
                 raise SystemExit(f"--against names {len(versus)} runs for {len(keys)} in --seed-average: one each")
             name = f"{name} vs {' + '.join(versus)}"
-            entries = [(Path(done["shares"][k]["home"]), Path(done["shares"][v]["home"]))
+            entries = [(Path(_run(done, args.json, k)["home"]), Path(_run(done, args.json, v)["home"]))
                        for k, v in zip(keys, versus, strict=True)]
             rows = paired(entries, args.dataset, args.profile, baseline_method="ramen")
         else:
-            rows = paired([(Path(done["shares"][k]["home"]), Path(done["shares"][k]["baseline_home"])) for k in keys],
+            rows = paired([(Path(_run(done, args.json, k)["home"]), Path(_run(done, args.json, k)["baseline_home"]))
+                           for k in keys],
                           args.dataset, args.profile)
         done.setdefault("seed_averaged", {})[name] = rows
         args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
