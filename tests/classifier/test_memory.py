@@ -107,7 +107,7 @@ def test_a_saved_classifier_serves_its_memory_and_popularity(tmp_path: Path) -> 
     assert ids[0, 0] == 12, "a query never asked in training keeps the encoder's ranking"
     offsets = loaded.label_offsets()
     assert offsets is not None and offsets[7] == pytest.approx(0.3) and offsets[12] == 0.0
-    with pytest.raises(ValueError, match="memory channel: pass the query texts"):
+    with pytest.raises(ValueError, match="memory or name channel: pass the query texts"):
         fused_search(query, index, index, labels, loaded, 3)
     grown = loaded.with_new_labels(labels[:2])
     assert grown.popularity is not None and len(grown.popularity) == 32 and grown.popularity[-1] == 0.0

@@ -55,6 +55,9 @@ class ClassifierConfig(BaseModel):
     popularity_weights: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2, 0.3), description=(
         "label-popularity weights tried out of fold after the memory, chosen in the seen-label view before the "
         "untrained-label offset (memory.py; 0 = off; its value lies in [0, 1])"))
+    name_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6), description=(
+        "name-channel weights tried out of fold after the memory (names.py: a label whose text, without spaces, the "
+        "query writes out; 0 = off; its score lies in [0, 1], 1 for the same name)"))
     fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the chosen fusion must beat "
                                      "the encoder alone on the out-of-fold rows (cross-fitted over the folds)")
     folds: int = Field(default=10, ge=2, description="document folds (classifier/folds.py): W and the lexical "
@@ -89,7 +92,7 @@ class ClassifierConfig(BaseModel):
                              f"choose one of {', '.join(SELECTABLE)}")
         return value
 
-    @field_validator("linear_weights", "memory_weights", "popularity_weights")
+    @field_validator("linear_weights", "memory_weights", "popularity_weights", "name_weights")
     @classmethod
     def _channel_weights(cls, value: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
         return channel_weights(str(info.field_name), value)

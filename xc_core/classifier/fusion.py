@@ -12,7 +12,8 @@ With the hybrid channel (``linear.py``: XR-Linear on TF-IDF ⊕ the encoder's ve
 join the shortlist too and ``linear_weight * linear`` is added (0 outside its beam); it needs the query texts.
 The click memory (``memory.py``) adds ``memory_weight`` times a repeated query's remembered click days (its labels
 join the shortlist; it needs the query texts), and ``popularity_weight`` times each label's click popularity joins
-the per-label offsets.
+the per-label offsets. The name channel (``names.py``) adds ``name_weight`` times how fully the query writes out a
+label's name (the labels it names join the shortlist; it needs the query texts).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 from xc_core.classifier.lexical import LEXICAL_DIR, LexicalChannel
 from xc_core.classifier.linear import HYBRID_DIR, LinearChannel
 from xc_core.classifier.memory import MEMORY_DIR, POPULARITY_FILE, ClickMemory
+from xc_core.classifier.names import NAMES_FILE, LabelNames
 from xc_core.classifier.shortlist import scores_on, union_ids
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
@@ -51,6 +53,8 @@ class FusedClassifier:
     memory_weight: float = 0.0  # share of a repeated query's remembered click days (0: channel unused)
     popularity: np.ndarray | None = None  # (n_labels,) click popularity in [0, 1] (memory.label_popularity)
     popularity_weight: float = 0.0
+    names: LabelNames | None = None
+    name_weight: float = 0.0  # share of the name score added to the fused one (0: channel unused)
 
     def label_offsets(self) -> np.ndarray | None:
         """Per-label additive score (the offset on untrained labels, the weighted popularity), or None when there is
@@ -82,9 +86,15 @@ class FusedClassifier:
         return self.memory if self.memory_weight > 0 else None
 
     @property
+    def active_names(self) -> LabelNames | None:
+        """The labels' names when the name channel takes part in the score (weight > 0), else None."""
+        return self.names if self.name_weight > 0 else None
+
+    @property
     def uses_texts(self) -> bool:
-        """Whether a search needs the query texts (a lexical, hybrid or memory channel)."""
-        return self.uses_lexical or self.active_linear is not None or self.active_memory is not None
+        """Whether a search needs the query texts (a lexical, hybrid, memory or name channel)."""
+        return (self.uses_lexical or self.active_linear is not None or self.active_memory is not None
+                or self.active_names is not None)
 
     def save(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -94,16 +104,19 @@ class FusedClassifier:
         linear_weight = self.linear_weight if self.active_linear is not None else 0.0
         memory_weight = self.memory_weight if self.active_memory is not None else 0.0
         popularity_weight = self.popularity_weight if self.popularity is not None else 0.0
+        name_weight = self.name_weight if self.active_names is not None else 0.0
         (folder / FUSION_FILE).write_text(json.dumps(
             {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, "untrained_offset": offset,
              "linear_weight": linear_weight, "memory_weight": memory_weight, "popularity_weight": popularity_weight,
-             **self.info}, indent=2, default=float) + "\n")
+             "name_weight": name_weight, **self.info}, indent=2, default=float) + "\n")
         if offset != 0.0 and self.untrained is not None:
             np.save(folder / UNTRAINED_FILE, np.asarray(self.untrained, bool))
         if popularity_weight > 0 and self.popularity is not None:
             np.save(folder / POPULARITY_FILE, np.asarray(self.popularity, np.float32))
         if (memory := self.active_memory) is not None:
             memory.save(folder / MEMORY_DIR)
+        if (names := self.active_names) is not None:
+            names.save(folder)
         if (channel := self.active_lexical) is not None:
             channel.save(folder / LEXICAL_DIR)
         if (linear := self.active_linear) is not None:
@@ -134,18 +147,21 @@ class FusedClassifier:
         linear = LinearChannel.load(folder / HYBRID_DIR) if linear_weight > 0 else None
         memory_weight = float(meta.pop("memory_weight", 0.0))  # both absent in folders saved before the channels
         popularity_weight = float(meta.pop("popularity_weight", 0.0))
-        for value, name in ((memory_weight, MEMORY_DIR + "/"), (popularity_weight, POPULARITY_FILE)):
+        name_weight = float(meta.pop("name_weight", 0.0))  # absent in folders saved before the channel existed
+        for value, name in ((memory_weight, MEMORY_DIR + "/"), (popularity_weight, POPULARITY_FILE),
+                            (name_weight, NAMES_FILE)):
             if value > 0 and not (folder / name).exists():
                 raise FileNotFoundError(f"{folder / FUSION_FILE}: a weight {value} but no {name} beside it; retrain "
                                         "the '-clf' method")
         memory = ClickMemory.load(folder / MEMORY_DIR) if memory_weight > 0 else None
         popularity = np.load(folder / POPULARITY_FILE) if popularity_weight > 0 else None
+        names = LabelNames.load(folder) if name_weight > 0 else None
         return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight, offset, untrained,
-                   linear, linear_weight, memory, memory_weight, popularity, popularity_weight)
+                   linear, linear_weight, memory, memory_weight, popularity, popularity_weight, names, name_weight)
 
     def with_alpha(self, alpha: float, lexical_weight: float | None = None, untrained_offset: float | None = None,
                    linear_weight: float | None = None, memory_weight: float | None = None,
-                   popularity_weight: float | None = None) -> FusedClassifier:
+                   popularity_weight: float | None = None, name_weight: float | None = None) -> FusedClassifier:
         """The same parts under other fusion weights (None keeps the current weight / offset)."""
         def keep(value: float | None, current: float) -> float:
             return current if value is None else value
@@ -154,13 +170,15 @@ class FusedClassifier:
                        untrained_offset=keep(untrained_offset, self.untrained_offset),
                        linear_weight=keep(linear_weight, self.linear_weight),
                        memory_weight=keep(memory_weight, self.memory_weight),
-                       popularity_weight=keep(popularity_weight, self.popularity_weight))
+                       popularity_weight=keep(popularity_weight, self.popularity_weight),
+                       name_weight=keep(name_weight, self.name_weight))
 
     def with_new_labels(self, vectors: np.ndarray) -> FusedClassifier:
         """The same classifier over a catalogue grown by labels that have no click yet (ads added after training):
         their ids follow the current ones, and each gets its text vector (``vectors``, unit rows) as its W row and
         counts as untrained, which is what training gives every label it saw no positive for (``train.py``). The
-        lexical and hybrid channels vote only for labels with training documents, so they are unchanged."""
+        lexical and hybrid channels vote only for labels with training documents, so they are unchanged; the name
+        channel knows the names it was saved with, so a new label scores 0 there."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.weights.shape[1]:
             raise ValueError(f"new label vectors must be (n, {self.weights.shape[1]}), got {vectors.shape}")
@@ -172,21 +190,24 @@ class FusedClassifier:
 
     @property
     def megabytes(self) -> float:
-        channel, linear, memory = self.active_lexical, self.active_linear, self.active_memory
+        channel, linear, memory, names = self.active_lexical, self.active_linear, self.active_memory, self.active_names
         popularity = self.popularity if self.popularity_weight > 0 else None
         return (self.weights.nbytes / 2**20 + (channel.megabytes if channel is not None else 0.0)
                 + (linear.megabytes if linear is not None else 0.0) + (memory.megabytes if memory is not None else 0.0)
-                + (popularity.nbytes / 2**20 if popularity is not None else 0.0))
+                + (popularity.nbytes / 2**20 if popularity is not None else 0.0)
+                + (names.megabytes if names is not None else 0.0))
 
 
 def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,
             alpha: float, k: int, chunk: int = 256, lexical: np.ndarray | None = None,
             lexical_weight: float = 0.0, offsets: np.ndarray | None = None, linear: np.ndarray | None = None,
             linear_weight: float = 0.0, memory: np.ndarray | None = None,
-            memory_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+            memory_weight: float = 0.0, names: np.ndarray | None = None,
+            name_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(scores, ids) of the best ``k`` candidates per query under the fused score, best first.
 
-    ``lexical`` / ``linear`` / ``memory``: the lexical / hybrid / memory channel's score of each candidate (same
+    ``lexical`` / ``linear`` / ``memory`` / ``names``: the lexical / hybrid / memory / name channel's score of each
+    candidate (same
     shape as ``candidates``), added with their weights; ``offsets``: a per-label score added to each candidate
     (untrained labels', popularity)."""
     n = len(queries)
@@ -208,6 +229,8 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
             score += linear_weight * linear[start: start + chunk]
         if memory is not None and memory_weight > 0:
             score += memory_weight * memory[start: start + chunk]
+        if names is not None and name_weight > 0:
+            score += name_weight * names[start: start + chunk]
         if offsets is not None:
             score += offsets[safe]
         score[cand < 0] = -np.inf
@@ -227,8 +250,8 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     if fused.alpha >= 1.0 and not fused.uses_texts and offsets is None:  # the encoder's ranking, as indexed
         return label_index.search(queries, k)
     if fused.uses_texts and (texts is None or len(texts) != len(queries)):
-        raise ValueError("this fused model has a lexical, hybrid or memory channel: pass the query texts (one per "
-                         "query vector)")
+        raise ValueError("this fused model has a lexical, hybrid, memory or name channel: pass the query texts (one "
+                         "per query vector)")
     depth = max(k, fused.search_k)
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
@@ -239,15 +262,19 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     if (remembered := fused.active_memory) is not None:
         memory_scores, memory_ids = remembered.search(list(texts or []), depth)
         candidates = union_ids(candidates, memory_ids)
+    if (names := fused.active_names) is not None:
+        candidates = union_ids(candidates, names.search(list(texts or []), depth)[1])
     if (channel := fused.active_lexical) is not None:
         candidates, lexical = channel.shortlist(list(texts or []), depth, candidates)
+    name_scores = names.scores_on(list(texts or []), candidates) if names is not None else None
     if hybrid is not None:
         linear = scores_on(linear_ids, linear_scores, candidates)
     if memory_ids is not None:
         memory = scores_on(memory_ids, memory_scores, candidates)
     return rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
                    lexical_weight=fused.lexical_weight, offsets=offsets, linear=linear,
-                   linear_weight=fused.linear_weight, memory=memory, memory_weight=fused.memory_weight)
+                   linear_weight=fused.linear_weight, memory=memory, memory_weight=fused.memory_weight,
+                   names=name_scores, name_weight=fused.name_weight)
 
 
 def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

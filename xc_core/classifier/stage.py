@@ -1,7 +1,8 @@
 """The classifier stage for one trained encoder: cache embeddings, choose the fusion out of fold, train W, save.
 
 The fusion (α, the lexical weight γ, the offset β on untrained labels, the hybrid channel's weight δ, the click
-memory's weight μ and the label popularity's ρ — ``memory.py``) is chosen on
+memory's weight μ and the label popularity's ρ — ``memory.py`` — and the name channel's ν — ``names.py``) is chosen
+on
 *out-of-fold* training documents (``classifier/folds.py``, issue #39): W, the lexical and the hybrid channel
 (``linear.py``, issue #40) are refit ``folds`` times, each without the rows it then scores — by blocks of days for
 event logs (rolling origin: a repeated query meets W as in the test period), by document folds elsewhere — so
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
 from xc_core.classifier.lexical import LexicalChannel
 from xc_core.classifier.linear import LinearChannel
 from xc_core.classifier.memory import ClickMemory, click_days, label_popularity
+from xc_core.classifier.names import LabelNames
 from xc_core.classifier.shortlist import best_first, scores_on, union_ids
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
@@ -54,13 +57,15 @@ class FusionGrid:
     weight, untrained-label offset, hybrid weight) re-ranks them by a weighted sum; a row's own label (``exclude``)
     never counts, as in the test filter. ``untrained``: labels without a positive in W's training rows (the offset's
     labels). ``memory`` / ``popularity``: the click memory (its remembered labels join the shortlist) and the labels'
-    popularity, both from W's training rows."""
+    popularity, both from W's training rows. ``names``: the labels' names (the labels a row names join the
+    shortlist)."""
 
     def __init__(self, queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
                  search_k: int, exclude: np.ndarray, inv_propensity: np.ndarray,
                  lexical: LexicalChannel | None = None, texts: list[str] | None = None,
                  untrained: np.ndarray | None = None, linear: LinearChannel | None = None,
-                 memory: ClickMemory | None = None, popularity: np.ndarray | None = None) -> None:
+                 memory: ClickMemory | None = None, popularity: np.ndarray | None = None,
+                 names: LabelNames | None = None) -> None:
         from xc_core.index import IndexConfig, LabelIndex
 
         flat = IndexConfig(kind="flat")
@@ -77,8 +82,11 @@ class FusionGrid:
         if memory is not None:
             memory_scores, memory_ids = memory.search(texts or [], depth)
             self.candidates = union_ids(self.candidates, memory_ids)
+        if names is not None:
+            self.candidates = union_ids(self.candidates, names.search(texts or [], depth)[1])
         if lexical is not None:
             self.candidates, lexical_scores = lexical.shortlist(texts or [], depth, self.candidates)
+        self.name_scores = names.scores_on(texts or [], self.candidates) if names is not None else None
         self.linear_scores = scores_on(linear_ids, linear_scores, self.candidates) if linear is not None else None
         self.memory_scores = scores_on(memory_ids, memory_scores, self.candidates) if memory is not None else None
         safe = np.maximum(self.candidates, 0)
@@ -92,13 +100,15 @@ class FusionGrid:
         self.on_untrained = self.untrained[safe]
 
     def ranked(self, alpha: float, weight: float, offset: float = 0.0, linear_weight: float = 0.0,
-               memory_weight: float = 0.0, popularity_weight: float = 0.0, seen: bool = False
+               memory_weight: float = 0.0, popularity_weight: float = 0.0, name_weight: float = 0.0,
+               seen: bool = False
                ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the top :data:`GRID_DEPTH` per row under this fusion, own labels dropped (−1 pads);
         ``seen``: labels without a training positive dropped too (the seen-label view)."""
         score = alpha * self.encoder_scores + (1 - alpha) * self.classifier_scores
         for channel, channel_weight in ((self.lexical_scores, weight), (self.linear_scores, linear_weight),
-                                        (self.memory_scores, memory_weight), (self.popularity, popularity_weight)):
+                                        (self.memory_scores, memory_weight), (self.popularity, popularity_weight),
+                                        (self.name_scores, name_weight)):
             if channel is not None and channel_weight > 0:
                 score = score + np.float32(channel_weight) * channel
         if offset:
@@ -117,10 +127,11 @@ def _cosines(queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, chunk: i
     return out
 
 
-#: (alpha, lexical weight, untrained offset, hybrid weight, memory weight, popularity weight)
-Fusion = tuple[float, float, float, float, float, float]
-ENCODER_ONLY: Fusion = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # the do-nothing fallback of every fusion
-FUSION_KEYS = ("alpha", "lexical_weight", "untrained_offset", "linear_weight", "memory_weight", "popularity_weight")
+#: (alpha, lexical weight, untrained offset, hybrid weight, memory weight, popularity weight, name weight)
+Fusion = tuple[float, float, float, float, float, float, float]
+ENCODER_ONLY: Fusion = (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # the do-nothing fallback of every fusion
+FUSION_KEYS = ("alpha", "lexical_weight", "untrained_offset", "linear_weight", "memory_weight", "popularity_weight",
+               "name_weight")
 
 
 class OutOfFoldGrid:
@@ -137,6 +148,7 @@ class OutOfFoldGrid:
         self.has_linear = any(p.has_linear for p in parts)
         self.has_memory = any(p.memory_scores is not None for p in parts)
         self.has_popularity = any(p.popularity is not None for p in parts)
+        self.has_names = any(p.name_scores is not None for p in parts)
         self.untrained_any = any(p.on_untrained.any() for p in parts)
         self._ranked: dict[tuple[Fusion, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._terms: dict[tuple[Fusion, str, bool], dict[str, np.ndarray]] = {}
@@ -181,10 +193,10 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
 
     The selection procedure, run on any set of rows: among the fusions that keep every guard metric of the policy
     (PSP@1) at least at the encoder's on those rows, the (α, γ, δ) best on ``select_metric``, then the click memory's
-    weight μ best for it, then the label popularity's weight ρ best in the seen-label view (it orders the labels
-    with clicks; the view ranks only those), then the untrained-label offset β best for it on all labels, all under
-    the same constraint (ties prefer less hybrid weight, less lexical weight, less memory, less popularity, a
-    smaller offset, then more encoder).
+    weight μ best for it, then the name channel's ν, then the label popularity's weight ρ best in the seen-label view
+    (it orders the labels with clicks; the view ranks only those), then the untrained-label offset β best for it on
+    all labels, all under the same constraint (ties prefer less hybrid weight, less lexical weight, less memory, less
+    name weight, less popularity, a smaller offset, then more encoder).
     Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
     procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
     the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut
@@ -193,12 +205,29 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
 
     oof = grid if isinstance(grid, OutOfFoldGrid) else OutOfFoldGrid([grid])
     metric = cfg.select_metric
-    weights = cfg.lexical.weights if oof.has_lexical else (0.0,)
-    linear_weights = cfg.linear_weights if oof.has_linear else (0.0,)
-    triples = [(float(a), float(w), float(d)) for d in linear_weights for w in weights for a in cfg.alphas]
+    select = fusion_selector(oof, cfg)
+    folds = oof.blocks if len(oof.blocks) > 1 else row_folds(oof.truth.shape[0], cfg.fallback.folds, seed,
+                                                             Stream.FUSION_HALVES)
+    decision, served = cross_fitted("fusion", select, oof.top, oof.top(ENCODER_ONLY), oof.truth, oof.inv_propensity,
+                                    metric, cfg.fallback, folds, describe=lambda f: _pair(_as_row(f)))
+    log.info("classifier: fusion %s vs the encoder alone: %s", decision.candidate, decision.reason)
+    chosen = served or ENCODER_ONLY
+    record = {**decision.as_dict(), "fallback": _pair(_as_row(ENCODER_ONLY)), "served": _pair(_as_row(chosen))}
+    curve = [{"alpha": a, "lexical_weight": w, **({"linear_weight": d} if oof.has_linear else {}),
+              **oof.metrics((a, w, 0.0, d, 0.0, 0.0, 0.0))} for a, w, d in _triples(oof, cfg)]
+    best = {**oof.metrics(chosen), **_as_row(chosen)}
+    return best, {"fusion": record}, curve
+
+
+def fusion_selector(oof: OutOfFoldGrid, cfg: ClassifierConfig) -> Callable[[np.ndarray], Fusion]:
+    """The selection procedure of :func:`choose_fusion` over ``oof``'s rows: ``select(rows)`` is the fusion it picks
+    from those rows alone (so a caller can cross-fit it, as the stage does, or pair two grids' procedures)."""
+    metric = cfg.select_metric
+    triples = _triples(oof, cfg)
     offsets = sorted({0.0, *cfg.untrained_offsets}, key=abs) if oof.untrained_any else [0.0]
     memory_weights = cfg.memory_weights if oof.has_memory else (0.0,)
     popularity_weights = cfg.popularity_weights if oof.has_popularity else (0.0,)
+    name_weights = cfg.name_weights if oof.has_names else (0.0,)
 
     guards = [g for g in cfg.fallback.guards if g != metric]
 
@@ -213,34 +242,33 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
         def value(fusion: Fusion) -> float:
             return oof.value(fusion, metric, rows)
 
-        allowed = [t for t in triples if keeps((t[0], t[1], 0.0, t[2], 0.0, 0.0))] or [(1.0, 0.0, 0.0)]
-        alpha, weight, linear = max(allowed, key=lambda t: (value((t[0], t[1], 0.0, t[2], 0.0, 0.0)),
+        allowed = [t for t in triples if keeps((t[0], t[1], 0.0, t[2], 0.0, 0.0, 0.0))] or [(1.0, 0.0, 0.0)]
+        alpha, weight, linear = max(allowed, key=lambda t: (value((t[0], t[1], 0.0, t[2], 0.0, 0.0, 0.0)),
                                                             -t[2], -t[1], t[0]))
-        memories = [m for m in memory_weights if keeps((alpha, weight, 0.0, linear, m, 0.0))] or [0.0]
-        memory = max(memories, key=lambda m: (value((alpha, weight, 0.0, linear, m, 0.0)), -m))
+        memories = [m for m in memory_weights if keeps((alpha, weight, 0.0, linear, m, 0.0, 0.0))] or [0.0]
+        memory = max(memories, key=lambda m: (value((alpha, weight, 0.0, linear, m, 0.0, 0.0)), -m))
+        named = [n for n in name_weights if keeps((alpha, weight, 0.0, linear, memory, 0.0, n))] or [0.0]
+        name = max(named, key=lambda n: (value((alpha, weight, 0.0, linear, memory, 0.0, n)), -n))
         shifts = [(p, b) for p in popularity_weights for b in offsets
-                  if keeps((alpha, weight, b, linear, memory, p))] or [(0.0, 0.0)]
+                  if keeps((alpha, weight, b, linear, memory, p, name))] or [(0.0, 0.0)]
         # popularity orders the labels with clicks among themselves, so its weight is chosen where only they rank
         # (the seen-label view, where the offset moves nothing); the offset then places the untrained labels among
         # them, on all labels. Chosen together on all labels, the pair traded the one against the other: on aol-1000's
         # out-of-fold blocks the same all-label P@1 (30.28 against 30.25) and +0.18 in the seen view (session 53)
         popularity = max({p for p, _ in shifts}, key=lambda p: (
-            oof.value((alpha, weight, 0.0, linear, memory, p), metric, rows, seen=True), -p))
+            oof.value((alpha, weight, 0.0, linear, memory, p, name), metric, rows, seen=True), -p))
         offset = max((b for p, b in shifts if p == popularity),
-                     key=lambda b: (value((alpha, weight, b, linear, memory, popularity)), -abs(b)))
-        return alpha, weight, offset, linear, memory, popularity
+                     key=lambda b: (value((alpha, weight, b, linear, memory, popularity, name)), -abs(b)))
+        return alpha, weight, offset, linear, memory, popularity, name
 
-    folds = oof.blocks if len(oof.blocks) > 1 else row_folds(oof.truth.shape[0], cfg.fallback.folds, seed,
-                                                             Stream.FUSION_HALVES)
-    decision, served = cross_fitted("fusion", select, oof.top, oof.top(ENCODER_ONLY), oof.truth, oof.inv_propensity,
-                                    metric, cfg.fallback, folds, describe=lambda f: _pair(_as_row(f)))
-    log.info("classifier: fusion %s vs the encoder alone: %s", decision.candidate, decision.reason)
-    chosen = served or ENCODER_ONLY
-    record = {**decision.as_dict(), "fallback": _pair(_as_row(ENCODER_ONLY)), "served": _pair(_as_row(chosen))}
-    curve = [{"alpha": a, "lexical_weight": w, **({"linear_weight": d} if oof.has_linear else {}),
-              **oof.metrics((a, w, 0.0, d, 0.0, 0.0))} for a, w, d in triples]
-    best = {**oof.metrics(chosen), **_as_row(chosen)}
-    return best, {"fusion": record}, curve
+    return select
+
+
+def _triples(oof: OutOfFoldGrid, cfg: ClassifierConfig) -> list[tuple[float, float, float]]:
+    """Every (α, lexical weight, hybrid weight) of the grid, the text channels' weights only where ``oof`` has them."""
+    weights = cfg.lexical.weights if oof.has_lexical else (0.0,)
+    linear_weights = cfg.linear_weights if oof.has_linear else (0.0,)
+    return [(float(a), float(w), float(d)) for d in linear_weights for w in weights for a in cfg.alphas]
 
 
 def _as_row(fusion: Fusion) -> dict[str, float]:
@@ -277,6 +305,11 @@ def _fit_clicks(texts: list[str], clicks: sp.csr_matrix, cfg: ClassifierConfig
     return memory, popularity
 
 
+def _fit_names(dataset: XCDataset, cfg: ClassifierConfig) -> LabelNames | None:
+    """The labels' names (None when no name weight > 0 is to be tried)."""
+    return LabelNames.fit(dataset.label_texts) if any(w > 0 for w in cfg.name_weights) else None
+
+
 def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs: np.ndarray,
                inv_propensity: np.ndarray, cfg: ClassifierConfig) -> tuple[FusionGrid, dict[str, float]]:
     """W and the text channels refit on the fold's fit rows, its scored rows' grid, and the refits' seconds."""
@@ -292,7 +325,8 @@ def _fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs:
     memory, popularity = _fit_clicks(fit_texts, fold.fit_clicks, cfg)
     grid = FusionGrid(doc_vecs[fold.score_rows], fold.truth, label_vecs, fit.weights, cfg.search_k,
                       dataset.own_label_pairs(fold.score_rows), inv_propensity, lexical,
-                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained, linear, memory, popularity)
+                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained, linear, memory, popularity,
+                      _fit_names(dataset, cfg))
     log.info("classifier: %s — W and the text channels refit on %d documents, %d scored out of fold", fold.name,
              len(fold.fit_rows), len(fold.score_rows))
     return grid, {"W": fit.seconds, "hybrid": linear_seconds}
@@ -372,10 +406,10 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     memory, popularity = _fit_clicks(texts, click_days(dataset)[labelled], cfg)
     untrained = np.diff(y.tocsc().indptr) == 0  # W kept their text vectors
     log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f, hybrid weight %.2f, memory weight "
-             "%.2f, popularity weight %.2f served after %d out-of-fold rows (%s %.4f on them)", best["alpha"],
-             best["lexical_weight"], best["untrained_offset"], best["linear_weight"], best["memory_weight"],
-             best["popularity_weight"], sum(len(f.score_rows) for f in folds), cfg.select_metric,
-             best[cfg.select_metric])
+             "%.2f, popularity weight %.2f, name weight %.2f served after %d out-of-fold rows (%s %.4f on them)",
+             best["alpha"], best["lexical_weight"], best["untrained_offset"], best["linear_weight"],
+             best["memory_weight"], best["popularity_weight"], best["name_weight"],
+             sum(len(f.score_rows) for f in folds), cfg.select_metric, best[cfg.select_metric])
     stage_seconds = {"encode": round(encoded - started, 2), "out_of_fold": round(chosen - encoded, 2),
                      "out_of_fold_refits": round(refit_seconds["W"] + refit_seconds["hybrid"], 2),
                      "out_of_fold_hybrid_refits": round(refit_seconds["hybrid"], 2),
@@ -392,7 +426,8 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
         **({"hybrid": linear.info} if linear is not None else {})},
         lexical, best["lexical_weight"], best["untrained_offset"], untrained, linear, best["linear_weight"],
         memory if best["memory_weight"] > 0 else None, best["memory_weight"],
-        popularity if best["popularity_weight"] > 0 else None, best["popularity_weight"])
+        popularity if best["popularity_weight"] > 0 else None, best["popularity_weight"],
+        _fit_names(dataset, cfg) if best["name_weight"] > 0 else None, best["name_weight"])
     fused.save(out_dir)
     np.save(label_vectors_path(out_dir), label_vecs)
     return fused
