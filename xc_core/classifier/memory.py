@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core.classifier.shortlist import padded_top
 from xc_core.datasets.container import XCDataset
 
 MEMORY_DIR = "memory"  # sub-folder of a classifier folder, present only when the served fusion uses the memory
@@ -109,20 +110,7 @@ class ClickMemory:
         """(memory scores, label ids) of each query's remembered labels — its ``k`` most clicked (ties: the lower
         id) when ``k`` is given, so a query that clicked thousands of labels cannot widen every row's shortlist —
         padded to the widest row (−1 ids, score 0); one column of pads when no query is remembered."""
-        rows = [self._top(*self.scores(text), k) for text in texts]
-        width = max([1, *(len(ids) for ids, _ in rows)])
-        ids_out = np.full((len(texts), width), -1, np.int64)
-        scores_out = np.zeros((len(texts), width), np.float32)
-        for r, (ids, values) in enumerate(rows):
-            ids_out[r, :len(ids)], scores_out[r, :len(ids)] = ids, values
-        return scores_out, ids_out
-
-    @staticmethod
-    def _top(ids: np.ndarray, values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
-        if k is None or len(ids) <= k:
-            return ids, values
-        keep = np.lexsort((ids, -values))[:k]
-        return ids[keep], values[keep]
+        return padded_top([self.scores(text) for text in texts], k)
 
     @property
     def megabytes(self) -> float:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from xc_core.classifier.shortlist import padded_top
+
 NAMES_FILE = "label_names.json"  # beside fusion.json, only when the served name weight > 0
 MIN_CHARS = 4  # a shorter name or query matches too much ("com", "tv") to name anything
 
@@ -72,16 +74,7 @@ class LabelNames:
     def search(self, texts: list[str], k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(name scores, label ids) of the labels each query names — its ``k`` best (ties: the lower id) when ``k``
         is given — padded to the widest row (−1 ids, score 0); one column of pads when no query names a label."""
-        rows = [self.named_in(text) for text in texts]
-        if k is not None:  # a query naming many labels cannot widen every row's shortlist
-            rows = [(ids[order], values[order]) for ids, values in rows
-                    for order in [np.lexsort((ids, -values))[:k]]]
-        width = max([1, *(len(ids) for ids, _ in rows)])
-        ids_out = np.full((len(texts), width), -1, np.int64)
-        scores_out = np.zeros((len(texts), width), np.float32)
-        for r, (ids, values) in enumerate(rows):
-            ids_out[r, :len(ids)], scores_out[r, :len(ids)] = ids, values
-        return scores_out, ids_out
+        return padded_top([self.named_in(text) for text in texts], k)
 
     def scores_on(self, texts: list[str], candidates: np.ndarray) -> np.ndarray:
         """(rows, candidates) name score of each row's candidates (0 for pads: id −1)."""

@@ -29,6 +29,20 @@ def scores_on(ids: np.ndarray, scores: np.ndarray, candidates: np.ndarray) -> np
     return out
 
 
+def padded_top(rows: list[tuple[np.ndarray, np.ndarray]], k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, ids) of each row's (ids, scores) pair — its ``k`` best (ties: the lower id) when ``k`` is given, so
+    one row with thousands of labels cannot widen every row's shortlist — padded to the widest row (−1 ids, score 0);
+    one column of pads when every row is empty."""
+    if k is not None:
+        rows = [(ids[keep], values[keep]) for ids, values in rows for keep in [np.lexsort((ids, -values))[:k]]]
+    width = max([1, *(len(ids) for ids, _ in rows)])
+    ids_out = np.full((len(rows), width), -1, np.int64)
+    scores_out = np.zeros((len(rows), width), np.float32)
+    for r, (ids, values) in enumerate(rows):
+        ids_out[r, :len(ids)], scores_out[r, :len(ids)] = ids, values
+    return scores_out, ids_out
+
+
 def best_first(score: np.ndarray, ids: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """(scores, ids) of each row's ``m`` best entries, best first, equal scores by the lower id — the order of a full
     ``np.lexsort((ids, -score))`` — with −inf entries returned as id −1.
