@@ -82,6 +82,9 @@ def test_a_saved_classifier_serves_its_name_channel(tmp_path: Path) -> None:
     assert ids[0, 0] == 12, "a query naming no label keeps the encoder's ranking"
     with pytest.raises(ValueError, match="name channel: pass the query texts"):
         fused_search(query, index, index, labels, loaded, 3)
+    alone = loaded.classifier_alone()
+    assert not alone.uses_texts and alone.alpha == 0.0, "W alone needs no query texts (predict.py's variant)"
+    assert fused_search(query, index, index, labels, alone, 3)[1][0, 0] == 12
     off = FusedClassifier.load(loaded.with_alpha(1.0, name_weight=0.0).save(tmp_path / "off"))
     assert off.names is None and not (tmp_path / "off" / NAMES_FILE).exists()
     (tmp_path / "c" / NAMES_FILE).unlink()

@@ -54,7 +54,7 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
         ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
         # the same queries under the encoder alone, the classifier alone and the lexical channel alone (tradeoff.py)
         enc_scores, enc_ids = index.search(queries, k)
-        alone = fused.with_alpha(0.0, 0.0, None, 0.0, 0.0, 0.0)
+        alone = fused.classifier_alone()
         clf_scores, clf_ids = fused_search(queries, index, clf_index, labels, alone, k)
         variants = {"encoder_ids": enc_ids, "encoder_scores": enc_scores, "classifier_ids": clf_ids,
                     "classifier_scores": clf_scores}
