@@ -41,7 +41,7 @@ def table(homes: dict[int, Path], method: str = "pretrained-clf") -> dict[int, d
     for seed, home in homes.items():
         clf = EvaluationRecord.load(home / f"eval/aol-1000/{method}-demo")
         enc = EvaluationRecord.load(home / "eval/aol-1000/pretrained-demo")
-        encoder_from = "this home"
+        encoder_from = "this home" if enc is not None else "not scored"
         if enc is None and first_encoder is not None:
             enc, encoder_from = first_encoder, f"{first} (the untrained encoder has no seed)"
         if clf is None:
