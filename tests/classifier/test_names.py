@@ -87,6 +87,12 @@ def test_a_saved_classifier_serves_its_name_channel(tmp_path: Path) -> None:
     assert fused_search(query, index, index, labels, alone, 3)[1][0, 0] == 12
     off = FusedClassifier.load(loaded.with_alpha(1.0, name_weight=0.0).save(tmp_path / "off"))
     assert off.names is None and not (tmp_path / "off" / NAMES_FILE).exists()
+    (tmp_path / "c" / NAMES_FILE).write_text('{"bankofamerica": 29}')
+    with pytest.raises(ValueError, match=f"{NAMES_FILE}: expected a JSON list of strings, one per label"):
+        FusedClassifier.load(tmp_path / "c")
+    (tmp_path / "c" / NAMES_FILE).write_text('["bankofamerica", ')
+    with pytest.raises(ValueError, match="not a JSON list of label names"):
+        FusedClassifier.load(tmp_path / "c")
     (tmp_path / "c" / NAMES_FILE).unlink()
     with pytest.raises(FileNotFoundError, match=NAMES_FILE):
         FusedClassifier.load(tmp_path / "c")

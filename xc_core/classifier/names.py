@@ -99,4 +99,11 @@ class LabelNames:
 
     @classmethod
     def load(cls, folder: Path) -> LabelNames:
-        return cls(json.loads((folder / NAMES_FILE).read_text()))
+        path = folder / NAMES_FILE
+        try:
+            names = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path}: not a JSON list of label names ({error}); retrain the '-clf' method") from None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"{path}: expected a JSON list of strings, one per label; retrain the '-clf' method")
+        return cls(names)
