@@ -7,7 +7,8 @@ in the same run on the same queries, the memory of W, and the stage's training t
 Needs a trained and indexed ``-clf`` method (``xc train`` + ``xc index``/``xc eval``). Per query, one at a
 time as a search service sees them: encode the text, then either search the label index (encoder only, the
 baseline) or run ``fused_search`` (label index ∪ classifier index ∪ the lexical shortlist when the model
-kept that channel, re-scored). Goal: fused ≤ 1.3× the
+kept that channel ∪ the labels the query names when the name channel is served, re-scored; the name channel's own
+lookups are also timed alone). Goal: fused ≤ 1.3× the
 baseline per query. Also timed in one batch of all sampled queries (offline scoring). Results are merged
 into benchmarks/results/bench_classifier.json under the data set's key.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -69,6 +71,9 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
         return fused_search(encoder.encode(texts), label_index, classifier_index, label_vecs, fused, k, texts=texts)
 
     baseline_ms, fused_ms = _timed(encoder_only, queries), _timed(with_classifier, queries)
+    names = fused.active_names
+    # the name channel's own share of the fused time: its substring lookups, one query at a time (0 when not served)
+    names_ms = _timed(lambda texts: names.search(texts), queries) if names is not None else 0.0
     vectors = encoder.encode(queries)
     started = time.perf_counter()
     label_index.search(vectors, k)
@@ -88,10 +93,14 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
         "weights_mb": round(fused.weights.nbytes / 2**20, 1), "weights_shape": list(fused.weights.shape),
         "lexical_mb": round(fused.lexical.megabytes, 1) if fused.lexical is not None and fused.uses_lexical else 0.0,
         "linear_weight": fused.linear_weight,
+        "name_weight": fused.name_weight, "names_mb": round(names.megabytes, 1) if names is not None else 0.0,
+        "names_ms_per_query": round(names_ms, 3),
         "hybrid_mb": round(hybrid.megabytes, 1) if (hybrid := fused.active_linear) is not None else 0.0,
         "hybrid_seconds": {k: v for k, v in fused.info.get("stage_seconds", {}).items() if "hybrid" in k},
         "train_seconds": fused.info.get("train_seconds"), "train_pairs": fused.info.get("train_pairs"),
         "epochs": len(fused.info.get("history", [])),
+        # other jobs on the cores stretch every figure above alike; the ratio is the comparable one
+        "load_average_1min": round(os.getloadavg()[0], 2), "cpu_cores": os.cpu_count(),
     }
 
 
