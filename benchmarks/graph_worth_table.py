@@ -7,7 +7,8 @@ The check comes from the first home's anchor stage (``graph_worth.json``), or �
 before the check existed — is computed here from them with ``xc anchors``' own function. For every home (one
 training seed each, the same test split) the paired P@1 differences of ``xc_core.evaluation.graph_gain`` (all
 queries, the tail half, each query-frequency decile) and which encoder ``ramen`` served; with several homes, the same
-on per-query metrics averaged over the seeds. Prints markdown; ``--json`` writes the figures.
+on per-query metrics averaged over the seeds. Prints markdown (a row per pair and decile); ``--json`` writes the
+figures.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def check(home: Path, dataset: str, profile: str, assess: bool) -> dict[str, Any
 
 
 def measured(home: Path, dataset: str, profile: str) -> dict[str, Any]:
-    """One seed's paired rows and what ramen served."""
+    """One seed's paired rows, what ramen served and the commit each method was trained at."""
     from xc_core.datasets.container import XCDataset
     from xc_core.evaluation.graph_gain import PAIRS, gain_rows
     from xc_core.evaluation.record import EvaluationRecord
@@ -41,7 +42,7 @@ def measured(home: Path, dataset: str, profile: str) -> dict[str, Any]:
 
     data = XCDataset.load(anchors_dir(home, dataset))
     per_row = {}
-    served = {}
+    served, trained_at = {}, {}
     for method in {m for pair in PAIRS for m in pair}:
         record = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
         rows = record.per_row() if record is not None else None
@@ -49,8 +50,9 @@ def measured(home: Path, dataset: str, profile: str) -> dict[str, Any]:
             per_row[method] = rows
         summary = model_dir(home, dataset, method, profile) / "train_summary.json"
         if summary.exists():
-            served[method] = json.loads(summary.read_text()).get("served_encoder")
-    return {"home": str(home), "rows": gain_rows(data, per_row), "served": served}
+            run = json.loads(summary.read_text())
+            served[method], trained_at[method] = run.get("served_encoder"), run.get("git_commit")
+    return {"home": str(home), "rows": gain_rows(data, per_row), "served": served, "trained_at": trained_at}
 
 
 def seed_averaged(homes: list[Path], dataset: str, profile: str) -> list[dict[str, Any]]:
@@ -70,6 +72,30 @@ def seed_averaged(homes: list[Path], dataset: str, profile: str) -> list[dict[st
         if found == len(homes):
             per_row[method] = rows
     return gain_rows(XCDataset.load(anchors_dir(homes[0], dataset)), per_row)
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "–"
+    d, lo, hi = (100 * v for v in row["P@1"])
+    return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+
+
+def decile_markdown(seeds: list[dict[str, Any]], averaged: list[dict[str, Any]]) -> str:
+    """One markdown row per (pair, subset): its rows, each seed's paired P@1 difference and the seed-averaged one."""
+    keyed = [{(r["method"], r["subset"]): r for r in seed["rows"]} for seed in seeds]
+    mean = {(r["method"], r["subset"]): r for r in averaged}
+    order = list(dict.fromkeys(key for rows in keyed for key in rows))
+    head = ["pair", "subset", "rows", *(f"seed home {i}" for i in range(len(seeds))),
+            *(["averaged over the seeds"] if averaged else [])]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method, subset in order:
+        first = next(rows[(method, subset)] for rows in keyed if (method, subset) in rows)
+        cells = [f"{method} − {first['vs']}", subset, str(first["rows"]),
+                 *(_cell(rows.get((method, subset))) for rows in keyed),
+                 *([_cell(mean.get((method, subset)))] if averaged else [])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             d, lo, hi = (100 * v for v in row["P@1"])
             print(f"averaged over {len(args.homes)} seeds: {row['method']} − {row['vs']} {row['subset']}: {d:+.2f} "
                   f"[{lo:+.2f}, {hi:+.2f}]")
+    print("\n" + decile_markdown(seeds, averaged))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"dataset": args.dataset, "profile": args.profile, "check": record,
