@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 
 def check(home: Path, dataset: str, profile: str, assess: bool) -> dict[str, Any]:
     """The recorded check of ``home``'s anchor sets, or (``assess``) the check computed now from them."""
@@ -74,6 +76,36 @@ def seed_averaged(homes: list[Path], dataset: str, profile: str) -> list[dict[st
     return gain_rows(XCDataset.load(anchors_dir(homes[0], dataset)), per_row)
 
 
+def beside(homes: list[Path], dataset: str, profile: str, others: list[str]) -> list[dict[str, Any]]:
+    """``ramen`` and ``dual_encoder`` (per-query metrics averaged over the homes' seeds) against each of ``others``
+    evaluated in the first home (the untrained encoder, the PECOS peer: one seed suffices, neither trains on a seed):
+    each one's test P@1 and the paired differences, all queries and the tail half."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from seed_table import metric_value, seed_average
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.analyses import paired_metric_diff
+    from xc_core.evaluation.graph_gain import METRIC, query_deciles
+    from xc_core.paths import anchors_dir
+
+    tail = query_deciles(XCDataset.load(anchors_dir(homes[0], dataset)))[0] >= 5
+    ours = {m: seed_average(homes, dataset, m, profile)[0] for m in ("ramen", "dual_encoder")}
+    out = []
+    for other in others:
+        rows, found = seed_average(homes[:1], dataset, other, profile)
+        if not found:
+            raise SystemExit(f"{homes[0]}: no per-query evaluation of {other} ({profile}): evaluate it there first")
+        for method, mine in ours.items():
+            for subset, mask in (("all", np.ones(len(tail), bool)), ("tail half (deciles 5–9)", tail)):
+                found_diff = paired_metric_diff({k: v[mask] for k, v in mine.items()},
+                                                {k: v[mask] for k, v in rows.items()}, METRIC)
+                if found_diff is not None:
+                    out.append({"method": method, "vs": other, "subset": subset, "rows": int(mask.sum()),
+                                f"{other} {METRIC}": metric_value(rows, METRIC), METRIC: list(found_diff[:3])})
+    return out
+
+
 def _cell(row: dict[str, Any] | None) -> str:
     if row is None:
         return "–"
@@ -107,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--homes", nargs="+", type=Path, required=True, help="one home per seed, first = seed 0")
     parser.add_argument("--assess", action="store_true", help="compute the check now from the first home's sets")
     parser.add_argument("--check-from", type=Path, help="reuse the check of an earlier --json file (its 'check')")
+    parser.add_argument("--beside", default="", help="comma-separated methods evaluated in the first home (e.g. "
+                        "pretrained,pecos) that the seed-averaged ramen and dual_encoder are paired against")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     record = (json.loads(args.check_from.read_text())["check"] if args.check_from
@@ -132,10 +166,16 @@ def main(argv: list[str] | None = None) -> None:
             print(f"averaged over {len(args.homes)} seeds: {row['method']} − {row['vs']} {row['subset']}: {d:+.2f} "
                   f"[{lo:+.2f}, {hi:+.2f}]")
     print("\n" + decile_markdown(seeds, averaged))
+    against = beside(args.homes, args.dataset, args.profile, [m for m in args.beside.split(",") if m])
+    for row in against:
+        d, lo, hi = (100 * v for v in row["P@1"])
+        print(f"{row['method']} (seed-averaged) − {row['vs']} ({100 * row[row['vs'] + ' P@1']:.2f}), {row['subset']}: "
+              f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"dataset": args.dataset, "profile": args.profile, "check": record,
-                                         "seeds": seeds, "seed_averaged": averaged}, indent=2, default=str) + "\n")
+                                         "seeds": seeds, "seed_averaged": averaged,
+                                         "beside": against}, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":
