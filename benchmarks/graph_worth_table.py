@@ -1,7 +1,8 @@
 """The graph-worth check's prediction against the measured ramen − dual_encoder, per seed (issue #43, item 4).
 
     .venv/bin/python benchmarks/graph_worth_table.py --dataset synthetic --profile demo \
-        --homes /work/exp43 /work/exp43/seeds/s1 /work/exp43/seeds/s2 [--assess] [--json out.json]
+        --homes /work/exp43 /work/exp43/seeds/s1 /work/exp43/seeds/s2 [--assess] [--beside pretrained,pecos] \
+        [--json out.json]
 
 The check comes from the first home's anchor stage (``graph_worth.json``), or — ``--assess``, for anchor sets built
 before the check existed — is computed here from them with ``xc anchors``' own function. For every home (one
