@@ -155,23 +155,13 @@ def main(argv: list[str] | None = None) -> None:
         for row in table:
             print("| " + " | ".join(str(v) for v in row.values()) + " |")
     print("\n## measured (P@1 points, 95% paired interval)\n")
+    print(decile_markdown(seeds, averaged) + "\n")
     for i, seed in enumerate(seeds):
-        for row in seed["rows"]:
-            if row["subset"] in ("all", "tail half (deciles 5–9)"):
-                d, lo, hi = (100 * v for v in row["P@1"])
-                print(f"seed home {i}: {row['method']} − {row['vs']} {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] "
-                      f"({row['rows']} rows); served {seed['served']}")
-    for row in averaged:
-        if row["subset"] in ("all", "tail half (deciles 5–9)"):
-            d, lo, hi = (100 * v for v in row["P@1"])
-            print(f"averaged over {len(args.homes)} seeds: {row['method']} − {row['vs']} {row['subset']}: {d:+.2f} "
-                  f"[{lo:+.2f}, {hi:+.2f}]")
-    print("\n" + decile_markdown(seeds, averaged))
+        print(f"seed home {i}: served {seed['served']}, trained at {seed['trained_at']}")
     against = beside(args.homes, args.dataset, args.profile, [m for m in args.beside.split(",") if m])
     for row in against:
-        d, lo, hi = (100 * v for v in row["P@1"])
         print(f"{row['method']} (seed-averaged) − {row['vs']} ({100 * row[row['vs'] + ' P@1']:.2f}), {row['subset']}: "
-              f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]")
+              f"{_cell(row)}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"dataset": args.dataset, "profile": args.profile, "check": record,
