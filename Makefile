@@ -84,8 +84,8 @@ results: $(STAMP) peers
 
 # ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first
 lint: $(STAMP) $(SCALE_STAMP)
-	$(BIN)/ruff check xc_core xc_assets tests benchmarks
-	$(BIN)/mypy xc_core xc_assets tests benchmarks
+	$(BIN)/ruff check xc_core xc_assets tests benchmarks experiments
+	$(BIN)/mypy xc_core xc_assets tests benchmarks experiments
 
 # the suite on every core (pytest-xdist, at most TEST_WORKERS_MAX: each worker builds its own session homes); a test
 # file runs whole on one worker, so its module fixtures are built once; tests/conftest.py gives each worker its

@@ -54,6 +54,27 @@ RECIPE: _Recipe = {"loss": "softmax", "lr": 2e-5, "batching": "random", "select_
                    "attribute_negatives": 10, "attribute_anchor_filter": True}
 
 
+class _TowerRecipe(_Recipe):
+    """:data:`TOWER_RECIPE`'s fields: the recipe's, and the tower and its shortlist negatives."""
+
+    tower: bool
+    shortlist_negatives: int
+    shortlist_warmup_epochs: int
+    shortlist_refresh_every: int
+    attribute_refresh_every: int
+
+
+#: The CPU profiles' recipe: :data:`RECIPE` with the light tower beside the frozen encoder instead of fine-tuning
+#: it (its zero start is the shipped encoder; lr for a tower from zero, chosen on validation: docs/training.md),
+#: and NGAME's hard negatives from the encoder's own shortlist after a 2-epoch warm-up, refreshed every 5 epochs
+#: (the attribute negatives on the same period).
+TOWER_RECIPE: _TowerRecipe = {**RECIPE, "lr": 1e-3, "tower": True, "shortlist_negatives": 10,
+                              "shortlist_warmup_epochs": 2, "shortlist_refresh_every": 5,
+                              "attribute_refresh_every": 5}
+#: epochs of the demo profile (every training document each epoch)
+DEMO_EPOCHS = 30
+
+
 def get_profile(name: str) -> Profile:
     profiles: dict[str, Profile] = {
         # seconds: a random tiny BERT, a few hundred documents
@@ -62,19 +83,18 @@ def get_profile(name: str) -> Profile:
                         train=TrainConfig(epochs=2, batch_size=16, lr=1e-3, cluster_size=4, max_train_docs=400,
                                           val_max=40, val_min=10, log_every_steps=2, prune_warmup_epochs=1,
                                           prune_every=1, bandit_period=5)),
-        # CPU minutes (`make run` ≤ 15 min on 2 cores): the full encoder, a seeded 2,000-document subsample,
-        # 2 epochs (3 took make run past 15 minutes with the full encoder).
+        # CPU minutes (`make run` ≤ 15 min on 2 cores): every training document, the tower beside the frozen
+        # shipped encoder (encoders/tower.py; a step runs no transformer), NGAME's curriculum: random batches,
+        # then every 5 epochs each document's own shortlist of non-positive labels as hard negatives.
         "demo": Profile(name="demo", encoder=EncoderConfig(max_length=32, batch_size=256), rwr=RWRConfig(),
-                        train=TrainConfig(epochs=2, batch_size=64, cluster_size=8, max_train_docs=2_000,
-                                          val_max=2000, val_from_unused=True, val_max_labels=20_000,
-                                          prune_warmup_epochs=1,
-                                          prune_every=1, bandit_period=10, **RECIPE)),
-        # CPU, long enough for regularization to matter: every training document, 5 epochs (wikispeedia:
-        # ~5 min text-only, ~15 min RAMEN on 2 cores).
+                        train=TrainConfig(epochs=DEMO_EPOCHS, batch_size=256, cluster_size=8, val_max=2000,
+                                          val_max_labels=20_000, prune_warmup_epochs=2, prune_every=2,
+                                          bandit_period=10, **TOWER_RECIPE)),
+        # CPU, an hour on aol-1000: the demo's recipe for 100 epochs.
         "cpu": Profile(name="cpu", encoder=EncoderConfig(max_length=32, batch_size=256), rwr=RWRConfig(),
-                       train=TrainConfig(epochs=5, batch_size=64, cluster_size=8, val_max=2000,
-                                         val_max_labels=20_000, prune_warmup_epochs=2, prune_every=1,
-                                         bandit_period=10, **RECIPE)),
+                       train=TrainConfig(epochs=100, batch_size=256, cluster_size=8, val_max=2000,
+                                         val_max_labels=20_000, prune_warmup_epochs=10, prune_every=5,
+                                         bandit_period=10, **TOWER_RECIPE)),
         # GPU: the papers' schedule (RAMEN: batch 1024, warm-up 10 epochs, re-prune every 5) with xc's recipe;
         # lr scaled with the batch from the CPU recipe's 2e-5 at 64 (RAMEN used 2e-4 at 1024).
         "full": Profile(name="full", encoder=EncoderConfig(max_length=32, batch_size=1024), rwr=RWRConfig(),

@@ -28,21 +28,23 @@ TOLERANCE = 1e-4
 
 
 def export(encoder: TextEncoder, path: Path) -> str:
-    """Write ``encoder`` (HF model + mean pooling + L2 norm) to ``path``; returns the exporter used."""
+    """Write ``encoder`` (HF model + mean pooling + L2 norm, then its tower when it has one) to ``path``; returns the
+    exporter used."""
     import torch
 
     from xc_core.encoders.text import mean_pool
 
     class Pooled(torch.nn.Module):
-        def __init__(self, model: Any) -> None:
+        def __init__(self, model: Any, tower: Any) -> None:
             super().__init__()
-            self.model = model
+            self.model, self.tower = model, tower
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            return mean_pool(hidden, attention_mask)
+            pooled = mean_pool(hidden, attention_mask)
+            return pooled if self.tower is None else self.tower(pooled, input_ids, attention_mask)
 
-    module = Pooled(encoder.model).eval().cpu()
+    module = Pooled(encoder.model, encoder.tower).eval().cpu()
     example = encoder.tokenize(["running shoes for men", "bank"])  # padded: the mask path is traced
     args = (example["input_ids"].cpu(), example["attention_mask"].cpu())
     inputs, outputs = ["input_ids", "attention_mask"], ["vectors"]

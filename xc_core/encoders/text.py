@@ -102,6 +102,14 @@ class TextEncoder:
                 param.requires_grad_(False)
         self.device = _device()
         self.model.to(self.device)
+        from xc_core.encoders.tower import load_tower
+
+        #: the light trainable tower beside the transformer (tower.py), when the folder has one
+        self.tower: Any = load_tower(Path(path))
+        if self.tower is not None:
+            self.tower.to(self.device)
+        #: the frozen transformer's unit vector per text, read back instead of computed (:meth:`freeze_base`)
+        self._base: dict[str, torch.Tensor] | None = None
         self._cache: dict[str, tuple[list[int], int]] = {}
         #: what forward() calls: the model itself, or its DistributedDataParallel wrapper during DDP training
         self.runner: Any = self.model
@@ -112,8 +120,55 @@ class TextEncoder:
         return int(self.model.config.hidden_size)
 
     def parameter_count(self) -> int:
-        """Every weight of the transformer (trainable or not): the costs table's model size."""
-        return sum(int(p.numel()) for p in self.model.parameters())
+        """Every weight of the transformer and of its tower (trainable or not): the costs table's model size."""
+        return sum(int(p.numel()) for p in self.modules_to_save_parameters())
+
+    def modules_to_save_parameters(self) -> list[torch.nn.Parameter]:
+        """The transformer's parameters, then the tower's (when there is one)."""
+        return [*self.model.parameters(), *(self.tower.parameters() if self.tower is not None else [])]
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """What a training step updates: the tower's weights once the transformer is frozen, else every weight
+        that requires a gradient."""
+        return [p for p in self.modules_to_save_parameters() if p.requires_grad]
+
+    def sparse_parameters(self) -> list[torch.nn.Parameter]:
+        """The trainable parameters whose gradient is sparse (the tower's bag of token embeddings)."""
+        return [p for p in ([self.tower.bag.weight] if self.tower is not None else []) if p.requires_grad]
+
+    def add_tower(self) -> None:
+        """Give the encoder a zero tower (tower.py): its vectors stay the transformer's until the tower trains."""
+        from xc_core.encoders.tower import new_tower
+
+        if self.tower is None:
+            self.tower = new_tower(len(self.tokenizer), self.dim).to(self.device)
+
+    def freeze_base(self, texts: list[str]) -> None:
+        """Freeze the transformer and keep its vector of each of ``texts`` (through the vector cache when it has
+        them): a later :meth:`forward` reads the frozen vectors back and runs only the tower, so a training step
+        costs no transformer pass. Texts met later are encoded once, as they come."""
+        import torch
+
+        for param in self.model.parameters():
+            param.requires_grad_(False)
+        kept = self._base or {}
+        missing = list(dict.fromkeys(t for t in texts if t not in kept))
+        # the transformer's own vectors, batched by length and keyed as the shipped model's in the vector cache
+        tower, self.tower, self._base = self.tower, None, None
+        try:
+            vectors = self.encode(missing, desc="frozen encoder") if missing else np.zeros((0, self.dim), np.float32)
+        finally:
+            self.tower, self._base = tower, kept
+        self._base.update(zip(missing, torch.from_numpy(vectors).to(self.device), strict=True))
+
+    def save(self, folder: Path) -> None:
+        """The encoder as a Hugging Face folder (weights as safetensors, tokenizer), its tower beside them."""
+        from xc_core.encoders.tower import save_tower
+
+        self.model.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        if self.tower is not None:
+            save_tower(self.tower, folder)
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         """Padded tensors for ``texts``; each distinct text is tokenised once per encoder (cached)."""
@@ -136,15 +191,38 @@ class TextEncoder:
         return {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
 
     def forward(self, texts: list[str]) -> torch.Tensor:
-        """Unit embeddings with gradients (AMP on CUDA)."""
+        """Unit embeddings with gradients (AMP on CUDA); through the tower when the encoder has one."""
+        batch = self.tokenize(texts)
+        base = self._frozen(texts) if self._base is not None else self._transformer(batch)
+        if self.tower is None:
+            return base
+        return self.tower(base, batch["input_ids"], batch["attention_mask"])
+
+    def _transformer(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         import torch
 
-        batch = self.tokenize(texts)
         # bf16 on GPUs that have it: float32's range, so the trainer needs no loss scaling (fp16 would)
         amp = torch.bfloat16 if self.device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float16
         with torch.autocast(device_type=self.device.type, dtype=amp, enabled=self.device.type == "cuda"):
             hidden = self.runner(**batch).last_hidden_state
         return mean_pool(hidden.float(), batch["attention_mask"])
+
+    def _frozen(self, texts: list[str]) -> torch.Tensor:
+        """The frozen transformer's vectors of ``texts`` (:meth:`freeze_base`), encoding the ones not kept yet."""
+        import torch
+
+        assert self._base is not None
+        missing = list(dict.fromkeys(t for t in texts if t not in self._base))
+        if missing:
+            was_training = self.model.training
+            self.model.eval()
+            # normal tensors even inside encode()'s inference mode: training reads them back under autograd
+            with torch.inference_mode(False), torch.no_grad():
+                for s in range(0, len(missing), self.cfg.batch_size):
+                    chunk = missing[s: s + self.cfg.batch_size]
+                    self._base.update(zip(chunk, self._transformer(self.tokenize(chunk)), strict=True))
+            self.model.train(was_training)
+        return torch.stack([self._base[t] for t in texts])
 
     def use_onnx(self, path: Path | str | None) -> None:
         """Run ``encode`` on ONNX Runtime over the graph exported to ``path`` (``onnx_runtime.export``), with as
@@ -159,7 +237,10 @@ class TextEncoder:
         from xc_core.encoders.vector_cache import MIN_CACHED_TEXTS, VectorCache
 
         self.model.eval()  # left in eval mode whether the vectors are computed or read, as callers have known it
-        if not self.cfg.vector_cache or self.onnx is not None or len(texts) < MIN_CACHED_TEXTS:
+        if self.tower is not None:
+            self.tower.eval()
+        # a frozen transformer under a tower in training: its vectors change every step, never worth storing
+        if not self.cfg.vector_cache or self.onnx is not None or len(texts) < MIN_CACHED_TEXTS or self._base:
             return self._encode(texts, progress, desc)
         cache = VectorCache(Path(self.cfg.vector_cache))
         key = cache.key(self, texts)

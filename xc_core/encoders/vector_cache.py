@@ -36,12 +36,15 @@ DEFAULT_LIMIT_BYTES = 4 << 30
 
 
 def weights_digest(encoder: Any) -> str:
-    """A hash of every tensor of a ``TextEncoder``'s model state (names, dtypes, shapes, values) and of its tokenizer
-    (typed ``Any``: ``text.py`` imports this module, never the other way round)."""
+    """A hash of every tensor of a ``TextEncoder``'s model state and tower (names, dtypes, shapes, values) and of its
+    tokenizer (typed ``Any``: ``text.py`` imports this module, never the other way round)."""
     import torch
 
     digest = hashlib.sha256()
-    for name, tensor in encoder.model.state_dict().items():
+    tower = getattr(encoder, "tower", None)  # the trainable tower beside the transformer (tower.py)
+    state = {**encoder.model.state_dict(), **({f"xc_tower.{k}": v for k, v in tower.state_dict().items()}
+                                               if tower is not None else {})}
+    for name, tensor in state.items():
         value = tensor.detach().to("cpu").contiguous()
         digest.update(f"{name}\0{value.dtype}\0{tuple(value.shape)}\0".encode())
         # bf16 has no numpy dtype: its bytes are hashed as int16

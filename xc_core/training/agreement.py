@@ -32,8 +32,9 @@ def _flat_grad(loss: Any, params: list[Any]) -> Any:
     import torch
 
     grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
-    return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params,
-                                                                                               strict=True)])
+    # a sparse gradient (the tower's bag of token embeddings) is densified: the cosine compares whole vectors
+    return torch.cat([(g.to_dense() if g is not None and g.is_sparse else g if g is not None
+                       else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params, strict=True)])
 
 
 def _cosine(a: Any, b: Any) -> float:
@@ -93,7 +94,7 @@ def gradient_agreement(trainer: Trainer, batches: int, seed: int) -> dict[str, d
     terms = [t for t in trainer.terms if t != "task"]
     if not terms or not len(val_rows) or not len(trainer.train_idx):
         return {}
-    params = [p for p in trainer.encoder.model.parameters() if p.requires_grad]
+    params = trainer.encoder.trainable_parameters()
     size = trainer.cfg.batch_size
     rng = seeds.rng(seed, Stream.GRAPH_WORTH)
     sums: dict[str, Any] = {}

@@ -92,3 +92,16 @@ def draw(pool: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> np.nd
     offset = (rng.random(len(nodes)) * np.maximum(counts, 1)).astype(np.int64)
     picked = rows[np.arange(len(nodes)), np.minimum(offset, rows.shape[1] - 1)]
     return np.where(counts > 0, picked, -1)
+
+
+def merge_pools(first: np.ndarray | None, second: np.ndarray | None) -> np.ndarray | None:
+    """Two per-row pools (rows × M, −1 padded, valid ids first) as one, each row's valid ids first (first's, then
+    second's, duplicates kept once); None when both are None."""
+    if first is None or second is None:
+        return first if second is None else second
+    both = np.concatenate([first, second], axis=1)
+    out = np.full_like(both, -1)
+    for r in np.flatnonzero((both >= 0).any(axis=1)):
+        ids = list(dict.fromkeys(int(i) for i in both[r] if i >= 0))
+        out[r, : len(ids)] = ids
+    return out

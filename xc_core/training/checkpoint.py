@@ -32,31 +32,32 @@ def latest(folder: Path) -> Path | None:
     return path if (path / "state.json").exists() else None
 
 
-def save_encoder(folder: Path, model: Any, tokenizer: Any) -> None:
-    """Atomic save of an encoder's weights (safetensors) and tokenizer as an HF folder: written under a temp name
-    and renamed, so a kill mid-save leaves the previous folder (the trainer's epoch-0 and best-epoch copies)."""
+def save_encoder(folder: Path, encoder: Any) -> None:
+    """Atomic save of a ``TextEncoder`` (weights as safetensors, tokenizer, its tower) as an HF folder: written under
+    a temp name and renamed, so a kill mid-save leaves the previous folder (the trainer's epoch-0 and best-epoch
+    copies)."""
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    _write_encoder(tmp, model, tokenizer)
+    encoder.save(tmp)
     if folder.exists():
         shutil.rmtree(folder)
     tmp.rename(folder)
 
 
-def load_encoder_weights(model: Any, folder: Path) -> None:
-    """Put the weights saved in an HF folder (:func:`save_encoder`, a checkpoint's ``encoder/``) into ``model``."""
+def load_encoder_weights(encoder: Any, folder: Path) -> None:
+    """Put the weights saved in an HF folder (:func:`save_encoder`, a checkpoint's ``encoder/``) into a
+    ``TextEncoder``: the transformer's, and its tower's when the encoder has one."""
     from safetensors.torch import load_file
 
-    model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=False)
+    from xc_core.encoders.tower import load_tower_weights
+
+    encoder.model.load_state_dict(load_file(str(folder / "model.safetensors")), strict=False)
+    if encoder.tower is not None:
+        load_tower_weights(encoder.tower, folder)
 
 
-def _write_encoder(folder: Path, model: Any, tokenizer: Any) -> None:
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-
-
-def save_checkpoint(folder: Path, model: Any, tokenizer: Any, state: dict[str, Any], arrays: dict[str, np.ndarray],
+def save_checkpoint(folder: Path, encoder: Any, state: dict[str, Any], arrays: dict[str, np.ndarray],
                     torch_state: dict[str, Any]) -> Path:
     import torch
 
@@ -64,7 +65,7 @@ def save_checkpoint(folder: Path, model: Any, tokenizer: Any, state: dict[str, A
     name = f"step-{state['global_step']:08d}-e{state['epoch']}"
     tmp = folder / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
-    _write_encoder(tmp / "encoder", model, tokenizer)
+    encoder.save(tmp / "encoder")
     torch.save(torch_state, tmp / "trainer_state.pt")
     np.savez(tmp / "arrays.npz", **arrays)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str) + "\n")

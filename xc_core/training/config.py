@@ -21,6 +21,10 @@ class TrainConfig(BaseModel):
     softmax_scale: float = Field(default=20.0, gt=0, description="inverse temperature of the softmax loss")
     margin: float = Field(default=0.3, description="triplet margin γ (RAMEN: 0.3)")
     hard_negatives: int = Field(default=3, ge=1, description="hardest in-batch negatives per row")
+    tower: bool = Field(default=False, description="train a light tower beside the frozen transformer "
+                        "(encoders/tower.py: a bag of token embeddings and a linear map added to the frozen vector) "
+                        "instead of fine-tuning it: a step costs no transformer pass (the CPU profiles); False: "
+                        "fine-tune every layer (the GPU profile)")
     batching: Literal["clusters", "random"] = "clusters"
     cluster_size: int = Field(default=8, ge=1, description="initial NGAME cluster size (documents)")
     cluster_refresh_every: int = Field(default=5, ge=1, description="epochs between re-clustering (RAMEN: 5)")
@@ -50,6 +54,17 @@ class TrainConfig(BaseModel):
                                   "encoder's most similar anchors of the set that are not its own "
                                   "(training/anchor_negatives.py); each step adds one to the row's regularizer "
                                   "softmax, as NGAME's shortlist negatives do for the task (0: off; softmax loss only)")
+    attribute_refresh_every: int = Field(default=1, ge=1, description="epochs between re-mining the attribute "
+                                         "negatives (1: before every epoch)")
+    shortlist_negatives: int = Field(default=0, ge=0, description="NGAME/ANCE hard negatives for the task loss: "
+                                     "every shortlist_refresh_every epochs after shortlist_warmup_epochs, each "
+                                     "training document's this many labels the current encoder ranks highest among "
+                                     "those that are not its known positives (nor read as it); each step adds one, "
+                                     "drawn uniformly, to the row's softmax (0: off; softmax loss only)")
+    shortlist_warmup_epochs: int = Field(default=2, ge=0, description="epochs of in-batch negatives only before "
+                                         "the first shortlist (NGAME's warm-up on random batches)")
+    shortlist_refresh_every: int = Field(default=5, ge=1, description="epochs between shortlist refreshes "
+                                         "(NGAME: 5)")
     attribute_anchor_filter: bool = Field(default=False, description="drop anchor edges whose two ends carry "
                                           "different brands / places (item metadata, query text; issue #32); a no-op "
                                           "on data sets without item metadata")

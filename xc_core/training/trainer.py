@@ -95,6 +95,8 @@ class Trainer:
         self.sink, self.progress = sink or _NullSink(), progress
         self.rank, self.world = dist_info()
         self.encoder = TextEncoder(encoder_cfg)
+        if cfg.tower:
+            self._freeze_under_tower()
         self.train_idx, self.val_idx = self.split.train_rows, self.split.val_rows
         if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
             keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(self.train_idx), cfg.max_train_docs,
@@ -106,10 +108,14 @@ class Trainer:
         self.attributes = AttributeIndex.build(dataset.label_attributes, dataset.label_texts)
         if cfg.attribute_negatives and cfg.loss != "softmax":
             raise ValueError("attribute_negatives adds a negative to the softmax task loss: use loss='softmax'")
+        if cfg.shortlist_negatives and cfg.loss != "softmax":
+            raise ValueError("shortlist_negatives adds a negative to the softmax task loss: use loss='softmax'")
         if cfg.anchor_negatives and cfg.loss != "softmax":
             raise ValueError("anchor_negatives adds a negative to the softmax regularizers: use loss='softmax'")
         #: (train documents, attribute_negatives) mined negatives, -1 padded (None: none mined)
         self.hard_pool: np.ndarray | None = None
+        #: (train documents, shortlist_negatives) the encoder's own top non-positive labels, -1 padded (None: none)
+        self.shortlist_pool: np.ndarray | None = None
         #: ``doc/<set>`` / ``label/<set>`` → mined negative anchors per node (``anchor_negatives``; empty: none)
         self.anchor_pools: dict[str, np.ndarray] = {}
         prepared = prepare_anchors(dataset, self.data, cfg, self.train_idx, self.val_idx, self.attributes)
@@ -127,6 +133,15 @@ class Trainer:
         self.builder = self._builder()
 
     # -- construction ------------------------------------------------------------------------
+    def _freeze_under_tower(self) -> None:
+        """``tower``: train a light tower beside the frozen transformer (encoders/tower.py). Every training and
+        label text's frozen vector is computed once here; each step then runs the tower alone."""
+        if self.world > 1:
+            raise ValueError("tower=True trains on one process (its step is a few small matrix products): launch "
+                             "without torchrun, or set tower=False to fine-tune the transformer with DDP")
+        self.encoder.add_tower()
+        self.encoder.freeze_base([*self.data.train_texts, *self.data.label_texts])
+
     def _build_losses(self) -> None:
         from xc_core.training.bandit import LambdaBandit
         from xc_core.training.losses import loss_family
@@ -167,6 +182,28 @@ class Trainer:
         log.info("epoch %d: attribute negatives mined for %d documents", epoch, int((mined[:, 0] >= 0).sum()))
         self.builder = self._builder()
 
+    def _shortlist_due(self, epoch: int) -> bool:
+        c = self.cfg
+        return (c.shortlist_negatives > 0 and epoch >= c.shortlist_warmup_epochs
+                and (epoch - c.shortlist_warmup_epochs) % c.shortlist_refresh_every == 0)
+
+    def _mine_shortlist(self, epoch: int) -> None:
+        """``shortlist_negatives``: each training document's highest-ranked labels by the current encoder, its known
+        positives masked (an unrecorded positive can still be drawn: the price of hard negatives, NGAME's too)."""
+        from xc_core.training.anchor_negatives import mine_anchor_negatives
+
+        rows = self.train_idx
+        docs = self.encode([self.data.train_texts[i] for i in rows])
+        labels = self.encode(list(self.data.label_texts))
+        own = sp.csr_matrix(self.data.y_train)[rows]
+        mined = mine_anchor_negatives(docs, labels, np.arange(len(labels)), own, np.full(len(rows), -1, np.int64),
+                                      self.cfg.shortlist_negatives)
+        pool = np.full((len(self.data.train_texts), self.cfg.shortlist_negatives), -1, dtype=np.int64)
+        pool[rows] = mined
+        self.shortlist_pool = pool
+        log.info("epoch %d: shortlist negatives mined for %d documents", epoch, int((mined[:, 0] >= 0).sum()))
+        self.builder = self._builder()
+
     def _mine_anchor_negatives(self, epoch: int) -> None:
         """``anchor_negatives``: each regularized node's most similar anchors of the set that are not its own, by the
         current encoder (training/anchor_negatives.py), mined over every usable edge (pruning only thins them)."""
@@ -184,23 +221,36 @@ class Trainer:
         self.builder = self._builder()
 
     def _builder(self) -> BatchBuilder:
+        from xc_core.training.anchor_negatives import merge_pools
+
+        pool = merge_pools(self.hard_pool, self.shortlist_pool)
         return BatchBuilder.from_anchor_sets(self.data.train_texts, self.data.label_texts, self.data.y_train,
-                                             self.anchors, self.doc_sets, self.label_sets, hard_pool=self.hard_pool,
+                                             self.anchors, self.doc_sets, self.label_sets, hard_pool=pool,
                                              anchor_pools=self.anchor_pools)
 
     def _optimizer(self, total_steps: int) -> tuple[Any, Any]:
-        import torch
+        from xc_core.training import optim
 
-        params = [p for p in self.encoder.model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         warmup = max(1, int(total_steps * self.cfg.warmup_fraction))
 
         # Not transformers' get_linear_schedule_with_warmup: that one spends step 0 at lr 0 and decays one step
         # later, so every trained model (and the results pages) would move; kept with the numbers it gave.
         def schedule(step: int) -> float:
-            return min(1.0, (step + 1) / warmup) * max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+            rise = min(1.0, (step + 1) / warmup)
+            return min(1.0, rise * max(0.0, (total_steps - step) / max(1, total_steps - warmup)))
 
-        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, schedule(s)))
+        sparse = self.encoder.sparse_parameters()
+        dense = [p for p in self.encoder.trainable_parameters() if all(p is not q for q in sparse)]
+        return optim.build(dense, self.cfg.lr, self.cfg.weight_decay, schedule, sparse)
+
+    def _clip(self) -> None:
+        """Clip the dense gradients' norm to 1 (a sparse embedding gradient is left as it is: lazy Adam scales each
+        row's step by its own history)."""
+        import torch
+
+        sparse = self.encoder.sparse_parameters()
+        torch.nn.utils.clip_grad_norm_([p for p in self.encoder.trainable_parameters()
+                                        if all(p is not q for q in sparse)], 1.0)
 
     # -- one step ----------------------------------------------------------------------------
     def _shard(self, batch: Batch) -> Batch:
@@ -431,16 +481,18 @@ class Trainer:
         arrays.update(self.choice.arrays())
         if self.hard_pool is not None:
             arrays["attribute_negatives"] = self.hard_pool
+        if self.shortlist_pool is not None:
+            arrays["shortlist_negatives"] = self.shortlist_pool
         arrays.update({f"anchor_negatives/{k}": p for k, p in self.anchor_pools.items()})
         state = {"epoch": epoch, "step": step, "global_step": global_step, "history": history, "prune_log": prune_log,
                  "best": self.best}
         torch_state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                        "bandit": self.bandit.state_dict()}
-        save_checkpoint(self.checkpoint_dir, self.encoder.model, self.encoder.tokenizer, state, arrays, torch_state)
+        save_checkpoint(self.checkpoint_dir, self.encoder, state, arrays, torch_state)
 
     def _restore(self, optimizer: Any, scheduler: Any) -> tuple[dict[str, Any], np.ndarray | None]:
         state, arrays, torch_state, path = load_checkpoint(self.checkpoint_dir)
-        load_encoder_weights(self.encoder.model, path / "encoder")
+        load_encoder_weights(self.encoder, path / "encoder")
         optimizer.load_state_dict(torch_state["optimizer"])
         scheduler.load_state_dict(torch_state["scheduler"])
         self.bandit.load_state_dict(torch_state["bandit"])
@@ -448,6 +500,8 @@ class Trainer:
             self.anchors[name] = AnchorSet(name, full.texts, arrays[f"{name}/doc_edges"], arrays[f"{name}/label_edges"])
         if "attribute_negatives" in arrays:
             self.hard_pool = arrays["attribute_negatives"]
+        if "shortlist_negatives" in arrays:
+            self.shortlist_pool = arrays["shortlist_negatives"]
         self.anchor_pools = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("anchor_negatives/")}
         self.builder = self._builder()
         assign = arrays["assign"] if arrays["assign"].size else None
@@ -472,8 +526,7 @@ class Trainer:
         if self.cfg.select_best and self._last_top is not None and self.choice.add(epoch, self._last_top):
             # epoch 0 is the fallback, served when no trained epoch beats it; a later best is the candidate
             if self.rank == 0:
-                save_encoder(self.start_dir if epoch == 0 else self.best_dir, self.encoder.model,
-                             self.encoder.tokenizer)
+                save_encoder(self.start_dir if epoch == 0 else self.best_dir, self.encoder)
         log.info("epoch %d: %s", epoch, record)
         return record
 
@@ -487,9 +540,9 @@ class Trainer:
         if not decision.kept:
             self.choice.best = {"epoch": 0, "metric": self.best["metric"]}
             if self.start_dir.exists():
-                load_encoder_weights(self.encoder.model, self.start_dir)
+                load_encoder_weights(self.encoder, self.start_dir)
         elif self.best["epoch"] != self.cfg.epochs and self.best_dir.exists():
-            load_encoder_weights(self.encoder.model, self.best_dir)
+            load_encoder_weights(self.encoder, self.best_dir)
         return decision
 
     # -- the loop ----------------------------------------------------------------------------
@@ -528,10 +581,13 @@ class Trainer:
                                                                   and start_step == 0)):
                 assign = self._cluster(epoch)
             batches = self._epoch_batches(epoch, assign)
-            if start_step == 0 or self.hard_pool is None:  # mid-epoch resume: the checkpoint's pool
+            # mid-epoch resume (or an epoch off the refresh schedule): the pool of the checkpoint, or of the last mining
+            if self.hard_pool is None or (start_step == 0 and epoch % cfg.attribute_refresh_every == 0):
                 self._mine_negatives(epoch)
             if start_step == 0 or not self.anchor_pools:
                 self._mine_anchor_negatives(epoch)
+            if start_step == 0 and self._shortlist_due(epoch):
+                self._mine_shortlist(epoch)
             self.encoder.model.train()
             bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="batch",
                        disable=not self.progress or self.rank != 0, initial=start_step)
@@ -544,7 +600,7 @@ class Trainer:
                 weights = self.bandit.weights()
                 total = sum(weights[t] * v for t, v in terms.items())
                 total.backward()
-                torch.nn.utils.clip_grad_norm_(self.encoder.model.parameters(), 1.0)
+                self._clip()
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -575,7 +631,7 @@ class Trainer:
         selected = next((h for h in history if h["epoch"] == self.best["epoch"]), history[-1] if history else {})
         encoder_dir = self.out / "encoder"
         if self.rank == 0:
-            save_encoder(encoder_dir, self.encoder.model, self.encoder.tokenizer)
+            save_encoder(encoder_dir, self.encoder)
             self.sink.log_metrics({"selected_epoch": float(selected.get("epoch", cfg.epochs))}, global_step)
         return TrainResult(
             epochs=cfg.epochs, steps=global_step, final_task_loss=float(history[-1].get("task_loss", task_value)),

@@ -121,8 +121,7 @@ def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc
                       val_truth=dataset.y_train)  # original labels, whatever the method trains on
     if not method.trains:
         encoder_dir = out / "encoder"
-        trainer.encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
-        trainer.encoder.tokenizer.save_pretrained(encoder_dir)
+        trainer.encoder.save(encoder_dir)
         recall = trainer.validation_recall()
         mlflow.log_metric(f"val/recall_at_{cfg.val_k}", recall)
         return encoder_dir, {"epochs": 0, "steps": 0, "final_task_loss": trainer.validation_task_loss(),

@@ -1,0 +1,70 @@
+"""Validation grid for the tower recipe (issue #62): train ``dual_encoder`` (or any encoder method) with each
+variant's TrainConfig overrides on one home's data set and record, per epoch, the validation metrics the trainer
+itself selects on, the served epoch, the fallback test against epoch 0, seconds and examples/s. Reads no test row.
+
+    .venv/bin/python experiments/encoder_tower/grid.py --home /tmp/h_syn --dataset synthetic \\
+        --variant 'lr1e-3={"lr": 1e-3}' --variant 'lr3e-3={"lr": 3e-3}'
+
+Each variant's record is written to ``results/<dataset>-<variant>.json`` as soon as it ends; a variant whose file
+exists is skipped (the grid is resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--dataset", default="synthetic")
+    parser.add_argument("--method", default="dual_encoder")
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--variant", action="append", default=[], help="NAME=JSON overrides")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+
+    from xc_core.datasets.container import XCDataset
+    from xc_core.methods.encoder import encoder_method
+    from xc_core.paths import anchors_dir
+    from xc_core.profiles import encoder_config, get_profile, train_settings
+    from xc_core.provenance import code_stamp
+    from xc_core.training.trainer import Trainer
+
+    home, profile = Path(args.home), get_profile(args.profile)
+    data = XCDataset.load(anchors_dir(home, args.dataset))
+    method = encoder_method(args.method)
+    for spec in args.variant or ["profile={}"]:
+        name, _, raw = spec.partition("=")
+        out = Path(args.out) / f"{args.dataset}-{args.method}-{name}.json"
+        if out.exists():
+            print(f"{name}: {out} exists, skipped")
+            continue
+        overrides = json.loads(raw or "{}")
+        cfg = method.configure(train_settings(profile).model_copy(update=overrides))
+        started = time.perf_counter()
+        trainer = Trainer(data, encoder_config(profile, home), cfg, home / "grid" / args.dataset / name)
+        setup = time.perf_counter() - started
+        result = trainer.fit()
+        record = {"dataset": args.dataset, "method": args.method, "profile": args.profile, "variant": name,
+                  "overrides": overrides, "code": code_stamp(), "train_docs": int(len(trainer.train_idx)),
+                  "val_rows": int(len(trainer.val_idx)), "setup_s": round(setup, 1),
+                  "fit_s": round(result.seconds, 1), "examples_per_s": round(result.examples_per_s, 1),
+                  "steps": result.steps, "selected_epoch": result.selected_epoch,
+                  "fallback_test": result.fallback_test, "history": result.history}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, indent=1, default=float) + "\n")
+        best = max(result.history, key=lambda h: h.get("val_recall@10", -1))
+        print(f"{name}: epoch 0 P@1 {result.history[0].get('val_P@1'):.4f} R@10 "
+              f"{result.history[0].get('val_recall@10'):.4f}; best epoch {best['epoch']} P@1 {best.get('val_P@1'):.4f}"
+              f" R@10 {best.get('val_recall@10'):.4f}; served {result.selected_epoch}; {result.examples_per_s:.0f} "
+              f"ex/s, fit {result.seconds:.0f} s, setup {setup:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The CPU training path: a light tower beside the frozen encoder (encoders/tower.py) — it starts as the shipped
+encoder, trains without touching the transformer, travels with the encoder folder (save, load, vector cache key,
+ONNX), and the trainer's shortlist negatives never draw a known positive."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xc_core.datasets.container import XCDataset
+
+
+def _tiny_encoder(tiny_home: Path):
+    from xc_core.encoders.text import TextEncoder
+    from xc_core.profiles import encoder_config, get_profile
+
+    return TextEncoder(encoder_config(get_profile("tiny"), tiny_home).model_copy(update={"vector_cache": ""}))
+
+
+TEXTS = ["running shoes for men", "bank of america", "cheap flights", "shoes", "a much longer query about shoes"]
+
+
+def test_a_zero_tower_is_the_frozen_encoder_and_a_trained_one_round_trips(tiny_home: Path, tmp_path: Path) -> None:
+    import torch
+
+    encoder = _tiny_encoder(tiny_home)
+    plain = encoder.encode(TEXTS)
+    encoder.add_tower()
+    np.testing.assert_allclose(encoder.encode(TEXTS), plain, atol=1e-6)
+    with torch.no_grad():  # a trained tower: the bag moves every text, the linear map rotates the frozen vector
+        encoder.tower.bag.weight.normal_(0, 0.05, generator=torch.Generator().manual_seed(0))
+        encoder.tower.linear.weight.normal_(0, 0.05, generator=torch.Generator().manual_seed(1))
+    moved = encoder.encode(TEXTS)
+    assert np.abs(moved - plain).max() > 0.01
+    encoder.save(tmp_path / "enc")
+    from xc_core.encoders.text import encoder_for
+
+    again = encoder_for(tmp_path / "enc", max_length=encoder.cfg.max_length)
+    assert again.tower is not None
+    np.testing.assert_allclose(again.encode(TEXTS), moved, atol=1e-6)
+    from xc_core.encoders.vector_cache import VectorCache
+
+    without = encoder_for(tmp_path / "enc", max_length=encoder.cfg.max_length)
+    without.tower = None  # the same transformer: only the tower tells the two keys apart
+    assert VectorCache.key(again, TEXTS) != VectorCache.key(without, TEXTS)
+
+
+def test_an_encoder_folder_with_half_a_tower_is_a_clear_error(tiny_home: Path, tmp_path: Path) -> None:
+    from xc_core.encoders.text import encoder_for
+    from xc_core.encoders.tower import CONFIG, WEIGHTS
+
+    encoder = _tiny_encoder(tiny_home)
+    encoder.add_tower()
+    encoder.save(tmp_path / "enc")
+    (tmp_path / "enc" / CONFIG).unlink()
+    with pytest.raises(FileNotFoundError, match=f"{CONFIG} is missing.*delete {WEIGHTS}"):
+        encoder_for(tmp_path / "enc")
+    (tmp_path / "enc" / CONFIG).write_text(json.dumps({"vocab_size": 7}))
+    with pytest.raises(ValueError, match="integer 'vocab_size' and 'dim'"):
+        encoder_for(tmp_path / "enc")
+
+
+def test_the_onnx_export_carries_the_tower(tiny_home: Path, tmp_path: Path) -> None:
+    import torch
+
+    from xc_core.encoders.onnx_runtime import export_checked
+
+    encoder = _tiny_encoder(tiny_home)
+    encoder.add_tower()
+    with torch.no_grad():
+        encoder.tower.bag.weight.normal_(0, 0.05, generator=torch.Generator().manual_seed(0))
+    found = export_checked(encoder, tmp_path / "enc.onnx", TEXTS)
+    assert found["encoder_runtime"] == "onnxruntime", found
+
+
+def test_tower_training_leaves_the_transformer_alone_and_learns(tiny_data: XCDataset, tiny_home: Path,
+                                                               tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    cfg = profile.train.model_copy(update={"epochs": 4, "select_best": False, "val_split": "documents",
+                                           "tower": True, "regularize": False, "prune": False, "bandit": False,
+                                           "lr": 1e-2, "shortlist_negatives": 3, "shortlist_warmup_epochs": 1,
+                                           "shortlist_refresh_every": 2})
+    enc_cfg = encoder_config(profile, tiny_home)
+    trainer = Trainer(tiny_data, enc_cfg, cfg, tmp_path / "m")
+    before_loss, before_recall = trainer.validation_task_loss(), trainer.validation_recall()
+    result = trainer.fit()
+    assert trainer.validation_task_loss() < before_loss
+    assert result.val_recall > before_recall
+    start = load_file(str(Path(enc_cfg.model_path) / "model.safetensors"))
+    trained = load_file(str(result.encoder_dir / "model.safetensors"))
+    assert all(np.array_equal(start[k].numpy(), trained[k].numpy()) for k in start)
+    assert (result.encoder_dir / "xc_tower.safetensors").exists()
+    pool = trainer.shortlist_pool
+    assert pool is not None and (pool[trainer.train_idx] >= 0).any()
+    y = trainer.data.y_train.tocsr()
+    rows, cols = np.nonzero(pool >= 0)
+    assert not np.asarray(y[rows, pool[rows, cols]]).any(), "a known positive was mined as a negative"
+
+
+def test_merged_pools_keep_every_id_once_valid_first() -> None:
+    from xc_core.training.anchor_negatives import merge_pools
+
+    a = np.array([[3, 1, -1], [-1, -1, -1]])
+    b = np.array([[1, 5], [2, -1]])
+    assert merge_pools(a, None) is a and merge_pools(None, b) is b and merge_pools(None, None) is None
+    np.testing.assert_array_equal(merge_pools(a, b), [[3, 1, 5, -1, -1], [2, -1, -1, -1, -1]])
