@@ -26,6 +26,9 @@ class Profile(BaseModel):
     encoder: EncoderConfig
     rwr: RWRConfig
     train: TrainConfig = Field(default_factory=TrainConfig)
+    finetune: TrainConfig | None = Field(default=None, description="the schedule of methods that fine-tune the "
+                                         "transformer itself (TextGNN, OAK: their GNN trains with it) where "
+                                         "``train`` trains a tower beside it; None: ``train``")
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig, description="the classifier stage of "
                                          "'-clf' methods (the same settings for every data set)")
     tiny_model: bool = Field(default=False, description="use a random tiny BERT built under <home>/models")
@@ -58,6 +61,7 @@ class _TowerRecipe(_Recipe):
     """:data:`TOWER_RECIPE`'s fields: the recipe's, and the tower and its shortlist negatives."""
 
     tower: bool
+    tower_lr: float
     shortlist_negatives: int
     shortlist_warmup_epochs: int
     shortlist_refresh_every: int
@@ -65,10 +69,10 @@ class _TowerRecipe(_Recipe):
 
 
 #: The CPU profiles' recipe: :data:`RECIPE` with the light tower beside the frozen encoder instead of fine-tuning
-#: it (its zero start is the shipped encoder; lr for a tower from zero, chosen on validation: docs/training.md),
+#: it (its zero start is the shipped encoder; its lr chosen on validation: docs/training.md),
 #: and NGAME's hard negatives from the encoder's own shortlist after a 2-epoch warm-up, refreshed every 5 epochs
 #: (the attribute negatives on the same period).
-TOWER_RECIPE: _TowerRecipe = {**RECIPE, "lr": 1e-3, "tower": True, "shortlist_negatives": 10,
+TOWER_RECIPE: _TowerRecipe = {**RECIPE, "tower": True, "tower_lr": 1e-2, "shortlist_negatives": 10,
                               "shortlist_warmup_epochs": 2, "shortlist_refresh_every": 5,
                               "attribute_refresh_every": 5}
 #: epochs of the demo profile (every training document each epoch)
@@ -89,12 +93,19 @@ def get_profile(name: str) -> Profile:
         "demo": Profile(name="demo", encoder=EncoderConfig(max_length=32, batch_size=256), rwr=RWRConfig(),
                         train=TrainConfig(epochs=DEMO_EPOCHS, batch_size=256, cluster_size=8, val_max=2000,
                                           val_max_labels=20_000, prune_warmup_epochs=2, prune_every=2,
-                                          bandit_period=10, **TOWER_RECIPE)),
+                                          bandit_period=10, **TOWER_RECIPE),
+                        # the former demo fine-tune (2 epochs of a 2,000-document subsample): TextGNN and OAK
+                        finetune=TrainConfig(epochs=2, batch_size=64, cluster_size=8, max_train_docs=2_000,
+                                             val_max=2000, val_from_unused=True, val_max_labels=20_000,
+                                             prune_warmup_epochs=1, prune_every=1, bandit_period=10, **RECIPE)),
         # CPU, an hour on aol-1000: the demo's recipe for 100 epochs.
         "cpu": Profile(name="cpu", encoder=EncoderConfig(max_length=32, batch_size=256), rwr=RWRConfig(),
                        train=TrainConfig(epochs=100, batch_size=256, cluster_size=8, val_max=2000,
                                          val_max_labels=20_000, prune_warmup_epochs=10, prune_every=5,
-                                         bandit_period=10, **TOWER_RECIPE)),
+                                         bandit_period=10, **TOWER_RECIPE),
+                       finetune=TrainConfig(epochs=5, batch_size=64, cluster_size=8, val_max=2000,
+                                            val_max_labels=20_000, prune_warmup_epochs=2, prune_every=1,
+                                            bandit_period=10, **RECIPE)),
         # GPU: the papers' schedule (RAMEN: batch 1024, warm-up 10 epochs, re-prune every 5) with xc's recipe;
         # lr scaled with the batch from the CPU recipe's 2e-5 at 64 (RAMEN used 2e-4 at 1024).
         "full": Profile(name="full", encoder=EncoderConfig(max_length=32, batch_size=1024), rwr=RWRConfig(),
@@ -111,6 +122,12 @@ def train_settings(profile: Profile) -> TrainConfig:
     """The profile's training config, seeded by the profile: the same for every data set (no data set is
     special-cased; a user's own settings go in as overrides)."""
     return profile.train.model_copy(update={"seed": profile.seed})
+
+
+def finetune_settings(profile: Profile) -> TrainConfig:
+    """The schedule of a method that fine-tunes the transformer with its own parts (TextGNN, OAK), seeded by the
+    profile: the profile's ``finetune`` where its ``train`` trains a tower, else ``train``."""
+    return (profile.finetune or profile.train).model_copy(update={"seed": profile.seed})
 
 
 def encoder_config(profile: Profile, home: Path) -> EncoderConfig:

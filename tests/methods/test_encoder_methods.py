@@ -76,7 +76,7 @@ def test_every_data_set_gets_the_profile_recipe_then_overrides_then_the_methods_
 
     demo = get_profile("demo")
     wiki = train_config(encoder_method("ramen"), demo)
-    assert (wiki.lr, wiki.batching, wiki.regularize) == (2e-5, "random", True)
+    assert (wiki.lr, wiki.batching, wiki.regularize, wiki.tower) == (2e-5, "random", True, True)
     assert train_config(encoder_method("ramen"), demo).lr == demo.train.lr
     assert train_config(encoder_method("dual_encoder"), demo, {"lr": 1e-4, "regularize": True}).lr == 1e-4
     assert not train_config(encoder_method("dual_encoder"), demo, {"regularize": True}).regularize

@@ -136,12 +136,13 @@ class TextEncoder:
         """The trainable parameters whose gradient is sparse (the tower's bag of token embeddings)."""
         return [p for p in ([self.tower.bag.weight] if self.tower is not None else []) if p.requires_grad]
 
-    def add_tower(self) -> None:
-        """Give the encoder a zero tower (tower.py): its vectors stay the transformer's until the tower trains."""
+    def add_tower(self, hidden: int = 0) -> None:
+        """Give the encoder a zero tower (tower.py; ``hidden``: its MLP's width, 0 for none): its vectors stay the
+        transformer's until the tower trains."""
         from xc_core.encoders.tower import new_tower
 
         if self.tower is None:
-            self.tower = new_tower(len(self.tokenizer), self.dim).to(self.device)
+            self.tower = new_tower(len(self.tokenizer), self.dim, hidden).to(self.device)
 
     def freeze_base(self, texts: list[str]) -> None:
         """Freeze the transformer and keep its vector of each of ``texts`` (through the vector cache when it has
@@ -152,14 +153,18 @@ class TextEncoder:
         for param in self.model.parameters():
             param.requires_grad_(False)
         kept = self._base or {}
-        missing = list(dict.fromkeys(t for t in texts if t not in kept))
-        # the transformer's own vectors, batched by length and keyed as the shipped model's in the vector cache
+        if all(t in kept for t in texts):
+            self._base = kept
+            return
+        # the transformer's own vectors of the whole list, batched by length and keyed in the vector cache as the
+        # shipped model's encoding of that list (a label index or an evaluation encoded the same list before)
         tower, self.tower, self._base = self.tower, None, None
         try:
-            vectors = self.encode(missing, desc="frozen encoder") if missing else np.zeros((0, self.dim), np.float32)
+            vectors = self.encode(list(texts), desc="frozen encoder")
         finally:
             self.tower, self._base = tower, kept
-        self._base.update(zip(missing, torch.from_numpy(vectors).to(self.device), strict=True))
+        stored = torch.from_numpy(vectors).to(self.device)
+        self._base.update((t, stored[i]) for i, t in enumerate(texts) if t not in kept)
 
     def save(self, folder: Path) -> None:
         """The encoder as a Hugging Face folder (weights as safetensors, tokenizer), its tower beside them."""

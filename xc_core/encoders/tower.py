@@ -37,25 +37,34 @@ def _module_class() -> Any:
         """``forward(base, input_ids, attention_mask)``: unit vectors (B, dim) from the frozen unit vectors ``base``
         and the texts' token ids (padding masked out of the bag)."""
 
-        def __init__(self, vocab_size: int, dim: int) -> None:
+        def __init__(self, vocab_size: int, dim: int, hidden: int = 0) -> None:
             super().__init__()
-            self.vocab_size, self.dim = vocab_size, dim
+            self.vocab_size, self.dim, self.hidden = vocab_size, dim, hidden
             self.bag = nn.Embedding(vocab_size, dim, sparse=True)  # lazy Adam: a step touches its tokens only
             self.linear = nn.Linear(dim, dim, bias=False)
             nn.init.zeros_(self.bag.weight)
             nn.init.zeros_(self.linear.weight)
+            # optional: a residual MLP on the frozen vector (its output layer at zero, so the start is unchanged)
+            self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)) if hidden else None
+            if self.mlp is not None:
+                nn.init.zeros_(self.mlp[2].weight)
+                nn.init.zeros_(self.mlp[2].bias)
 
         def forward(self, base: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             mask = attention_mask.unsqueeze(-1).to(base.dtype)
             bag = (self.bag(input_ids) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-            return torch.nn.functional.normalize(base + self.linear(base) + bag, dim=-1)
+            out = base + self.linear(base) + bag
+            if self.mlp is not None:
+                out = out + self.mlp(base)
+            return torch.nn.functional.normalize(out, dim=-1)
 
     return Tower
 
 
-def new_tower(vocab_size: int, dim: int) -> Any:
-    """A zero tower (the identity on the frozen encoder's vectors) for a vocabulary and a vector size."""
-    return _module_class()(vocab_size, dim)
+def new_tower(vocab_size: int, dim: int, hidden: int = 0) -> Any:
+    """A zero tower (the identity on the frozen encoder's vectors) for a vocabulary and a vector size; ``hidden``:
+    the width of its residual MLP (0: none)."""
+    return _module_class()(vocab_size, dim, hidden)
 
 
 def save_tower(tower: Any, folder: Path) -> None:
@@ -64,7 +73,8 @@ def save_tower(tower: Any, folder: Path) -> None:
 
     state = {k: v.detach().cpu().contiguous() for k, v in tower.state_dict().items()}
     save_file(state, str(Path(folder) / WEIGHTS))
-    (Path(folder) / CONFIG).write_text(json.dumps({"vocab_size": tower.vocab_size, "dim": tower.dim}) + "\n")
+    (Path(folder) / CONFIG).write_text(json.dumps({"vocab_size": tower.vocab_size, "dim": tower.dim,
+                                                  "hidden": tower.hidden}) + "\n")
 
 
 def load_tower(folder: Path) -> Any | None:
@@ -80,7 +90,7 @@ def load_tower(folder: Path) -> Any | None:
                                 f"encoder folder, or delete {WEIGHTS} and {CONFIG} to use the encoder without it")
     try:
         shape = json.loads(config.read_text())
-        tower = new_tower(int(shape["vocab_size"]), int(shape["dim"]))
+        tower = new_tower(int(shape["vocab_size"]), int(shape["dim"]), int(shape.get("hidden", 0)))
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{config}: expected a JSON object with integer 'vocab_size' and 'dim' ({err}); the file "
                          "is written by xc's trainer: train the encoder again or restore the file") from err

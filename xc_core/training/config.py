@@ -25,6 +25,10 @@ class TrainConfig(BaseModel):
                         "(encoders/tower.py: a bag of token embeddings and a linear map added to the frozen vector) "
                         "instead of fine-tuning it: a step costs no transformer pass (the CPU profiles); False: "
                         "fine-tune every layer (the GPU profile)")
+    tower_hidden: int = Field(default=0, ge=0, description="width of the tower's residual MLP on the frozen vector "
+                              "(0: none; the bag of token embeddings and the linear map only)")
+    tower_lr: float = Field(default=1e-2, gt=0, description="learning rate of the tower (``tower``; ``lr`` is the "
+                            "transformer's): a tower starts at zero and its rows are few steps' worth of updates")
     batching: Literal["clusters", "random"] = "clusters"
     cluster_size: int = Field(default=8, ge=1, description="initial NGAME cluster size (documents)")
     cluster_refresh_every: int = Field(default=5, ge=1, description="epochs between re-clustering (RAMEN: 5)")

@@ -139,8 +139,9 @@ class Trainer:
         if self.world > 1:
             raise ValueError("tower=True trains on one process (its step is a few small matrix products): launch "
                              "without torchrun, or set tower=False to fine-tune the transformer with DDP")
-        self.encoder.add_tower()
-        self.encoder.freeze_base([*self.data.train_texts, *self.data.label_texts])
+        self.encoder.add_tower(self.cfg.tower_hidden)
+        for texts in (self.data.train_texts, self.data.label_texts):  # one list each: the vector cache's keys
+            self.encoder.freeze_base(list(texts))
 
     def _build_losses(self) -> None:
         from xc_core.training.bandit import LambdaBandit
@@ -241,7 +242,8 @@ class Trainer:
 
         sparse = self.encoder.sparse_parameters()
         dense = [p for p in self.encoder.trainable_parameters() if all(p is not q for q in sparse)]
-        return optim.build(dense, self.cfg.lr, self.cfg.weight_decay, schedule, sparse)
+        return optim.build(dense, self.cfg.tower_lr if self.cfg.tower else self.cfg.lr, self.cfg.weight_decay,
+                           schedule, sparse)
 
     def _clip(self) -> None:
         """Clip the dense gradients' norm to 1 (a sparse embedding gradient is left as it is: lazy Adam scales each
@@ -521,8 +523,8 @@ class Trainer:
         """Validation metrics of the current encoder as a history record; keeps the best epoch's weights."""
         metrics = self.validation_metrics()
         record = {"epoch": epoch, "task_loss": task_value, **{f"val_{k}": v for k, v in metrics.items()}}
-        if self.rank == 0:
-            self.sink.log_metrics({f"val/{k}": v for k, v in metrics.items()}, global_step)
+        if self.rank == 0:  # the epoch beside its validation: MLflow's charts read progress off it
+            self.sink.log_metrics({"epoch": float(epoch), **{f"val/{k}": v for k, v in metrics.items()}}, global_step)
         if self.cfg.select_best and self._last_top is not None and self.choice.add(epoch, self._last_top):
             # epoch 0 is the fallback, served when no trained epoch beats it; a later best is the candidate
             if self.rank == 0:
@@ -613,7 +615,8 @@ class Trainer:
                 if global_step % cfg.log_every_steps == 0 and self.rank == 0:
                     self._log_step(terms, total, weights, examples / max(time.perf_counter() - started, 1e-9),
                                    global_step)
-                bar.set_postfix(task=f"{task_value:.4f}")
+                bar.set_postfix(task=f"{task_value:.4f}",
+                                examples_s=f"{examples / max(time.perf_counter() - started, 1e-9):.0f}")
                 bar.update(1)
                 if cfg.checkpoint_every_steps and global_step % cfg.checkpoint_every_steps == 0:
                     self._save(epoch, step + 1, global_step, assign, optimizer, scheduler, history, prune_log)

@@ -71,12 +71,12 @@ class OakMethod:
 
     def settings(self, job: TrainJob) -> tuple[OakConfig, Any]:
         """(OakConfig, TrainConfig): the profile's recipe, then the caller's overrides for either."""
-        from xc_core.profiles import train_settings
+        from xc_core.profiles import finetune_settings
         from xc_core.training.config import TrainConfig
 
         own = {k: v for k, v in job.overrides.items() if k in OakConfig.model_fields}
         cfg = OakConfig(**{**self.cfg.model_dump(), "seed": job.profile.seed, **own})
-        train_cfg = train_settings(job.profile).model_copy(
+        train_cfg = finetune_settings(job.profile).model_copy(
             update={k: v for k, v in job.overrides.items() if k in TrainConfig.model_fields})
         return cfg, train_cfg
 

@@ -47,10 +47,10 @@ class TextGNNMethod:
 
     def settings(self, job: TrainJob) -> tuple[Any, TextGNNConfig]:
         """(TrainConfig, TextGNNConfig): the profile's recipe, then the caller's overrides for either."""
-        from xc_core.profiles import train_settings
+        from xc_core.profiles import finetune_settings
         from xc_core.training.config import TrainConfig
 
-        cfg = train_settings(job.profile).model_copy(
+        cfg = finetune_settings(job.profile).model_copy(
             update={k: v for k, v in job.overrides.items() if k in TrainConfig.model_fields})
         own = {k: v for k, v in job.overrides.items() if k in TextGNNConfig.model_fields}
         return cfg, TextGNNConfig(**{**self.cfg.model_dump(), **own})
