@@ -35,10 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import scipy.sparse as sp
+from xc_core.graphs.oracle import ORACLE, covered_queries, oracle_set
 
-ORACLE = "oracle_test_labels"
 #: ``ramen``'s overrides here: the oracle's anchors are test-period labels, and synthetic's label texts are often a
 #: test query's text too, so the held-out filter would drop most of them (the set has no ``anchor_spaces`` entry, so
 #: it counts as a document-space set; declaring it a label space would also keep the filter off it); every set at its
@@ -46,27 +44,8 @@ ORACLE = "oracle_test_labels"
 TRAIN_SETTINGS = {"graph_worth": False, "exclude_heldout_anchors": False}
 
 
-def oracle_set(data: Any, share: float, seed: int, novel_only: bool = False) -> Any:
-    """The training query → its text's test-period labels edges, a seeded ``share`` of them kept; ``novel_only``:
-    only labels the query has no training pair with (what the task loss cannot already teach)."""
-    from xc_core.datasets.container import AnchorSet
-
-    first: dict[str, int] = {}
-    for i, text in enumerate(data.train_texts):
-        first.setdefault(text, i)
-    y = sp.csr_matrix(data.y_test)
-    pairs = [(first[text], int(j)) for t, text in enumerate(data.test_texts) if text in first
-             for j in y.indices[y.indptr[t]:y.indptr[t + 1]]]
-    pairs_arr = np.unique(np.asarray(pairs, np.int64).reshape(-1, 2), axis=0)
-    if novel_only:
-        trained = np.asarray(sp.csr_matrix(data.y_train)[pairs_arr[:, 0], pairs_arr[:, 1]]).ravel() > 0
-        pairs_arr = pairs_arr[~trained]
-    keep = np.random.default_rng(seed).random(len(pairs_arr)) < share
-    pairs_arr = pairs_arr[keep]
-    labels, anchor = np.unique(pairs_arr[:, 1], return_inverse=True)
-    return AnchorSet(name=ORACLE, texts=[data.label_texts[j] for j in labels],
-                     doc_edges=np.stack([pairs_arr[:, 0], anchor], axis=1),
-                     label_edges=np.empty((0, 2), np.int64))
+#: the subset of test queries whose text is a training query's (the positive control's criterion, issue #62)
+COVERED = "oracle-covered"
 
 
 def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path, name: str,
@@ -132,7 +111,10 @@ def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
                              "`xc eval` there first")
         per_row[role] = rows  # gain_rows pairs its roles: the graph run against the text-only one
     data = XCDataset.load(anchors_dir(entries[0][0], dataset))
-    return [r for r in gain_rows(data, per_row) if r["subset"] in ("all", "tail half (deciles 5–9)")]
+    covered = {COVERED: covered_queries(data)}  # the test queries the oracle can reach (issue #62)
+    return [r for r in gain_rows(data, per_row, extra_subsets=covered)
+            if r["subset"] in ("all", "tail half (deciles 5–9)", COVERED)]
+
 
 
 def _run(done: dict[str, Any], path: Path, key: str) -> dict[str, Any]:

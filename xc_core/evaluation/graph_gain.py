@@ -41,12 +41,14 @@ def _subset(rows: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarr
     return {k: v[mask] for k, v in rows.items()}
 
 
-def gain_rows(data: XCDataset, per_row: dict[str, dict[str, np.ndarray]], seed: int = 0) -> list[dict[str, Any]]:
+def gain_rows(data: XCDataset, per_row: dict[str, dict[str, np.ndarray]], seed: int = 0,
+              extra_subsets: dict[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
     """One row per (pair, subset): the paired P@1 difference (a fraction) with its 95% interval and the rows, for each
-    pair of :data:`PAIRS` whose two methods' per-query terms are in ``per_row`` (method → its evaluation's)."""
+    pair of :data:`PAIRS` whose two methods' per-query terms are in ``per_row`` (method → its evaluation's).
+    ``extra_subsets``: more named boolean masks over the test queries (e.g. the queries an anchor set covers)."""
     deciles, basis = query_deciles(data)
     subsets = {"all": np.ones(len(deciles), bool), "tail half (deciles 5–9)": deciles >= 5,
-               **{f"decile {d}": deciles == d for d in range(10)}}
+               **{f"decile {d}": deciles == d for d in range(10)}, **(extra_subsets or {})}
     out = []
     for graph, text in PAIRS:
         if graph not in per_row or text not in per_row:

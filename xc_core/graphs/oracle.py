@@ -1,0 +1,48 @@
+"""The positive control for graph regularizers: an oracle anchor set that links each training query to the labels
+the same query text clicks in the *test* period.
+
+**A diagnostic, never a method**: it reads the test split on purpose, no method trains on it, and no figure made
+with it is a result of xc. It answers one question before any verdict on a real graph: can the regularizer carry
+information it is handed? If ``ramen`` trained with this set does not beat ``dual_encoder`` on the test queries the
+set covers, the training loop cannot absorb the answers, and no real graph can help it
+(``benchmarks/graph_oracle.py``, ``tests/training/test_tower.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+#: the oracle set's name in a data set's anchor sets
+ORACLE = "oracle_test_labels"
+
+
+def oracle_set(data: Any, share: float = 1.0, seed: int = 0, novel_only: bool = False) -> Any:
+    """The training query → its text's test-period labels edges, a seeded ``share`` of them kept; ``novel_only``:
+    only labels the query has no training pair with (what the task loss cannot already teach)."""
+    from xc_core.datasets.container import AnchorSet
+
+    first: dict[str, int] = {}
+    for i, text in enumerate(data.train_texts):
+        first.setdefault(text, i)
+    y = sp.csr_matrix(data.y_test)
+    pairs = [(first[text], int(j)) for t, text in enumerate(data.test_texts) if text in first
+             for j in y.indices[y.indptr[t]:y.indptr[t + 1]]]
+    pairs_arr = np.unique(np.asarray(pairs, np.int64).reshape(-1, 2), axis=0)
+    if novel_only:
+        trained = np.asarray(sp.csr_matrix(data.y_train)[pairs_arr[:, 0], pairs_arr[:, 1]]).ravel() > 0
+        pairs_arr = pairs_arr[~trained]
+    keep = np.random.default_rng(seed).random(len(pairs_arr)) < share
+    pairs_arr = pairs_arr[keep]
+    labels, anchor = np.unique(pairs_arr[:, 1], return_inverse=True)
+    return AnchorSet(name=ORACLE, texts=[data.label_texts[j] for j in labels],
+                     doc_edges=np.stack([pairs_arr[:, 0], anchor], axis=1).reshape(-1, 2),
+                     label_edges=np.empty((0, 2), np.int64))
+
+
+def covered_queries(data: Any) -> np.ndarray:
+    """(test queries,) bool: the query's text is a training query's, so the oracle links it to its test labels."""
+    train = set(data.train_texts)
+    return np.array([text in train for text in data.test_texts], dtype=bool)
