@@ -89,10 +89,11 @@ def get_profile(name: str) -> Profile:
                                           prune_every=1, bandit_period=5)),
         # CPU minutes (`make run` ≤ 15 min on 2 cores): every training document, the tower beside the frozen
         # shipped encoder (encoders/tower.py; a step runs no transformer), NGAME's curriculum: random batches,
-        # then every 5 epochs each document's own shortlist of non-positive labels as hard negatives.
+        # then every 5 epochs each document's own shortlist of non-positive labels as hard negatives; RAMEN's
+        # pruning on the same period (RAMEN: warm-up 10 and every 5 of 100 epochs).
         "demo": Profile(name="demo", encoder=EncoderConfig(max_length=32, batch_size=256), rwr=RWRConfig(),
                         train=TrainConfig(epochs=DEMO_EPOCHS, batch_size=256, cluster_size=8, val_max=2000,
-                                          val_max_labels=20_000, prune_warmup_epochs=2, prune_every=2,
+                                          val_max_labels=20_000, prune_warmup_epochs=5, prune_every=5,
                                           bandit_period=10, **TOWER_RECIPE),
                         # the former demo fine-tune (2 epochs of a 2,000-document subsample): TextGNN and OAK
                         finetune=TrainConfig(epochs=2, batch_size=64, cluster_size=8, max_train_docs=2_000,

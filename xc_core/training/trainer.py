@@ -121,6 +121,9 @@ class Trainer:
         prepared = prepare_anchors(dataset, self.data, cfg, self.train_idx, self.val_idx, self.attributes)
         self.data, self.train_idx = prepared.data, prepared.train_idx  # the anchor_pairs control may add pairs
         self.full_anchors, self.doc_sets, self.label_sets = prepared.full, prepared.doc_sets, prepared.label_sets
+        if cfg.tower:  # the anchors' frozen vectors too, in one call per set (not a transformer pass per step)
+            for anchor_set in self.full_anchors.values():
+                self.encoder.freeze_base(list(anchor_set.texts))
         self.graph_worth = prepared.graph_worth
         self.heldout_anchor_edges = prepared.heldout_edges
         self.attribute_anchor_edges = prepared.attribute_edges  # edges dropped by attribute_anchor_filter, per set
