@@ -107,6 +107,9 @@ class TrainConfig(BaseModel):
     val_max_labels: int | None = Field(default=None, ge=10, description="validation ranks the validation "
                                        "positives plus a seeded sample of the other labels up to this many (None: all)")
     max_train_docs: int | None = Field(default=None, description="seeded subsample of train documents")
+    train_share: float = Field(default=1.0, gt=0, le=1, description="seeded share of the training documents the "
+                               "encoder trains on; the rest are never trained on, so the classifier stage of a "
+                               "'-clf' method can score them out of fold (it never scores the encoder's own rows)")
     checkpoint_every_steps: int = Field(default=0, ge=0, description="also checkpoint every N steps (0: epochs)")
     log_every_steps: int = Field(default=10, ge=1)
     seed: int = 0

@@ -23,10 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from xc_core import seeds
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.fallback import Decision, FallbackPolicy, cross_fitted, row_folds
-from xc_core.seeds import Stream
 from xc_core.training.config import TrainConfig
 from xc_core.training.validation import ValidationSplit
 
@@ -101,15 +99,12 @@ class EpochChoice:
 
 def split(dataset: XCDataset, cfg: TrainConfig) -> ValidationSplit:
     """The trainer's validation split (:func:`~xc_core.training.validation.validation_split`) with its
-    ``max_train_docs`` subsample; train rows without a label (in ``y_fit``) dropped (validation keeps them and scores
-    them 0, as the trainer does)."""
-    from xc_core.training.validation import validation_split
+    ``max_train_docs`` / ``train_share`` subsample; train rows without a label (in ``y_fit``) dropped (validation
+    keeps them and scores them 0, as the trainer does)."""
+    from xc_core.training.validation import train_subsample, validation_split
 
     found = validation_split(dataset, cfg)
-    train = found.train_rows
-    if cfg.max_train_docs is not None and len(train) > cfg.max_train_docs:
-        keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(train), cfg.max_train_docs, replace=False)
-        train = np.sort(train[keep])
+    train = train_subsample(found.train_rows, cfg)
     labelled = np.diff(sp.csr_matrix(found.y_fit).indptr) > 0
     return dataclasses.replace(found, train_rows=train[labelled[train]])
 

@@ -33,7 +33,7 @@ from xc_core.training.checkpoint import latest, load_checkpoint, load_encoder_we
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
 from xc_core.training.ranker import ValidationRanker
-from xc_core.training.validation import validation_split
+from xc_core.training.validation import train_subsample, validation_split
 
 if TYPE_CHECKING:
     from xc_core.evaluation.fallback import Decision
@@ -98,10 +98,7 @@ class Trainer:
         if cfg.tower:
             self._freeze_under_tower()
         self.train_idx, self.val_idx = self.split.train_rows, self.split.val_rows
-        if cfg.max_train_docs is not None and len(self.train_idx) > cfg.max_train_docs:
-            keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(self.train_idx), cfg.max_train_docs,
-                                                                      replace=False)
-            self.train_idx = np.sort(self.train_idx[keep])
+        self.train_idx = train_subsample(self.train_idx, cfg)
         from xc_core.training.attributes import AttributeIndex
 
         #: the data set's item metadata (brand / location per label); None without any (aol-1000, XC folders)

@@ -34,7 +34,18 @@ if TYPE_CHECKING:
 #: the TrainConfig fields that fix a model's validation rows: recorded with every trained model (``validation_split``
 #: in its record), read back by ``xc eval --split validation``, IRENE and the classifier stage
 SPLIT_FIELDS = ("seed", "val_split", "val_fraction", "val_min", "val_min_share", "val_max", "val_from_unused",
-                "max_train_docs")
+                "max_train_docs", "train_share")
+
+
+def train_subsample(rows: np.ndarray, cfg: TrainConfig) -> np.ndarray:
+    """The training rows an encoder trains on: a seeded subsample of ``rows`` of at most ``max_train_docs`` and
+    ``train_share`` of them (sorted), or all of them."""
+    cap = len(rows) if cfg.max_train_docs is None else min(len(rows), cfg.max_train_docs)
+    cap = min(cap, int(round(cfg.train_share * len(rows))))
+    if cap >= len(rows):
+        return rows
+    keep = seeds.rng(cfg.seed, Stream.TRAIN_SUBSAMPLE).choice(len(rows), cap, replace=False)
+    return np.sort(rows[keep])
 
 
 class SplitSettingsMissing(LookupError, ValueError):
