@@ -45,10 +45,12 @@ def _module_class() -> Any:
             nn.init.zeros_(self.bag.weight)
             nn.init.zeros_(self.linear.weight)
             # optional: a residual MLP on the frozen vector (its output layer at zero, so the start is unchanged)
-            self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)) if hidden else None
-            if self.mlp is not None:
-                nn.init.zeros_(self.mlp[2].weight)
-                nn.init.zeros_(self.mlp[2].bias)
+            self.mlp: nn.Module | None = None
+            if hidden:
+                output = nn.Linear(hidden, dim)
+                nn.init.zeros_(output.weight)
+                nn.init.zeros_(output.bias)
+                self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), output)
 
         def forward(self, base: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             mask = attention_mask.unsqueeze(-1).to(base.dtype)
