@@ -48,8 +48,9 @@ class TrainConfig(BaseModel):
                                "the click graph): add each (anchor document, label) edge as a training pair instead "
                                "of a regularizer, so 'more labelled pairs' and 'graph signal' can be told apart")
     attribute_negatives: int = Field(default=0, ge=0, description="brand/location-safe hard negatives (issue #32, "
-                                     "training/attributes.py): every attribute_refresh_every epochs, per training document whose text "
-                                     "names a brand or place some label carries, mine this many of the encoder's most "
+                                     "training/attributes.py): every attribute_refresh_every epochs, per training "
+                                     "document whose text names a brand or place some label carries, mine this many of "
+                                     "the encoder's most "
                                      "similar labels carrying another value; each step adds one to the row's softmax "
                                      "(0: off; nothing changes on data sets without item metadata; softmax loss only)")
     anchor_negatives: int = Field(default=0, ge=0, description="hard negatives in the graph regularizers (issue "
