@@ -121,20 +121,25 @@ class TextEncoder:
 
     def parameter_count(self) -> int:
         """Every weight of the transformer and of its tower (trainable or not): the costs table's model size."""
-        return sum(int(p.numel()) for p in self.modules_to_save_parameters())
+        return sum(int(p.numel()) for p in self.all_parameters())
 
-    def modules_to_save_parameters(self) -> list[torch.nn.Parameter]:
+    def all_parameters(self) -> list[torch.nn.Parameter]:
         """The transformer's parameters, then the tower's (when there is one)."""
         return [*self.model.parameters(), *(self.tower.parameters() if self.tower is not None else [])]
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """What a training step updates: the tower's weights once the transformer is frozen, else every weight
         that requires a gradient."""
-        return [p for p in self.modules_to_save_parameters() if p.requires_grad]
+        return [p for p in self.all_parameters() if p.requires_grad]
 
     def sparse_parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters whose gradient is sparse (the tower's bag of token embeddings)."""
         return [p for p in ([self.tower.bag.weight] if self.tower is not None else []) if p.requires_grad]
+
+    def dense_parameters(self) -> list[torch.nn.Parameter]:
+        """The trainable parameters whose gradient is dense (AdamW's, and gradient clipping's)."""
+        sparse = self.sparse_parameters()
+        return [p for p in self.trainable_parameters() if all(p is not q for q in sparse)]
 
     def add_tower(self, hidden: int = 0) -> None:
         """Give the encoder a zero tower (tower.py; ``hidden``: its MLP's width, 0 for none): its vectors stay the

@@ -240,19 +240,15 @@ class Trainer:
             rise = min(1.0, (step + 1) / warmup)
             return min(1.0, rise * max(0.0, (total_steps - step) / max(1, total_steps - warmup)))
 
-        sparse = self.encoder.sparse_parameters()
-        dense = [p for p in self.encoder.trainable_parameters() if all(p is not q for q in sparse)]
-        return optim.build(dense, self.cfg.tower_lr if self.cfg.tower else self.cfg.lr, self.cfg.weight_decay,
-                           schedule, sparse)
+        return optim.build(self.encoder.dense_parameters(), self.cfg.tower_lr if self.cfg.tower else self.cfg.lr,
+                           self.cfg.weight_decay, schedule, self.encoder.sparse_parameters())
 
     def _clip(self) -> None:
         """Clip the dense gradients' norm to 1 (a sparse embedding gradient is left as it is: lazy Adam scales each
         row's step by its own history)."""
         import torch
 
-        sparse = self.encoder.sparse_parameters()
-        torch.nn.utils.clip_grad_norm_([p for p in self.encoder.trainable_parameters()
-                                        if all(p is not q for q in sparse)], 1.0)
+        torch.nn.utils.clip_grad_norm_(self.encoder.dense_parameters(), 1.0)
 
     # -- one step ----------------------------------------------------------------------------
     def _shard(self, batch: Batch) -> Batch:
