@@ -85,3 +85,24 @@ def test_a_model_with_the_same_files_copies_its_twins_index_and_another_builds_i
     config.write_text(config.read_text().replace("{", '{"xc_note": "changed", ', 1))
     predict_or_copy(tiny_data, changed, 16, indexes / "other-tiny", "runs:/c/encoder", k=10)
     assert "copied_from" not in json.loads((indexes / "other-tiny" / "index_report.json").read_text())
+
+
+def test_the_saved_test_ranking_is_exact_and_the_served_index_is_measured_against_it(
+        tiny_data: XCDataset, encoder_dir: Path, tmp_path: Path) -> None:
+    """The metrics read a brute-force ranking of every label (issue #63), not the HNSW that serves: each test query's
+    top-10 is the argsort of its inner products with every label vector; the report says so and holds the served
+    index's recall@10 against it."""
+    import json
+
+    from xc_core.encoders.text import encoder_for
+
+    encoder = encoder_for(encoder_dir, 16)
+    found = predict(tiny_data, encoder, tmp_path / "idx", "runs:/a/encoder", k=10)
+    labels = np.load(tmp_path / "idx" / "label_vectors.npy")
+    similarity = encoder.encode(tiny_data.test_texts) @ labels.T
+    best = np.sort(similarity, axis=1)[:, ::-1][:, :10]
+    ranked = np.load(tmp_path / "idx" / "test_top_scores.npy")
+    assert np.allclose(ranked, best, atol=1e-5)
+    report = json.loads((tmp_path / "idx" / "index_report.json").read_text())
+    assert report["ranking"] == "exact" and 0 < report["hnsw_recall@10"] <= 1
+    assert found.index_recall_at_10 == report["hnsw_recall@10"]

@@ -32,6 +32,30 @@ def test_decision_rule_primary_must_improve_and_guards_must_hold() -> None:
     assert decide({"P@1": 0.4, "PSP@5": 0.495}, {"P@1": 0.3, "PSP@5": 0.5}, policy).promote
 
 
+def test_a_guard_is_a_paired_test_whose_interval_holding_0_is_a_tie_band() -> None:
+    """Issue #63: the tail guard is not a fixed 0.01 on two point estimates. Paired on the same queries, a drop whose
+    interval holds 0 is a tie (the guard holds, and the reason shows the band and its interval); a drop whose
+    interval lies below 0 rejects, however small; a guard with no paired test falls back to the point rule."""
+    from xc_core.tracking.registry import PairedLead
+
+    policy = PromotionPolicy(primary="P@1", guards={"tail_P@5": 0.0}, confidence=0.95)
+    better = {"P@1": 0.48, "tail_P@5": 0.069}, {"P@1": 0.37, "tail_P@5": 0.080}
+    lead = PairedLead(0.11, 0.09, 0.13, 0.0, 2744, 0.95)
+    tie = decide(*better, policy, lead, paired_guards={"tail_P@5": PairedLead(-0.011, -0.024, 0.002, 0.09, 2744, 0.95)})
+    assert tie.promote and "tail_P@5 tie band: -0.0110, 95% CI [-0.0240, +0.0020]" in tie.reason
+    assert tie.guards[0].as_dict()["band"] == "tie" and tie.guards[0].held
+    worse = decide(*better, policy, lead,
+                   paired_guards={"tail_P@5": PairedLead(-0.004, -0.006, -0.002, 0.001, 2744, 0.95)})
+    assert not worse.promote and worse.reason.startswith("guard tail_P@5 regresses: tail_P@5 worse: -0.0040")
+    tolerant = PromotionPolicy(primary="P@1", guards={"tail_P@5": 0.01})  # worse, but not by more than 0.01
+    assert decide(*better, tolerant, lead,
+                  paired_guards={"tail_P@5": PairedLead(-0.004, -0.006, -0.002, 0.001, 2744, 0.95)}).promote
+    unpaired = decide(*better, policy, lead)  # the 0.011 point drop exceeds the unpaired tolerance of 0.01
+    assert not unpaired.promote and "point estimates" in unpaired.reason
+    within = decide(*better, policy, PairedLead(0.11, -0.01, 0.23, 0.2, 2744, 0.95))
+    assert not within.promote and "tie band" in within.reason
+
+
 def _ab(metric: str, pct: float, low: float, high: float, p: float) -> dict[str, dict[str, object]]:
     """The fields of an A/B result (xc_core.abtest's JSON) the gate reads, for one metric."""
     return {"delta_pct": {metric: pct}, "ci95": {metric: [low, high]}, "p_value": {metric: p}}

@@ -1,6 +1,9 @@
 """Evaluation: XC metrics with pyxclib's definitions, and the papers' analyses over them."""
 
 from xc_core.evaluation.analyses import (
+    TAIL_BIN,
+    TAIL_P5,
+    TAIL_PREFIX,
     SeenLabelView,
     bootstrap_ci,
     bootstrap_ratio_ci,
@@ -17,6 +20,7 @@ from xc_core.evaluation.analyses import (
     seen_label_scores,
     seen_label_view,
     subset_metrics,
+    tail_truth,
     trained_labels,
     untrained_positive_share,
 )
@@ -41,6 +45,9 @@ from xc_core.evaluation.metrics import (
 )
 
 __all__ = [
+    "TAIL_BIN",
+    "TAIL_P5",
+    "TAIL_PREFIX",
     "PROPENSITY_CONSTANTS",
     "SeenLabelView",
     "aggregate",
@@ -72,6 +79,7 @@ __all__ = [
     "seen_label_scores",
     "seen_label_view",
     "subset_metrics",
+    "tail_truth",
     "to_csr",
     "top_k",
     "trained_labels",

@@ -170,12 +170,14 @@ def paired_metric_diff(rows_a: dict[str, np.ndarray], rows_b: dict[str, np.ndarr
 
 
 def per_row_metrics(y_true: sp.spmatrix, top: np.ndarray,
-                    inv_propensity: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                    inv_propensity: np.ndarray | None = None, bins: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Per-row values for the confidence intervals of :data:`PER_ROW_METRICS`.
 
     ``top`` from :func:`top_k` with at least 10 columns. Keys "P@1", "P@5", "R@10" (row means give the
     metric) and, with ``inv_propensity``, "PSP@1/numerator", "PSP@1/denominator", "PSP@5/…" (ratio of
-    the sums gives the metric: use :func:`bootstrap_ratio_ci`).
+    the sums gives the metric: use :func:`bootstrap_ratio_ci`). With ``bins`` (:func:`label_quantiles`), also
+    :data:`TAIL_P5`: each row's P@5 counting only hits on the tail bin's labels (its mean is bin 0's P@5 of
+    :func:`quantile_contributions`), so a tail guard is a paired test over the same queries.
     """
     cut = max(k for _, k in PER_ROW_METRICS)
     if top.shape[1] < cut:
@@ -190,7 +192,26 @@ def per_row_metrics(y_true: sp.spmatrix, top: np.ndarray,
             out[f"PSP@{k}/denominator"] = terms[name].denominator[:, k - 1]
         else:
             out[f"{name}@{k}"] = terms[name].numerator[:, k - 1]
+    if bins is not None:
+        out[TAIL_P5] = metric_terms(tail_truth(y_true, bins), top[:, :5])["P"].numerator[:, 4]
     return out
+
+
+#: the label-frequency bin a tail guard reads (:func:`label_quantiles`' bin 0: the rarest labels, and every label
+#: without a training positive)
+TAIL_BIN = 0
+#: a metric counted only on the tail bin's labels is named with this prefix (``tail_P@5``)
+TAIL_PREFIX = "tail_"
+TAIL_P5 = f"{TAIL_PREFIX}P@5"
+
+
+def tail_truth(y_true: sp.spmatrix, bins: np.ndarray) -> sp.csr_matrix:
+    """``y_true`` keeping only the positives on labels of the tail bin (:data:`TAIL_BIN`): any metric scored
+    against it counts the tail's hits only (``P@5`` against it is bin 0's share of P@5)."""
+    truth = sp.csr_matrix(y_true, copy=True)
+    truth.data = np.where(np.asarray(bins)[truth.indices] == TAIL_BIN, truth.data, 0).astype(truth.data.dtype)
+    truth.eliminate_zeros()
+    return truth
 
 
 def confidence_intervals(per_row: dict[str, np.ndarray], n_boot: int = 1000, seed: int = 0,

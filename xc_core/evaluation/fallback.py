@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field
 
 from xc_core import seeds
-from xc_core.evaluation.analyses import paired_metric_diff
+from xc_core.evaluation.analyses import TAIL_PREFIX, paired_metric_diff
 from xc_core.evaluation.metrics import metric_terms
 from xc_core.seeds import Stream
 
@@ -90,9 +90,16 @@ def row_folds(n: int, k: int, seed: int, stream: int = Stream.FALLBACK_HALVES) -
 
 
 def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray,
-            inv_propensity: np.ndarray | None) -> dict[str, np.ndarray]:
+            inv_propensity: np.ndarray | None, tail: sp.csr_matrix | None = None) -> dict[str, np.ndarray]:
     """``metric``'s per-row terms in :func:`~xc_core.evaluation.analyses.per_row_metrics`' layout (any k): the
-    per-row values of a mean (P, nDCG, R), or ``<metric>/numerator`` and ``/denominator`` of a ratio (PSP)."""
+    per-row values of a mean (P, nDCG, R), or ``<metric>/numerator`` and ``/denominator`` of a ratio (PSP).
+    A ``tail_`` metric (``tail_P@5``) is its base metric scored against ``tail`` (the rows' positives on the tail
+    bin's labels only: :func:`~xc_core.evaluation.analyses.tail_truth`)."""
+    if metric.startswith(TAIL_PREFIX):
+        if tail is None:
+            raise ValueError(f"{metric}: pass the rows' tail positives (tail_truth) to score a tail metric")
+        base = metric.removeprefix(TAIL_PREFIX)
+        return {key.replace(base, metric, 1): value for key, value in per_row(base, tail, top, inv_propensity).items()}
     family, k = metric.split("@")
     depth = int(k)
     if top.shape[1] < depth:
@@ -104,11 +111,12 @@ def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray,
 
 
 def paired_metric(metric: str, truth: sp.csr_matrix, top_a: np.ndarray, top_b: np.ndarray,
-                  inv_propensity: np.ndarray | None, policy: FallbackPolicy) -> tuple[float, float, float]:
+                  inv_propensity: np.ndarray | None, policy: FallbackPolicy,
+                  tail: sp.csr_matrix | None = None) -> tuple[float, float, float]:
     """(a − b, low, high) of ``metric`` (``P@1``, ``R@10``, ``PSP@1`` …) over the same rows, by the paired bootstrap
     the reports use (:func:`~xc_core.evaluation.analyses.paired_metric_diff`)."""
-    found = paired_metric_diff(per_row(metric, truth, top_a, inv_propensity),
-                               per_row(metric, truth, top_b, inv_propensity), metric,
+    found = paired_metric_diff(per_row(metric, truth, top_a, inv_propensity, tail),
+                               per_row(metric, truth, top_b, inv_propensity, tail), metric,
                                alpha=1 - policy.confidence, n_boot=policy.n_boot, seed=policy.seed)
     assert found is not None  # both sides hold the metric's terms by construction
     gain, low, high, _ = found
@@ -117,10 +125,12 @@ def paired_metric(metric: str, truth: sp.csr_matrix, top_a: np.ndarray, top_b: n
 
 def against_fallback(choice: str, candidate_top: np.ndarray, fallback_top: np.ndarray, truth: sp.spmatrix,
                      inv_propensity: np.ndarray | None, metric: str, policy: FallbackPolicy,
-                     picked_on_rows: int = 0, candidate: dict[str, Any] | None = None) -> Decision:
+                     picked_on_rows: int = 0, candidate: dict[str, Any] | None = None,
+                     tail: sp.spmatrix | None = None) -> Decision:
     """The rule of the module docstring on held-out rows: ``candidate_top`` / ``fallback_top`` rank the labels
     (columns of ``truth``) for the same rows, which the candidate was *not* picked on. Guards that need
-    propensities are skipped when ``inv_propensity`` is None."""
+    propensities are skipped when ``inv_propensity`` is None, tail guards (``tail_P@5``) when ``tail`` (the rows'
+    positives on the tail bin's labels) is."""
     truth = sp.csr_matrix(truth)
     record: dict[str, Any] = {"choice": choice, "metric": metric, "picked_on_rows": picked_on_rows,
               "tested_on_rows": int(truth.shape[0]), "candidate": dict(candidate or {})}
@@ -134,8 +144,10 @@ def against_fallback(choice: str, candidate_top: np.ndarray, fallback_top: np.nd
         return Decision(kept=False, reason="the candidate ranks every held-out row as the fallback does",
                         gain=0.0, low=0.0, high=0.0, **record)
     gain, low, high = paired_metric(metric, truth, candidate_top, fallback_top, inv_propensity, policy)
-    guards = {g: list(paired_metric(g, truth, candidate_top, fallback_top, inv_propensity, policy))
-              for g in policy.guards if inv_propensity is not None or not g.startswith("PS")}
+    tail = sp.csr_matrix(tail) if tail is not None else None
+    guards = {g: list(paired_metric(g, truth, candidate_top, fallback_top, inv_propensity, policy, tail))
+              for g in policy.guards if (inv_propensity is not None or not g.startswith("PS"))
+              and (tail is not None or not g.startswith(TAIL_PREFIX))}
     record["detectable"] = {metric: (high - low) / 2, **{g: (g_high - g_low) / 2
                                                          for g, (_, g_low, g_high) in guards.items()}}
     lost = [g for g, (_, _, g_high) in guards.items() if g_high < 0]
@@ -159,13 +171,15 @@ def against_fallback(choice: str, candidate_top: np.ndarray, fallback_top: np.nd
 def cross_fitted(choice: str, select: Callable[[np.ndarray], Hashable], top_of: Callable[[Any], np.ndarray],
                  fallback_top: np.ndarray, truth: sp.spmatrix, inv_propensity: np.ndarray | None, metric: str,
                  policy: FallbackPolicy, folds: Sequence[np.ndarray],
-                 describe: Callable[[Any], dict[str, Any]] | None = None) -> tuple[Decision, Any]:
+                 describe: Callable[[Any], dict[str, Any]] | None = None,
+                 tail: sp.spmatrix | None = None) -> tuple[Decision, Any]:
     """The cross-fitted rule of the module docstring: ``(decision, served key)``.
 
     ``select(rows)`` is the whole selection procedure run on those rows only (an index array into ``truth``'s
     rows) and returns a candidate key; ``top_of(key)`` that candidate's ranking of *every* row. ``folds``
     partition the rows. The served key is ``select`` over all rows when the test keeps it, else None (the
-    fallback). ``describe(key)`` gives the candidate's settings for the record."""
+    fallback). ``describe(key)`` gives the candidate's settings for the record; ``tail``: the rows' tail positives
+    (the tail guards')."""
     truth = sp.csr_matrix(truth)
     n = truth.shape[0]
     describe = describe or (lambda key: {"candidate": key})
@@ -179,7 +193,7 @@ def cross_fitted(choice: str, select: Callable[[np.ndarray], Hashable], top_of: 
     served = select(everything)
     decision = against_fallback(choice, procedure, fallback_top, truth, inv_propensity, metric, policy,
                                 picked_on_rows=n - min((len(f) for f in folds), default=0),
-                                candidate=describe(served))
+                                candidate=describe(served), tail=tail)
     decision.folds = len(folds)
     decision.agreement = float(np.mean([p == served for p in picks])) if picks else float("nan")
     decision.reason = f"cross-fitted over {len(folds)} folds ({decision.agreement:.0%} pick the served one): " + \

@@ -1,14 +1,18 @@
 """ANN label indexes over unit vectors (faiss): exact, HNSW and IVF behind one interface, whole or as shards."""
 
 from xc_core.index.ann import (
+    RANKING,
     RECALL_SAMPLE,
+    ExactRanking,
     IndexConfig,
     IndexError_,
     LabelIndex,
-    measure_against_exact,
+    rank_exactly,
     recall_against_exact,
+    search_exactly,
+    top_k_agreement,
 )
 from xc_core.index.shards import ShardedIndex, merge_top_k
 
-__all__ = ["RECALL_SAMPLE", "IndexConfig", "IndexError_", "LabelIndex", "ShardedIndex", "measure_against_exact",
-           "merge_top_k", "recall_against_exact"]
+__all__ = ["RANKING", "RECALL_SAMPLE", "ExactRanking", "IndexConfig", "IndexError_", "LabelIndex", "ShardedIndex",
+           "merge_top_k", "rank_exactly", "recall_against_exact", "search_exactly", "top_k_agreement"]

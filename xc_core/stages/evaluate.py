@@ -16,6 +16,7 @@ from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.fallback import FALLBACK_TABLE, fallback_rows
 from xc_core.evaluation.metrics import evaluate, filter_predictions, propensity, top_k
 from xc_core.evaluation.record import MISMATCH, EvaluationRecord, fingerprint_test_split
+from xc_core.index import RANKING
 from xc_core.paths import eval_dir, index_dir, resolve_home
 from xc_core.provenance import code_stamp
 from xc_core.stages import Command, Payload, StageAsset, register
@@ -90,7 +91,9 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
     choices = fallback_rows(method, trained.summary)
     if choices:  # the report shows how each learned choice fared against its fallback, beside the method's tables
         analyses["tables"] = {**analyses.get("tables", {}), FALLBACK_TABLE: choices}
-    info = {"dataset": dataset.name, "method": method, "profile": profile, **preds.index_metrics(),
+    # the metrics read an exact ranking (flat inner products over every label); a method with an ANN index has its
+    # recall@10 against that ranking beside them
+    info = {"dataset": dataset.name, "method": method, "profile": profile, **preds.index_metrics(), "ranking": RANKING,
             "test_split": preds.test_split, "mlflow_run_id": trained.mlflow_run_id, **code_stamp(),
             **method_stamp(method, "evaluate"),
             "split": split, **analyses}
@@ -130,9 +133,9 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
     wide = evaluate(dataset.y_test, scores, k=100)
     metrics.update({"R@10": wide["R@10"], "R@100": wide["R@100"]})
     top = top_k(scores, 100)
-    per_row = per_row_metrics(dataset.y_test, top, inv)
-    ci = confidence_intervals(per_row)
     bins = label_quantiles(dataset.y_train)
+    per_row = per_row_metrics(dataset.y_test, top, inv, bins)  # with tail_P@5: the gate's tail guard is paired
+    ci = confidence_intervals(per_row)
     quantiles = quantile_contributions(dataset.y_test, top, bins, 5)
     fn = false_negatives_at_k(dataset.y_test, top, bins)
     subsets = {

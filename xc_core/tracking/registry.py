@@ -4,8 +4,10 @@
 Aliases only — registry stages are deprecated in MLflow 3. Decision rule (:func:`decide`): promote when
 there is no champion yet, or when the challenger's primary metric is strictly better, that lead holds at
 the policy's confidence on the same test queries (paired bootstrap, :func:`paired_lead`), the lead is at
-least the policy's ``min_lead``, and no guard metric is worse than the champion's by more than its
-tolerance. The decision, both metric sets, the paired interval and the reason are written as version tags.
+least the policy's ``min_lead``, and no guard metric (PSP@5, the tail bin's P@5) is *significantly* worse than the
+champion's: each guard is a paired test on the same test queries, and a difference whose interval holds 0 is a
+tie band, reported with its interval — not a fixed margin on two point estimates (issue #63). The decision, both
+metric sets, the paired intervals and the reason are written as version tags.
 
 Metrics are fractions in [0, 1] (reports print them ×100 as points), and so are ``min_lead`` and the
 guard tolerances: ``min_lead=0.005`` asks for half a point of P@1.
@@ -30,8 +32,12 @@ def model_name(dataset: str) -> str:
 
 class PromotionPolicy(BaseModel):
     primary: str = Field(default="P@1", description="must improve strictly")
-    guards: dict[str, float] = Field(default_factory=lambda: {"PSP@5": 0.01, "tail_P@5": 0.01},
-                                     description="metric → largest allowed drop (absolute)")
+    guards: dict[str, float] = Field(default_factory=lambda: {"PSP@5": 0.0, "tail_P@5": 0.0}, description=(
+        "metric → allowed drop (absolute): with a paired comparison the guard fails when the challenger − champion "
+        "interval lies wholly below −drop (significantly worse by more than it), and an interval holding 0 is a tie"))
+    unpaired_tolerance: float = Field(default=0.01, ge=0, description=(
+        "without a paired comparison (the champion scored on another test split), the drop a guard's point "
+        "estimate may show on top of its allowed drop"))
     confidence: float = Field(default=0.95, ge=0, lt=1,
                               description="the primary metric's lead must hold at this confidence: the paired "
                                           "bootstrap interval over the same test queries lies above 0 "
@@ -66,6 +72,39 @@ class PairedLead:
                 f"over {self.rows} paired test queries (p = {self.p:.3f})")
 
 
+    def band(self) -> str:
+        """``better`` / ``worse`` when the interval excludes 0, else ``tie`` (the difference is within noise)."""
+        return "better" if self.low > 0 else "worse" if self.high < 0 else "tie"
+
+
+@dataclass(frozen=True)
+class GuardCheck:
+    """One guard metric, challenger − champion: the paired test when both sides were scored on the same test
+    queries (``paired``), else the point estimates alone."""
+
+    metric: str
+    challenger: float
+    champion: float
+    allowed_drop: float
+    paired: PairedLead | None = None
+
+    @property
+    def held(self) -> bool:
+        if self.paired is not None:
+            return self.paired.high >= -self.allowed_drop
+        return self.challenger >= self.champion - self.allowed_drop
+
+    def describe(self) -> str:
+        if self.paired is None:
+            return (f"{self.metric} {self.challenger:.4f} vs the champion's {self.champion:.4f} (point estimates, "
+                    f"allowed drop {self.allowed_drop:.4f})")
+        band = {"tie": "tie band", "better": "better", "worse": "worse"}[self.paired.band()]
+        return f"{self.metric} {band}: {self.paired.describe(self.metric).removeprefix(self.metric + ' lead ')}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "held": self.held, "band": self.paired.band() if self.paired else "unpaired"}
+
+
 @dataclass(frozen=True)
 class Decision:
     promote: bool
@@ -73,60 +112,77 @@ class Decision:
     challenger: dict[str, float]
     champion: dict[str, float] | None
     paired: PairedLead | None = None
+    guards: tuple[GuardCheck, ...] = ()
 
     def as_tags(self) -> dict[str, str]:
         return {"promotion.decision": "promoted" if self.promote else "rejected", "promotion.reason": self.reason,
                 "promotion.challenger_metrics": json.dumps(self.challenger),
                 "promotion.champion_metrics": json.dumps(self.champion),
-                "promotion.paired": json.dumps(asdict(self.paired) if self.paired else None)}
+                "promotion.paired": json.dumps(asdict(self.paired) if self.paired else None),
+                "promotion.guards": json.dumps([g.as_dict() for g in self.guards])}
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def decide(challenger: dict[str, float], champion: dict[str, float] | None, policy: PromotionPolicy,
-           paired: PairedLead | None = None, ab: dict[str, Any] | None = None) -> Decision:
-    """The gate. ``paired`` is the primary metric's paired lead on the same test queries; when the policy
-    asks for confidence but no paired comparison exists (the champion was evaluated on another test split,
-    or its per-query results were overwritten by a retraining), point estimates decide and the reason says so.
+           paired: PairedLead | None = None, ab: dict[str, Any] | None = None,
+           paired_guards: dict[str, PairedLead] | None = None) -> Decision:
+    """The gate. ``paired`` is the primary metric's paired lead on the same test queries, ``paired_guards`` each
+    guard metric's; when the policy asks for confidence but no paired comparison exists (the champion was evaluated
+    on another test split, or its per-query results were overwritten by a retraining), point estimates decide and
+    the reason says so.
 
     Rules, in order; the first that fails names itself in the reason: the primary metric strictly better;
-    its paired interval above 0 (when ``confidence`` > 0 and ``paired`` exists); its lead (point estimate,
-    challenger − champion) at least ``min_lead``, with or without a paired comparison; every guard held; and,
-    when ``ab`` (the gate's A/B test of challenger vs champion, ``xc_core.abtest``'s JSON) is given, no A/B guard
-    (Brand/Location BMR) significantly worse."""
+    its paired interval above 0 (when ``confidence`` > 0 and ``paired`` exists; else a tie band); its lead (point
+    estimate, challenger − champion) at least ``min_lead``, with or without a paired comparison; every guard held
+    (:class:`GuardCheck`: not significantly worse); and, when ``ab`` (the gate's A/B test of challenger vs champion,
+    ``xc_core.abtest``'s JSON) is given, no A/B guard (Brand/Location BMR) significantly worse. A promoted
+    decision's reason lists each guard's band and interval."""
     if champion is None:
         return Decision(True, "no champion yet: the first model becomes champion", challenger, None, paired)
     p = policy.primary
+    checks = guard_checks(challenger, champion, policy, paired_guards or {})
+
+    def decision(promote: bool, reason: str) -> Decision:
+        return Decision(promote, reason, challenger, champion, paired, checks)
+
     if challenger.get(p, float("-inf")) <= champion.get(p, float("-inf")):
-        return Decision(False, f"{p} {challenger.get(p, float('nan')):.4f} does not beat the champion's "
-                               f"{champion.get(p, float('nan')):.4f}", challenger, champion, paired)
+        return decision(False, f"{p} {challenger.get(p, float('nan')):.4f} does not beat the champion's "
+                               f"{champion.get(p, float('nan')):.4f}")
     if policy.confidence > 0 and paired is not None and paired.low <= 0:
-        return Decision(False, f"{p} {challenger[p]:.4f} > {champion[p]:.4f} is within noise: "
-                               f"{paired.describe(p)}", challenger, champion, paired)
+        return decision(False, f"{p} {challenger[p]:.4f} > {champion[p]:.4f} is within noise (a tie band): "
+                               f"{paired.describe(p)}")
     lead = challenger[p] - champion[p]
     # a lead equal to min_lead up to float rounding (0.405 - 0.4 < 0.005) meets it
     if lead < policy.min_lead and not math.isclose(lead, policy.min_lead, abs_tol=1e-12):
         evidence = (f"; {paired.describe(p)}" if paired else
                     "; no paired comparison on the same test split" if policy.confidence > 0 else "")
-        return Decision(False, f"{p} lead {lead:+.4f} is below the minimum lead min_lead = {policy.min_lead:.4f} "
-                               f"({challenger[p]:.4f} vs the champion's {champion[p]:.4f}){evidence}",
-                        challenger, champion, paired)
-    for metric, tolerance in policy.guards.items():
-        if metric in challenger and metric in champion and challenger[metric] < champion[metric] - tolerance:
-            return Decision(False, f"guard {metric} regresses: {challenger[metric]:.4f} < champion "
-                                   f"{champion[metric]:.4f} − {tolerance}", challenger, champion, paired)
+        return decision(False, f"{p} lead {lead:+.4f} is below the minimum lead min_lead = {policy.min_lead:.4f} "
+                               f"({challenger[p]:.4f} vs the champion's {champion[p]:.4f}){evidence}")
+    for check in checks:
+        if not check.held:
+            return decision(False, f"guard {check.metric} regresses: {check.describe()}")
     worse = _ab_regression(ab, policy)
     if worse:
-        return Decision(False, f"A/B guard: {worse} in the simulated A/B test against the champion", challenger,
-                        champion, paired)
+        return decision(False, f"A/B guard: {worse} in the simulated A/B test against the champion")
     minimum = f", lead {lead:+.4f} ≥ min_lead {policy.min_lead:.4f}" if policy.min_lead > 0 else ""
     evidence = (f"; {paired.describe(p)}" if paired else
                 "; no paired comparison on the same test split, point estimates decided" if policy.confidence > 0
                 else "")
+    held = f"; guards held: {'; '.join(c.describe() for c in checks)}" if checks else ""
     checked = f"; A/B guards {', '.join(policy.ab_guards)} held" if ab and "delta_pct" in ab else ""
-    return Decision(True, f"{p} {challenger[p]:.4f} > {champion[p]:.4f}{minimum} and no guard regresses beyond "
-                          f"tolerance{evidence}{checked}", challenger, champion, paired)
+    return decision(True, f"{p} {challenger[p]:.4f} > {champion[p]:.4f}{minimum} and no guard is significantly "
+                          f"worse{evidence}{held}{checked}")
+
+
+def guard_checks(challenger: dict[str, float], champion: dict[str, float], policy: PromotionPolicy,
+                 paired: dict[str, PairedLead]) -> tuple[GuardCheck, ...]:
+    """Each guard metric both sides hold: paired when ``paired`` has it, else on point estimates with the policy's
+    ``unpaired_tolerance`` added to its allowed drop."""
+    return tuple(GuardCheck(metric, challenger[metric], champion[metric],
+                            drop if metric in paired else drop + policy.unpaired_tolerance, paired.get(metric))
+                 for metric, drop in policy.guards.items() if metric in challenger and metric in champion)
 
 
 def _ab_regression(ab: dict[str, Any] | None, policy: PromotionPolicy) -> str:
@@ -174,12 +230,18 @@ def paired_lead(home: Path, challenger_tags: dict[str, str], champion_tags: dict
 
 def gate(home: Path | None, challenger: Any, champion: Any | None, policy: PromotionPolicy) -> Decision:
     """The decision for two registered versions (``champion`` None when there is none yet); the gate's A/B test of
-    the two (``paths.gate_abtest_path``, written by the Dagster ``ab_test`` asset) when there is one."""
-    paired = None
-    if home is not None and champion is not None and policy.confidence > 0:
-        paired = paired_lead(home, dict(challenger.tags), dict(champion.tags), policy.primary, policy.confidence)
+    the two (``paths.gate_abtest_path``, written by the Dagster ``ab_test`` asset) when there is one. The primary
+    metric and every guard are paired on the same test queries where both evaluations' per-query results exist."""
+    paired, guards = None, {}
+    if home is not None and champion is not None:
+        both = dict(challenger.tags), dict(champion.tags)
+        level = policy.confidence if policy.confidence > 0 else 0.95  # the guards are paired tests either way
+        if policy.confidence > 0:
+            paired = paired_lead(home, *both, policy.primary, policy.confidence)
+        guards = {metric: found for metric in policy.guards
+                  if (found := paired_lead(home, *both, metric, level)) is not None}
     return decide(metrics_of(challenger), metrics_of(champion) if champion else None, policy, paired,
-                  gate_abtest(home, challenger, champion))
+                  gate_abtest(home, challenger, champion), guards)
 
 
 def gate_abtest(home: Path | None, challenger: Any, champion: Any | None) -> dict[str, Any] | None:

@@ -21,8 +21,12 @@ class ChallengerConfig(dg.Config):
 
 class PolicyConfig(dg.Config):
     primary: str = Field(default="P@1", description="must improve strictly over the champion")
-    psp5_tolerance: float = Field(default=0.01, description="largest allowed PSP@5 drop")
-    tail_p5_tolerance: float = Field(default=0.01, description="largest allowed tail-quantile P@5 drop")
+    psp5_tolerance: float = Field(default=0.0, ge=0, description="PSP@5 drop allowed beyond noise: the guard fails "
+                                  "when the paired interval (same test queries) lies wholly below −tolerance")
+    tail_p5_tolerance: float = Field(default=0.0, ge=0, description="the tail label bin's P@5 drop allowed beyond "
+                                     "noise, tested as PSP@5 is")
+    unpaired_tolerance: float = Field(default=0.01, ge=0, description="without a paired comparison, the drop a "
+                                      "guard's point estimate may show on top of its tolerance")
     confidence: float = Field(default=0.95, ge=0, lt=1,
                               description="the primary lead must hold at this confidence on the same test queries "
                                           "(paired bootstrap); 0 compares point estimates only")
@@ -40,6 +44,7 @@ def _policy(config: PolicyConfig):
 
     return PromotionPolicy(primary=config.primary, confidence=config.confidence, min_lead=config.min_lead,
                            guards={"PSP@5": config.psp5_tolerance, "tail_P@5": config.tail_p5_tolerance},
+                           unpaired_tolerance=config.unpaired_tolerance,
                            ab_guards=tuple(config.ab_guards), ab_alpha=config.ab_alpha)
 
 
@@ -78,7 +83,8 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=[p, "ab_test"], name="beats_champion", blocking=True,
                     description="Promotion gate: primary metric strictly better with its paired-bootstrap interval "
                                 "above 0 on the same test queries and a lead of at least min_lead, no guard metric "
-                                "regressing beyond its tolerance, no significantly worse Brand/Location BMR in the "
+                                "(PSP@5, the tail bin's P@5) significantly worse in its paired test (a tie band "
+                                "holds), no significantly worse Brand/Location BMR in the "
                                 "simulated A/B test against the champion (the first model always passes). A "
                                 "rejection is a WARN result: the run succeeds and the champion stays")
     def beats_champion(config: PolicyConfig, xc_home: XcHome) -> dg.AssetCheckResult:
@@ -102,6 +108,7 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
             "challenger_metrics": dg.MetadataValue.json(decision.challenger),
             "champion_metrics": dg.MetadataValue.json(decision.champion or {}),
             "paired_lead": dg.MetadataValue.json(asdict(decision.paired) if decision.paired else {}),
+            "guards": dg.MetadataValue.json([check.as_dict() for check in decision.guards]),
             "ab_test": dg.MetadataValue.json(_ab_summary(xc_home, version, current)),
             "policy": dg.MetadataValue.json(_policy(config).model_dump()), **_serving(dataset, xc_home)})
 

@@ -15,19 +15,29 @@ from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import TextEncoder, encoder_for
 from xc_core.evaluation.metrics import to_csr
 from xc_core.evaluation.record import fingerprint_test_split
-from xc_core.index import RECALL_SAMPLE, IndexConfig, IndexError_, LabelIndex, measure_against_exact
+from xc_core.index import (
+    RANKING,
+    RECALL_SAMPLE,
+    ExactRanking,
+    IndexConfig,
+    IndexError_,
+    LabelIndex,
+    rank_exactly,
+    search_exactly,
+)
 from xc_core.methods.base import Predictions
 
 
 def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri: str, k: int = 100,
             cfg: IndexConfig | None = None, progress: bool = False, classifier_dir: Path | None = None,
             inputs_key: str = "") -> Predictions:
-    """Index every label with the encoder, search the test documents, and measure the index.
+    """Index every label with the encoder, rank the test documents exactly, and measure the index against that.
 
     The index, its report and the test queries' top-k are saved in ``index_dir`` (``label_index``), so the
     evaluation reuses them (:func:`load_or_predict`) instead of encoding everything a second time. With a
     classifier stage (``classifier_dir``) its vectors get their own index (``index_dir/classifier``) and the
-    test queries go through the fused search, the same path ``xc predict`` serves. ``inputs_key``
+    test queries go through the fused search. The saved ranking is exact (flat indexes); the ANN indexes are what
+    ``xc predict`` serves, and their recall@10 against it is reported (``hnsw_recall@10``). ``inputs_key``
     (:func:`inputs_key`) is recorded in the report, so a later model with the same files may copy the folder."""
     fused = _load_classifier(classifier_dir)
     labels = _label_vectors(dataset, encoder, classifier_dir, progress)
@@ -38,42 +48,54 @@ def predict(dataset: XCDataset, encoder: TextEncoder, index_dir: Path, model_uri
     index.save(index_dir)
     np.save(index_dir / LABEL_VECTORS, labels)
     if fused is None:
-        started = time.perf_counter()
-        scores, ids = index.search(queries, k)
-        ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
+        ranking = search_exactly(index, labels, queries, k)
     else:
-        from xc_core.classifier.fusion import fused_search
-        from xc_core.classifier.tradeoff import VARIANTS_FILE
-
         clf_index = LabelIndex.build(fused.weights, None, cfg or IndexConfig(kind="hnsw"), model_uri=model_uri,
                                      dataset=dataset.name)
         clf_index.save(index_dir / CLASSIFIER_INDEX)
-        started = time.perf_counter()
-        texts = list(dataset.test_texts)
-        scores, ids = fused_search(queries, index, clf_index, labels, fused, k, texts=texts)
-        ann_ms = 1000 * (time.perf_counter() - started) / max(len(queries), 1)
-        # the same queries under the encoder alone, the classifier alone and the lexical channel alone (tradeoff.py)
-        enc_scores, enc_ids = index.search(queries, k)
-        alone = fused.classifier_alone()
-        clf_scores, clf_ids = fused_search(queries, index, clf_index, labels, alone, k)
-        variants = {"encoder_ids": enc_ids, "encoder_scores": enc_scores, "classifier_ids": clf_ids,
-                    "classifier_scores": clf_scores}
-        if fused.uses_lexical:
-            variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
-        if (hybrid := fused.active_linear) is not None:
-            variants["hybrid_scores"], variants["hybrid_ids"] = hybrid.search(texts, queries, k)
-        np.savez(index_dir / VARIANTS_FILE, **variants)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
-    recall, exact_ms = measure_against_exact(index, labels, queries, k)
+        ranking = _fused_ranking(dataset, queries, labels, fused, index, clf_index, index_dir, k)
+    scores, ids, recall = ranking.scores, ranking.ids, ranking.ann_recall_at_10
+    ann_ms, exact_ms = ranking.ann_ms_per_query, ranking.exact_ms_per_query
     np.save(index_dir / "test_top_ids.npy", ids)
     np.save(index_dir / "test_top_scores.npy", scores)
     split = fingerprint_test_split(dataset)
     steps = {"encoder": encode_ms, "search": ann_ms}  # batched encoding of every test query, then the search
     (index_dir / "index_report.json").write_text(json.dumps(
-        {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "queries": len(queries),
+        {"hnsw_recall@10": recall, "ms_per_query": ann_ms, "exact_ms_per_query": exact_ms, "ranking": RANKING,
+         "queries": len(queries),
          "recall_sample": min(len(queries), RECALL_SAMPLE), "k": k, "model_uri": model_uri, "test_split": split,
          "steps_ms_per_query": steps, **({"inputs_key": inputs_key} if inputs_key else {})}))
     return Predictions(to_csr(scores, ids, dataset.n_labels), index_dir, split, model_uri, recall, ann_ms, exact_ms,
                        steps)
+
+
+def _fused_ranking(dataset: XCDataset, queries: np.ndarray, labels: np.ndarray, fused: Any, index: LabelIndex,
+                   clf_index: LabelIndex, index_dir: Path, k: int) -> ExactRanking:
+    """The fused search over flat indexes of the label and classifier vectors (exact shortlists, the offline
+    ranking) against the same search over the two ANN indexes (what ``xc predict`` serves); the test queries
+    under each channel alone saved beside (``tradeoff.py``), ranked exactly too."""
+    from xc_core.classifier.fusion import fused_search
+    from xc_core.classifier.tradeoff import VARIANTS_FILE
+
+    flat = IndexConfig(kind="flat")
+    exact, clf_exact = LabelIndex.build(labels, None, flat), LabelIndex.build(fused.weights, None, flat)
+    texts = list(dataset.test_texts)
+
+    def rank(label_index: LabelIndex, classifier_index: LabelIndex) -> Any:
+        return lambda rows, depth: fused_search(queries[rows], label_index, classifier_index, labels, fused, depth,
+                                                texts=texts[rows])
+
+    ranking = rank_exactly(rank(exact, clf_exact), rank(index, clf_index), len(queries), k)
+    enc_scores, enc_ids = exact.search(queries, k)
+    clf_scores, clf_ids = fused_search(queries, exact, clf_exact, labels, fused.classifier_alone(), k)
+    variants = {"encoder_ids": enc_ids, "encoder_scores": enc_scores, "classifier_ids": clf_ids,
+                "classifier_scores": clf_scores}
+    if fused.uses_lexical:
+        variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
+    if (hybrid := fused.active_linear) is not None:
+        variants["hybrid_scores"], variants["hybrid_ids"] = hybrid.search(texts, queries, k)
+    np.savez(index_dir / VARIANTS_FILE, **variants)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
+    return ranking
 
 
 def inputs_key(dataset: XCDataset, encoder_dir: Path, max_length: int, k: int, cfg: IndexConfig | None,
@@ -87,6 +109,7 @@ def inputs_key(dataset: XCDataset, encoder_dir: Path, max_length: int, k: int, c
     from xc_core.provenance import hash_files
 
     digest = hashlib.sha256(json.dumps({"split": fingerprint_test_split(dataset), "k": k, "max_length": max_length,
+                                        "ranking": RANKING,
                                         "cfg": (cfg or IndexConfig(kind="hnsw")).model_dump(mode="json")},
                                        sort_keys=True).encode())
     for root in [encoder_dir] + ([classifier_dir, label_vectors_path(classifier_dir)] if classifier_dir else []):
@@ -175,7 +198,8 @@ def load_or_predict(dataset: XCDataset, encoder_dir: Path, max_length: int, inde
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     split = fingerprint_test_split(dataset)
     fresh = (report.get("model_uri") == model_uri and report.get("test_split") == split
-             and report.get("k", 0) >= k and (index_dir / "test_top_ids.npy").exists())
+             and report.get("ranking") == RANKING and report.get("k", 0) >= k
+             and (index_dir / "test_top_ids.npy").exists())
     if not fresh:
         return predict_or_copy(dataset, encoder_dir, max_length, index_dir, model_uri, k=k, progress=progress,
                                classifier_dir=classifier_dir, vector_cache=vector_cache)
