@@ -72,7 +72,10 @@ def _train_and_evaluate(dataset: str, profile: str, home: Path, methods: tuple[s
     report = dg.materialize([assets.eval_report], instance=instance, resources=resources,
                             run_config={"ops": {op_name(dataset, "eval_report"): config}}, raise_on_error=False)
     for event in report.get_asset_materialization_events():
-        out["report"] = event.step_materialization_data.materialization.metadata["report"].value
+        metadata = event.step_materialization_data.materialization.metadata
+        out["report"] = metadata["report"].value
+        if "label_deciles" in metadata:  # the tail in view: P@5 by label-frequency decile
+            out["label_deciles"] = metadata["label_deciles"].value
     out["success"] = report.success and all(m["success"] for m in out["methods"].values())
     out["promotion"] = _promote_each(dataset, profile, methods, resources, instance, min_lead, home)
     return out

@@ -27,7 +27,9 @@ def lines(summary: dict[str, Any]) -> list[str]:
     rows += [[m, *_metrics(summary, m), _decision(decisions.get(m))] for m in methods]
     out = _aligned(rows) if methods else ["no method trained or promoted (data stages only)"]
     out += _ab_lines(summary)
+    out += _decile_lines(summary)
     out.append(_champion(summary))
+    out += _best_not_served(summary)
     if summary.get("report"):
         out.append(f"report: {summary['report']}")
     if summary.get("success") is False:
@@ -92,6 +94,32 @@ def _ab_lines(summary: dict[str, Any]) -> list[str]:
     first = next(iter(tests.values()))
     rows = [["method", *metrics], *([m, *(_lift(ab.get(k, "—")) for k in metrics)] for m, ab in tests.items())]
     return [f"A/B vs {first['control']} ({first['mode']}), %Δ; * where the 95% CI excludes 0:", *_aligned(rows)]
+
+
+def _decile_lines(summary: dict[str, Any]) -> list[str]:
+    """P@5 (points) by label-frequency decile, 0 = tail (``xc_core.evaluation.label_deciles``); [] without it."""
+    rows = summary.get("label_deciles") or []
+    if not rows:
+        return []
+    keys = [k for k in rows[0] if k not in ("labels", "test positives")]
+    table = [keys, *([str(row.get(k, "")) for k in keys] for row in rows)]
+    return ["P@5 by label-frequency decile (0 = tail, 9 = head; the difference is paired, 95% CI):", *_aligned(table)]
+
+
+def _best_not_served(summary: dict[str, Any]) -> list[str]:
+    """When the method with the best test P@1 was not promoted in this run, why (the gate's whole reason)."""
+    decisions = {d["method"]: d for d in summary.get("promotion", [])}
+    scored = {m: row["P@1"] for m, row in summary.get("methods", {}).items() if isinstance(row.get("P@1"), float)}
+    if not scored:
+        return []
+    best = max(scored, key=lambda m: scored[m])
+    decision = decisions.get(best)
+    if decision is None or decision["promoted"]:
+        return []
+    champion = summary.get("champion") or _current_champion(summary) or {}
+    if champion.get("method") and scored.get(champion["method"]) == scored[best]:
+        return []  # an equal model (ramen-clf on dual_encoder-clf's files) already serves
+    return [f"best test P@1: {best} ({100 * scored[best]:.2f}) is not served — {decision['reason']}"]
 
 
 def _lift(headline: str) -> str:

@@ -13,6 +13,11 @@ from xc_core.evaluation.fallback import FallbackPolicy
 #: metrics the validation curve computes (``evaluate(..., k=5)``): what ``select_metric`` may name
 SELECTABLE = tuple(f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in range(1, 6))
 
+#: what a fusion may not lose against the encoder alone out of fold: the gate's primary metric and its guards (PSP@5,
+#: the tail bin's P@5: ``tracking.registry.PromotionPolicy``) and PSP@1, so the stage never builds a model the gate
+#: must reject (issue #63)
+FUSION_GUARDS = ("P@1", "PSP@1", "PSP@5", "tail_P@5")
+
 
 class ClassifierConfig(BaseModel):
     """Per-label vectors trained over cached (frozen) encoder embeddings, then fused with the encoder.
@@ -58,8 +63,12 @@ class ClassifierConfig(BaseModel):
     name_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6), description=(
         "name-channel weights tried out of fold after the memory (names.py: a label whose text, without spaces, the "
         "query writes out; 0 = off; its score lies in [0, 1], 1 for the same name)"))
-    fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how the chosen fusion must beat "
-                                     "the encoder alone on the out-of-fold rows (cross-fitted over the folds)")
+    tail_offsets: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2), description=(
+        "offsets tried on the score of the trained labels in the tail frequency bin (label_quantiles' bin 0 over "
+        "W's training documents), from 0 up: the first that keeps the guards of a fusion, then the best; 0 only: off"))
+    fallback: FallbackPolicy = Field(default_factory=lambda: FallbackPolicy(guards=FUSION_GUARDS), description=(
+        "how the chosen fusion must beat the encoder alone on the out-of-fold rows (cross-fitted over the folds); "
+        "its guards also bound every candidate of the grid"))
     folds: int = Field(default=10, ge=2, description="document folds (classifier/folds.py): W and the lexical "
                        "channel are refit without each; 10 keeps each refit on 90% of the documents, close to the "
                        "final W (wikispeedia's validation: the fused P@1 gain grew +1.4 → +3.2 points from 5 to 10)")
@@ -96,6 +105,14 @@ class ClassifierConfig(BaseModel):
     @classmethod
     def _channel_weights(cls, value: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
         return channel_weights(str(info.field_name), value)
+
+    @field_validator("tail_offsets")
+    @classmethod
+    def _tail_offsets(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value or any(v < 0 for v in value):
+            raise ValueError(f"tail_offsets {value!r}: give at least one offset, each ≥ 0 (they lift the tail bin's "
+                             "labels; 0 alone turns the offset off)")
+        return value
 
     @field_validator("alphas")
     @classmethod

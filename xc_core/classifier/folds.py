@@ -62,6 +62,14 @@ class Fold:
         """Labels without a positive in this fold's fit rows (they keep their text vector in W)."""
         return np.diff(sp.csr_matrix(self.y_fit[self.fit_rows]).tocsc().indptr) == 0
 
+    @property
+    def label_bins(self) -> np.ndarray:
+        """Each label's frequency bin over this fold's fit rows (``label_quantiles``: 0 = tail), as the test's bins
+        are over the training documents W is fit on: the tail guard and the tail offset read them."""
+        from xc_core.evaluation.analyses import label_quantiles
+
+        return label_quantiles(sp.csr_matrix(self.y_fit[self.fit_rows]))
+
 
 def fold_kind(dataset: XCDataset, kind: FoldKind = "auto") -> Literal["temporal", "documents"]:
     """``auto``: temporal when the data set records click days (event logs), else documents."""

@@ -13,7 +13,10 @@ join the shortlist too and ``linear_weight * linear`` is added (0 outside its be
 The click memory (``memory.py``) adds ``memory_weight`` times a repeated query's remembered click days (its labels
 join the shortlist; it needs the query texts), and ``popularity_weight`` times each label's click popularity joins
 the per-label offsets. The name channel (``names.py``) adds ``name_weight`` times how fully the query writes out a
-label's name (the labels it names join the shortlist; it needs the query texts).
+label's name (the labels it names join the shortlist; it needs the query texts). The trained labels of the
+tail frequency bin (``label_quantiles``' bin 0 over W's training documents) get ``tail_offset`` added: the channels
+that lift head labels (memory, popularity, W) push rare labels the encoder ranked well down, and the offset,
+chosen out of fold under the gate's tail guard, puts them back (issue #63).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from xc_core.classifier.shortlist import scores_on, union_ids
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
 UNTRAINED_FILE = "untrained.npy"  # per label: no training positive when W was fit (only saved with an offset)
+TAIL_FILE = "tail.npy"  # per label: a trained label of the tail frequency bin (only saved with a tail offset)
 LABEL_VECTORS = "label_vectors.npy"  # the encoder's label embeddings: beside a classifier folder and in an index folder
 CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
 
@@ -55,13 +59,17 @@ class FusedClassifier:
     popularity_weight: float = 0.0
     names: LabelNames | None = None
     name_weight: float = 0.0  # share of the name score added to the fused one (0: channel unused)
+    tail_offset: float = 0.0  # added to the score of every trained label of the tail frequency bin
+    tail: np.ndarray | None = None  # (n_labels,) bool: trained, and in the tail bin of W's training documents
 
     def label_offsets(self) -> np.ndarray | None:
-        """Per-label additive score (the offset on untrained labels, the weighted popularity), or None when there is
-        none."""
+        """Per-label additive score (the offsets on untrained and on tail labels, the weighted popularity), or None
+        when there is none."""
         parts = []
         if self.untrained_offset != 0.0 and self.untrained is not None:
             parts.append(np.where(self.untrained, np.float32(self.untrained_offset), np.float32(0.0)))
+        if self.tail_offset != 0.0 and self.tail is not None:
+            parts.append(np.where(self.tail, np.float32(self.tail_offset), np.float32(0.0)))
         if self.popularity_weight > 0 and self.popularity is not None:
             parts.append(np.float32(self.popularity_weight) * self.popularity)
         return np.sum(parts, axis=0).astype(np.float32) if parts else None
@@ -105,12 +113,15 @@ class FusedClassifier:
         memory_weight = self.memory_weight if self.active_memory is not None else 0.0
         popularity_weight = self.popularity_weight if self.popularity is not None else 0.0
         name_weight = self.name_weight if self.active_names is not None else 0.0
+        tail_offset = self.tail_offset if self.tail is not None else 0.0
         (folder / FUSION_FILE).write_text(json.dumps(
             {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, "untrained_offset": offset,
              "linear_weight": linear_weight, "memory_weight": memory_weight, "popularity_weight": popularity_weight,
-             "name_weight": name_weight, **self.info}, indent=2, default=float) + "\n")
+             "name_weight": name_weight, "tail_offset": tail_offset, **self.info}, indent=2, default=float) + "\n")
         if offset != 0.0 and self.untrained is not None:
             np.save(folder / UNTRAINED_FILE, np.asarray(self.untrained, bool))
+        if tail_offset != 0.0 and self.tail is not None:
+            np.save(folder / TAIL_FILE, np.asarray(self.tail, bool))
         if popularity_weight > 0 and self.popularity is not None:
             np.save(folder / POPULARITY_FILE, np.asarray(self.popularity, np.float32))
         if (memory := self.active_memory) is not None:
@@ -148,20 +159,24 @@ class FusedClassifier:
         memory_weight = float(meta.pop("memory_weight", 0.0))  # both absent in folders saved before the channels
         popularity_weight = float(meta.pop("popularity_weight", 0.0))
         name_weight = float(meta.pop("name_weight", 0.0))  # absent in folders saved before the channel existed
+        tail_offset = float(meta.pop("tail_offset", 0.0))  # absent in folders saved before the offset existed
         for value, name in ((memory_weight, MEMORY_DIR + "/"), (popularity_weight, POPULARITY_FILE),
-                            (name_weight, NAMES_FILE)):
+                            (name_weight, NAMES_FILE), (abs(tail_offset), TAIL_FILE)):
             if value > 0 and not (folder / name).exists():
                 raise FileNotFoundError(f"{folder / FUSION_FILE}: a weight {value} but no {name} beside it; retrain "
                                         "the '-clf' method")
         memory = ClickMemory.load(folder / MEMORY_DIR) if memory_weight > 0 else None
         popularity = np.load(folder / POPULARITY_FILE) if popularity_weight > 0 else None
         names = LabelNames.load(folder) if name_weight > 0 else None
+        tail = np.load(folder / TAIL_FILE) if tail_offset != 0.0 else None
         return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight, offset, untrained,
-                   linear, linear_weight, memory, memory_weight, popularity, popularity_weight, names, name_weight)
+                   linear, linear_weight, memory, memory_weight, popularity, popularity_weight, names, name_weight,
+                   tail_offset, tail)
 
     def with_alpha(self, alpha: float, lexical_weight: float | None = None, untrained_offset: float | None = None,
                    linear_weight: float | None = None, memory_weight: float | None = None,
-                   popularity_weight: float | None = None, name_weight: float | None = None) -> FusedClassifier:
+                   popularity_weight: float | None = None, name_weight: float | None = None,
+                   tail_offset: float | None = None) -> FusedClassifier:
         """The same parts under other fusion weights (None keeps the current weight / offset)."""
         def keep(value: float | None, current: float) -> float:
             return current if value is None else value
@@ -171,13 +186,14 @@ class FusedClassifier:
                        linear_weight=keep(linear_weight, self.linear_weight),
                        memory_weight=keep(memory_weight, self.memory_weight),
                        popularity_weight=keep(popularity_weight, self.popularity_weight),
-                       name_weight=keep(name_weight, self.name_weight))
+                       name_weight=keep(name_weight, self.name_weight),
+                       tail_offset=keep(tail_offset, self.tail_offset))
 
     def classifier_alone(self) -> FusedClassifier:
         """W's ranking: α 0 and every text and click channel off (the untrained-label offset kept, since W scores
         those labels by their text vector), so a search needs no query texts."""
         return replace(self, alpha=0.0, lexical_weight=0.0, linear_weight=0.0, memory_weight=0.0,
-                       popularity_weight=0.0, name_weight=0.0)
+                       popularity_weight=0.0, name_weight=0.0, tail_offset=0.0)
 
     def with_new_labels(self, vectors: np.ndarray) -> FusedClassifier:
         """The same classifier over a catalogue grown by labels that have no click yet (ads added after training):
@@ -189,10 +205,11 @@ class FusedClassifier:
         if vectors.ndim != 2 or vectors.shape[1] != self.weights.shape[1]:
             raise ValueError(f"new label vectors must be (n, {self.weights.shape[1]}), got {vectors.shape}")
         untrained = None if self.untrained is None else np.concatenate([self.untrained, np.ones(len(vectors), bool)])
+        tail = None if self.tail is None else np.concatenate([self.tail, np.zeros(len(vectors), bool)])  # untrained
         popularity = (None if self.popularity is None  # no click yet: no popularity
                       else np.concatenate([self.popularity, np.zeros(len(vectors), np.float32)]))
         return replace(self, weights=np.concatenate([self.weights, vectors]), untrained=untrained,
-                       popularity=popularity)
+                       popularity=popularity, tail=tail)
 
     @property
     def megabytes(self) -> float:

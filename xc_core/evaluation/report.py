@@ -115,12 +115,14 @@ def _template() -> Any:
 def render_report(dataset: str, results: list[MethodResult], out: Path, diff_table: list[dict[str, Any]],
                   examples: list[dict[str, Any]], notes: dict[str, Any],
                   paired: list[dict[str, Any]] | None = None, tradeoffs: dict[str, Path] | None = None,
-                  diff_methods: tuple[str, str] | None = None, abtests: str | None = None) -> Path:
+                  diff_methods: tuple[str, str] | None = None, abtests: str | None = None,
+                  label_deciles: list[dict[str, Any]] | None = None) -> Path:
     """Write ``out`` (HTML, from ``templates/report.html.j2``): metrics with CIs (and in the seen-label view, for
     methods evaluated with it), brand / location mismatch (data sets with item metadata), curves, quantile bars, DIFF@k,
     subsets, examples, index stats, and for each method with a classifier stage its head/tail trade-off plot
     (``tradeoffs``: method → PNG). ``diff_methods``: (method, baseline) of the DIFF@k table. ``abtests``: the A/B
-    section's HTML (``xc_core.abtest.report.render_section``), rendered as is."""
+    section's HTML (``xc_core.abtest.report.render_section``), rendered as is. ``label_deciles``: P@5 by
+    label-frequency decile (``label_deciles.label_decile_rows``)."""
     subsets = [{"method": r.method, "subset": s, **{k: v for k, v in m.items() if k in ("P@1", "P@5", "PSP@5", "R@10",
                                                                                        "rows")}}
                for r in results for s, m in r.subsets.items()]
@@ -136,7 +138,8 @@ def render_report(dataset: str, results: list[MethodResult], out: Path, diff_tab
         diff_methods=diff_methods or ("method", "baseline"),
         tradeoffs={m: base64.b64encode(p.read_bytes()).decode() for m, p in (tradeoffs or {}).items()},
         subsets=subsets, index_rows=[{"method": r.method, **r.index} for r in results if r.index], examples=examples,
-        abtests=abtests, method_tables=[(r.method, title, rows) for r in results for title, rows in r.tables.items()])
+        abtests=abtests, label_deciles=label_deciles or [],
+        method_tables=[(r.method, title, rows) for r in results for title, rows in r.tables.items()])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out

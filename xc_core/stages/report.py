@@ -109,14 +109,16 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
              "test positives on labels without a training positive": f"{100 * untrained['pairs']:.2f}%",
              "test documents with only such positives": f"{100 * untrained['rows']:.2f}%"}
     tradeoffs = {r.method: r.folder / "tradeoff.png" for r in records if (r.folder / "tradeoff.png").is_file()}
+    from xc_core.evaluation.label_deciles import label_decile_rows
     from xc_core.stages.abtest import report_section
 
+    deciles = label_decile_rows(home, dataset, profile)
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,
                          paired=diffs, tradeoffs=tradeoffs, diff_methods=graph,
-                         abtests=report_section(home, dataset.name, profile))
+                         abtests=report_section(home, dataset.name, profile), label_deciles=deciles)
     _attach(results, path, home)
     return {"dataset": dataset.name, "profile": profile, "report": str(path), "methods": methods,
-            "paired_differences": diffs}
+            "paired_differences": diffs, "label_deciles": deciles}
 
 
 def _method(name: str) -> Method | None:
@@ -197,7 +199,8 @@ def materialize_report(home: Path, dataset: str, method: str | None, options: Re
         m = record.metrics if record is not None else {}
         rows.append(f"| {name} | {100 * m.get('P@1', float('nan')):.2f} | {100 * m.get('PSP@1', float('nan')):.2f} |")
     return {"summary": Markdown("\n".join(rows)), "report": Path(out["report"]),
-            "paired_differences": out["paired_differences"], "methods": out["methods"]}
+            "paired_differences": out["paired_differences"], "methods": out["methods"],
+            "label_deciles": out["label_deciles"]}
 
 
 COMMAND = register(Command(

@@ -320,7 +320,8 @@ def dataset_results(data: XCDataset, home: Path, profile: str, methods: tuple[st
     name = data.name
     trained, records = load_records(home, name, profile, methods)
     out = DatasetResults(dataset=name, summary={k: v for k, v in data.summary().items() if not isinstance(v, dict)})
-    out.report = str(build_report(data, profile, home)["report"])
+    built = build_report(data, profile, home)
+    out.report, out.label_deciles = str(built["report"]), built["label_deciles"]
     peers = _peers(home, name, profile)
     shown = {**records, **peers}
     for row in _ci_rows(shown):

@@ -37,6 +37,7 @@ class DatasetResults:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)  # each learned choice against its fallback
     graph_worth: dict[str, Any] = field(default_factory=dict)  # the graph-worth check as `xc anchors` recorded it
     graph_gain: list[dict[str, Any]] = field(default_factory=list)  # ramen − dual_encoder per query-frequency decile
+    label_deciles: list[dict[str, Any]] = field(default_factory=list)  # P@5 by label-frequency decile (the tail)
 
 
     def save(self, path: Path) -> Path:
@@ -160,6 +161,12 @@ def _dataset_section(r: DatasetResults) -> list[str]:
                         [[a["method"], a["of"], *(_pct(a["metrics"].get(k)) for k in METRICS),
                           *(_with_ci(a.get(k), True) for k in METRICS), _short_commit(a.get("evaluated_at"))]
                          for a in r.ablations])
+    if r.label_deciles:
+        lines += ["### The tail in view: P@5 by label-frequency decile", "",
+                  "Points of P@5 earned on each decile's labels (0 = tail, with the labels without a training "
+                  "positive; 9 = head; `label_deciles.py`); the last column is the best classifier stage minus its "
+                  "encoder on the same test queries, 95% paired interval.", ""]
+        lines += _generic_table(r.label_deciles)
     if r.subsets:
         keys = [k for k in ("P@1", "P@5", "PSP@1", "PSP@5", "R@10") if any(k in x for x in r.subsets)]
         lines += ["### Subsets: seen / novel queries, novel labels, deciles (RAMEN Table 8)", "",

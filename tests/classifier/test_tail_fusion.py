@@ -1,0 +1,70 @@
+"""Issue #63: the classifier stage's fusion never buys the head with the tail. Its out-of-fold choice keeps the gate's
+guards (the tail bin's P@5, PSP@5) at the encoder's, and a tail-bin offset lets a head-lifting channel be served
+without pushing the rare labels the encoder ranked well out of the top 5."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from xc_core.evaluation.analyses import TAIL_BIN
+
+HEAD, TAIL, MID = np.arange(0, 30), np.arange(30, 60), np.arange(60, 90)
+
+
+def _grid(tail_bins: bool):  # type: ignore[no-untyped-def]
+    """Head rows: the positive is a popular head label the encoder ranks second, below a mid-frequency decoy (label
+    popularity ρ ≥ 0.1 fixes them). Tail rows: the positive is a rare label the encoder ranks first, just above five
+    head labels (any ρ > 0.06 pushes it to rank 6, unless the tail labels get their offset back)."""
+    from xc_core.classifier.stage import FusionGrid
+
+    labels = np.eye(90, 128, dtype=np.float32)
+    head_rows, tail_rows = 300, 150
+    positive = np.r_[HEAD[np.arange(head_rows) % 30], TAIL[np.arange(tail_rows) % 30]]
+    queries = np.zeros((head_rows + tail_rows, 128), np.float32)
+    for row in range(head_rows):
+        queries[row] = 0.45 * labels[positive[row]] + 0.5 * labels[MID[row % 30]]
+    for row in range(head_rows, head_rows + tail_rows):
+        queries[row] = 0.55 * labels[positive[row]] + 0.5 * labels[HEAD[(row + np.arange(5)) % 30]].sum(axis=0)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    truth = sp.csr_matrix((np.ones(len(positive)), (np.arange(len(positive)), positive)), shape=(len(queries), 90))
+    popularity = np.isin(np.arange(90), HEAD).astype(np.float32)
+    bins = np.where(np.isin(np.arange(90), TAIL), TAIL_BIN, np.where(np.isin(np.arange(90), HEAD), 4, 2))
+    return FusionGrid(queries, truth, labels, labels, 20, np.empty((0, 2), np.int64), np.ones(90),
+                      popularity=popularity, bins=bins if tail_bins else None)
+
+
+def _config(**update):  # type: ignore[no-untyped-def]
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.lexical import LexicalConfig
+
+    return ClassifierConfig(alphas=(1.0,), lexical=LexicalConfig(weights=(0.0,)), memory_weights=(0.0,),
+                            name_weights=(0.0,), linear_weights=(0.0,), untrained_offsets=(0.0,), **update)
+
+
+def test_the_tail_offset_serves_the_head_channel_and_keeps_the_tail_at_the_encoders() -> None:
+    from xc_core.classifier.stage import ENCODER_ONLY, OutOfFoldGrid, choose_fusion
+    from xc_core.evaluation.analyses import TAIL_P5
+
+    grid = _grid(tail_bins=True)
+    served, tests, _ = choose_fusion(grid, _config())
+    fusion = tests["fusion"]
+    assert fusion["kept"], fusion["reason"]
+    assert served["popularity_weight"] > 0 and served["tail_offset"] > 0, served
+    assert served["P@1"] == 1.0, "head rows lifted by popularity, tail rows' positives kept first by the offset"
+    rows = np.arange(grid.truth.shape[0])
+    oof = OutOfFoldGrid([grid])
+    assert fusion["tail_guard"]["served"] >= fusion["tail_guard"]["encoder"] == oof.value(ENCODER_ONLY, TAIL_P5, rows)
+    assert set(fusion["guards"]) >= {"PSP@5", TAIL_P5}, "the gate's guards are the stage's"
+
+
+def test_without_the_offset_the_guard_refuses_the_head_channel_and_without_bins_it_cannot_see_the_tail() -> None:
+    from xc_core.classifier.stage import choose_fusion
+    from xc_core.evaluation.fallback import FallbackPolicy
+
+    guarded, tests, _ = choose_fusion(_grid(tail_bins=True), _config(tail_offsets=(0.0,)))
+    assert guarded["popularity_weight"] == 0, "every ρ > 0 loses the tail rows' positives: no candidate keeps it"
+    assert not tests["fusion"]["kept"]
+    # main's guards (P@1, PSP@1; no tail bins): the pick buys the head with the tail, which the gate then rejects
+    blind, tests, _ = choose_fusion(_grid(tail_bins=False), _config(tail_offsets=(0.0,), fallback=FallbackPolicy()))
+    assert blind["popularity_weight"] > 0 and tests["fusion"]["kept"] and blind["P@5"] < guarded["P@5"], blind
