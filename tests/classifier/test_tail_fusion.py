@@ -68,3 +68,27 @@ def test_without_the_offset_the_guard_refuses_the_head_channel_and_without_bins_
     # main's guards (P@1, PSP@1; no tail bins): the pick buys the head with the tail, which the gate then rejects
     blind, tests, _ = choose_fusion(_grid(tail_bins=False), _config(tail_offsets=(0.0,), fallback=FallbackPolicy()))
     assert blind["popularity_weight"] > 0 and tests["fusion"]["kept"] and blind["P@5"] < guarded["P@5"], blind
+
+
+def test_a_saved_classifier_serves_its_tail_offset(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The offset travels with the model: saved and loaded with its labels, in the served search's per-label offsets,
+    off in W's ranking alone, and a label added later (no click yet) is a tail label."""
+    import pytest
+
+    from xc_core.classifier.fusion import TAIL_FILE, FusedClassifier, fused_search
+    from xc_core.index import IndexConfig, LabelIndex
+
+    labels = np.eye(12, 16, dtype=np.float32)
+    tail = np.arange(12) >= 6
+    fused = FusedClassifier(labels, 1.0, 10, tail_offset=0.3, tail=tail)
+    loaded = FusedClassifier.load(fused.save(tmp_path / "clf"))
+    assert loaded.tail_offset == 0.3 and loaded.tail is not None and loaded.tail.tolist() == tail.tolist()
+    offsets = loaded.label_offsets()
+    assert offsets is not None and offsets[7] == pytest.approx(0.3) and offsets[2] == 0.0
+    index = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
+    query = (0.8 * labels[[2]] + 0.6 * labels[[7]]).astype(np.float32)
+    assert fused_search(query, index, index, labels, loaded, 2)[1][0].tolist() == [7, 2], "the offset lifts label 7"
+    assert loaded.classifier_alone().label_offsets() is None
+    assert loaded.with_new_labels(labels[:1]).tail[-1], "a label without a click yet is in the tail bin"  # type: ignore[index]
+    off = FusedClassifier.load(loaded.with_alpha(1.0, tail_offset=0.0).save(tmp_path / "off"))
+    assert off.tail_offset == 0.0 and not (tmp_path / "off" / TAIL_FILE).exists()

@@ -63,9 +63,10 @@ class ClassifierConfig(BaseModel):
     name_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6), description=(
         "name-channel weights tried out of fold after the memory (names.py: a label whose text, without spaces, the "
         "query writes out; 0 = off; its score lies in [0, 1], 1 for the same name)"))
-    tail_offsets: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2), description=(
-        "offsets tried on the score of the trained labels in the tail frequency bin (label_quantiles' bin 0 over "
-        "W's training documents), from 0 up: the first that keeps the guards of a fusion, then the best; 0 only: off"))
+    tail_offsets: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2, 0.3), description=(
+        "offsets tried on the score of the labels in the tail frequency bin (label_quantiles' bin 0 over W's "
+        "training documents, the untrained labels included), from 0 up: the first that keeps the guards of a "
+        "fusion, then the best; 0 only: off"))
     fallback: FallbackPolicy = Field(default_factory=lambda: FallbackPolicy(guards=FUSION_GUARDS), description=(
         "how the chosen fusion must beat the encoder alone on the out-of-fold rows (cross-fitted over the folds); "
         "its guards also bound every candidate of the grid"))

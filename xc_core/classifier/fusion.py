@@ -14,9 +14,9 @@ The click memory (``memory.py``) adds ``memory_weight`` times a repeated query's
 join the shortlist; it needs the query texts), and ``popularity_weight`` times each label's click popularity joins
 the per-label offsets. The name channel (``names.py``) adds ``name_weight`` times how fully the query writes out a
 label's name (the labels it names join the shortlist; it needs the query texts). The trained labels of the
-tail frequency bin (``label_quantiles``' bin 0 over W's training documents) get ``tail_offset`` added: the channels
-that lift head labels (memory, popularity, W) push rare labels the encoder ranked well down, and the offset,
-chosen out of fold under the gate's tail guard, puts them back (issue #63).
+tail frequency bin (``label_quantiles``' bin 0 over W's training documents, with every label W saw no positive for)
+get ``tail_offset`` added: the channels that lift head labels (memory, popularity, W) push rare labels the encoder
+ranked well down, and the offset, chosen out of fold under the gate's tail guard, puts them back (issue #63).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from xc_core.classifier.shortlist import scores_on, union_ids
 
 WEIGHTS_FILE, FUSION_FILE = "weights.npy", "fusion.json"
 UNTRAINED_FILE = "untrained.npy"  # per label: no training positive when W was fit (only saved with an offset)
-TAIL_FILE = "tail.npy"  # per label: a trained label of the tail frequency bin (only saved with a tail offset)
+TAIL_FILE = "tail.npy"  # per label: in the tail frequency bin of W's training documents (saved with a tail offset)
 LABEL_VECTORS = "label_vectors.npy"  # the encoder's label embeddings: beside a classifier folder and in an index folder
 CLASSIFIER_INDEX = "classifier"  # sub-folder of a method's index folder: the HNSW index over its label vectors W
 
@@ -60,7 +60,7 @@ class FusedClassifier:
     names: LabelNames | None = None
     name_weight: float = 0.0  # share of the name score added to the fused one (0: channel unused)
     tail_offset: float = 0.0  # added to the score of every trained label of the tail frequency bin
-    tail: np.ndarray | None = None  # (n_labels,) bool: trained, and in the tail bin of W's training documents
+    tail: np.ndarray | None = None  # (n_labels,) bool: in the tail bin of W's training documents (untrained ones too)
 
     def label_offsets(self) -> np.ndarray | None:
         """Per-label additive score (the offsets on untrained and on tail labels, the weighted popularity), or None
@@ -205,7 +205,7 @@ class FusedClassifier:
         if vectors.ndim != 2 or vectors.shape[1] != self.weights.shape[1]:
             raise ValueError(f"new label vectors must be (n, {self.weights.shape[1]}), got {vectors.shape}")
         untrained = None if self.untrained is None else np.concatenate([self.untrained, np.ones(len(vectors), bool)])
-        tail = None if self.tail is None else np.concatenate([self.tail, np.zeros(len(vectors), bool)])  # untrained
+        tail = None if self.tail is None else np.concatenate([self.tail, np.ones(len(vectors), bool)])  # no positive
         popularity = (None if self.popularity is None  # no click yet: no popularity
                       else np.concatenate([self.popularity, np.zeros(len(vectors), np.float32)]))
         return replace(self, weights=np.concatenate([self.weights, vectors]), untrained=untrained,

@@ -99,9 +99,11 @@ class FusionGrid:
         for row, label in np.asarray(exclude, np.int64).reshape(-1, 2):
             self.blocked[row] |= self.candidates[row] == label
         self.on_untrained = self.untrained[safe]
-        # the tail bin of W's training rows: its trained labels take the tail offset, and the tail guard counts the
-        # rows' hits on the bin's labels (untrained ones included), as the gate's tail_P@5 does on the test split
-        self.on_tail = (bins[safe] == TAIL_BIN) & ~self.on_untrained if bins is not None else None
+        # the tail bin of W's training rows (with every label they hold no positive for): its labels take the tail
+        # offset, and the tail guard counts the rows' hits on them, as the gate's tail_P@5 does on the test split.
+        # The bin's untrained labels take it too: lifting only the trained ones pushed the untrained ones down (on
+        # synthetic's out-of-fold rows the served fusion kept the tail only with both lifted; experiments/tail_fusion)
+        self.on_tail = bins[safe] == TAIL_BIN if bins is not None else None
         self.tail_truth = tail_truth(self.truth, bins) if bins is not None else None
 
     def ranked(self, alpha: float, weight: float, offset: float = 0.0, linear_weight: float = 0.0,
@@ -452,7 +454,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     hybrid_seconds = time.perf_counter() - hybrid_started
     memory, popularity = _fit_clicks(texts, click_days(dataset)[labelled], cfg)
     untrained = np.diff(y.tocsc().indptr) == 0  # W kept their text vectors
-    tail = (label_quantiles(y[labelled]) == TAIL_BIN) & ~untrained  # the trained labels the tail offset lifts
+    tail = label_quantiles(y[labelled]) == TAIL_BIN  # the labels the tail offset lifts (the untrained ones too)
     log.info("classifier: alpha %.2f, lexical weight %.2f, untrained offset %.2f, hybrid weight %.2f, memory weight "
              "%.2f, popularity weight %.2f, name weight %.2f, tail offset %.2f served after %d out-of-fold rows (%s "
              "%.4f on them)", best["alpha"], best["lexical_weight"], best["untrained_offset"], best["linear_weight"],

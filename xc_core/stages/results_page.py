@@ -281,7 +281,10 @@ def render_markdown(header: dict[str, Any], results: list[DatasetResults]) -> st
              "Written by the `results` job (`xc results` / Dagster job `results`: the assets `<data set>/results` and "
              "`results_page`); every number below comes from the records this header's run read. Its git commit is "
              "the page's; each method's model and evaluation carry their own, in the metrics tables (the job "
-             "retrains and re-evaluates a method whose code or data changed, and keeps the others).", ""]
+             "retrains and re-evaluates a method whose code or data changed, and keeps the others). Every metric "
+             "ranks the test queries exactly over the whole label space (flat inner products; the fused search over "
+             "flat indexes); the served HNSW index's recall@10 against that ranking is in each evaluation's "
+             "`metrics.json` (`hnsw_recall@10`) and the HTML report's index table.", ""]
     lines += _table(["", ""], [["command", f"`{header['command']}`"], ["git commit", header["git_commit"]],
                                ["profile", header["profile"]], ["seeds", ", ".join(map(str, header["seeds"]))],
                                ["machine", header["machine"]["text"]],
