@@ -4,6 +4,9 @@ without pushing the rare labels the encoder ranked well out of the top 5."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -12,7 +15,7 @@ from xc_core.evaluation.analyses import TAIL_BIN
 HEAD, TAIL, MID = np.arange(0, 30), np.arange(30, 60), np.arange(60, 90)
 
 
-def _grid(tail_bins: bool):  # type: ignore[no-untyped-def]
+def _grid(tail_bins: bool) -> Any:
     """Head rows: the positive is a popular head label the encoder ranks second, below a mid-frequency decoy (label
     popularity ρ ≥ 0.1 fixes them). Tail rows: the positive is a rare label the encoder ranks first, just above five
     head labels (any ρ > 0.06 pushes it to rank 6, unless the tail labels get their offset back)."""
@@ -34,7 +37,7 @@ def _grid(tail_bins: bool):  # type: ignore[no-untyped-def]
                       popularity=popularity, bins=bins if tail_bins else None)
 
 
-def _config(**update):  # type: ignore[no-untyped-def]
+def _config(**update: Any) -> Any:
     from xc_core.classifier import ClassifierConfig
     from xc_core.classifier.lexical import LexicalConfig
 
@@ -70,7 +73,7 @@ def test_without_the_offset_the_guard_refuses_the_head_channel_and_without_bins_
     assert blind["popularity_weight"] > 0 and tests["fusion"]["kept"] and blind["P@5"] < guarded["P@5"], blind
 
 
-def test_a_saved_classifier_serves_its_tail_offset(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_saved_classifier_serves_its_tail_offset(tmp_path: Path) -> None:
     """The offset travels with the model: saved and loaded with its labels, in the served search's per-label offsets,
     off in W's ranking alone, and a label added later (no click yet) is a tail label."""
     import pytest

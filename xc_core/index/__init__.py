@@ -7,6 +7,7 @@ from xc_core.index.ann import (
     IndexConfig,
     IndexError_,
     LabelIndex,
+    RankRows,
     rank_exactly,
     recall_against_exact,
     search_exactly,
@@ -14,5 +15,5 @@ from xc_core.index.ann import (
 )
 from xc_core.index.shards import ShardedIndex, merge_top_k
 
-__all__ = ["RANKING", "RECALL_SAMPLE", "ExactRanking", "IndexConfig", "IndexError_", "LabelIndex", "ShardedIndex",
-           "merge_top_k", "rank_exactly", "recall_against_exact", "search_exactly", "top_k_agreement"]
+__all__ = ["RANKING", "RECALL_SAMPLE", "ExactRanking", "IndexConfig", "IndexError_", "LabelIndex", "RankRows",
+           "ShardedIndex", "merge_top_k", "rank_exactly", "recall_against_exact", "search_exactly", "top_k_agreement"]

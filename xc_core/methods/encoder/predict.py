@@ -22,6 +22,7 @@ from xc_core.index import (
     IndexConfig,
     IndexError_,
     LabelIndex,
+    RankRows,
     rank_exactly,
     search_exactly,
 )
@@ -81,9 +82,11 @@ def _fused_ranking(dataset: XCDataset, queries: np.ndarray, labels: np.ndarray, 
     exact, clf_exact = LabelIndex.build(labels, None, flat), LabelIndex.build(fused.weights, None, flat)
     texts = list(dataset.test_texts)
 
-    def rank(label_index: LabelIndex, classifier_index: LabelIndex) -> Any:
-        return lambda rows, depth: fused_search(queries[rows], label_index, classifier_index, labels, fused, depth,
-                                                texts=texts[rows])
+    def rank(label_index: LabelIndex, classifier_index: LabelIndex) -> RankRows:
+        def ranked(rows: slice, depth: int) -> tuple[np.ndarray, np.ndarray]:
+            return fused_search(queries[rows], label_index, classifier_index, labels, fused, depth, texts=texts[rows])
+
+        return ranked
 
     ranking = rank_exactly(rank(exact, clf_exact), rank(index, clf_index), len(queries), k)
     enc_scores, enc_ids = exact.search(queries, k)

@@ -1,0 +1,100 @@
+"""Which tail calibration keeps the tail bin's P@5 at the encoder's without giving up the head, out of fold? (#63)
+
+Builds a home's ``dual_encoder-clf`` out-of-fold grid once (the stage's own folds, W and channels refit per fold:
+training documents only, never the test split), then scores fusions on it: the encoder alone, the fusion main served
+(``--fusion``), and that fusion under tail offsets applied to the bin's trained labels only or to the whole bin
+(untrained labels included); finally the stage's own selection. Writes ``results/<dataset>.json``.
+
+    .venv/bin/python experiments/tail_fusion/probe.py --home HOME --dataset synthetic \\
+        --fusion 0.4,0.05,0.05,0.2,0.8,0.05,0.2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+METRICS = ("P@1", "P@5", "PSP@5", "tail_P@5")
+OFFSETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def out_of_fold_grid(home: Path, dataset: str, profile: str) -> Any:
+    """The stage's out-of-fold grid for the home's trained ``dual_encoder-clf`` encoder (the stage runs up to its
+    choice, which is not made)."""
+    import xc_core.classifier.stage as stage
+    from xc_core.datasets.container import XCDataset
+    from xc_core.methods import get_method
+    from xc_core.methods.encoder.training import train_config
+    from xc_core.paths import dataset_dir, model_dir
+    from xc_core.profiles import get_profile
+    from xc_core.training.selection import fine_tuned_rows
+
+    data = XCDataset.load(dataset_dir(home, dataset))
+    chosen = get_profile(profile)
+    model = model_dir(home, dataset, "dual_encoder-clf", profile)
+    summary = json.loads((model / "train_summary.json").read_text())
+    method = get_method("dual_encoder-clf")
+    rows = fine_tuned_rows(data, train_config(method, chosen), summary)  # type: ignore[arg-type]
+    captured: dict[str, Any] = {}
+
+    class Captured(Exception):
+        pass
+
+    def capture(grid: Any, cfg: Any, seed: int = 0) -> Any:
+        captured["grid"] = grid
+        raise Captured
+
+    real, stage.choose_fusion = stage.choose_fusion, capture
+    try:
+        stage.fit_classifier_stage(data, model / "encoder", int(summary.get("max_length", 32)), chosen.classifier,
+                                   model / "probe", rows, vector_cache=home / "cache")
+    except Captured:
+        pass
+    finally:
+        stage.choose_fusion = real
+    return captured["grid"], chosen.classifier
+
+
+def scores(grid: Any, fusion: tuple[float, ...]) -> dict[str, float]:
+    rows = np.arange(grid.truth.shape[0])
+    return {m: round(100 * grid.value(tuple(fusion), m, rows), 2) for m in METRICS}
+
+
+def main() -> None:
+    from xc_core.classifier.stage import ENCODER_ONLY, OutOfFoldGrid, choose_fusion
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--dataset", default="synthetic")
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--fusion", required=True, help="alpha,lexical,untrained,hybrid,memory,popularity,name")
+    args = parser.parse_args()
+    grid, cfg = out_of_fold_grid(args.home, args.dataset, args.profile)
+    head = tuple(float(x) for x in args.fusion.split(","))
+    rows: list[dict[str, Any]] = [{"fusion": "encoder alone", **scores(grid, ENCODER_ONLY)}]
+    whole = [p.on_tail.copy() for p in grid.parts]  # the stage's tail: the whole bin
+    for name, masks in (("trained tail labels", [w & ~p.on_untrained for w, p in zip(whole, grid.parts, strict=True)]),
+                        ("whole tail bin", whole)):
+        for part, mask in zip(grid.parts, masks, strict=True):
+            part.on_tail = mask
+        probe = OutOfFoldGrid(grid.parts)
+        rows += [{"fusion": f"main's fusion, offset {t} on {name}", **scores(probe, (*head, t))} for t in OFFSETS]
+    best, record, _ = choose_fusion(OutOfFoldGrid(grid.parts), cfg)
+    rows.append({"fusion": f"the stage's choice {record['fusion']['candidate']}", **scores(grid, tuple(
+        best[k] for k in ("alpha", "lexical_weight", "untrained_offset", "linear_weight", "memory_weight",
+                          "popularity_weight", "name_weight", "tail_offset")))})
+    from xc_core.provenance import code_stamp
+
+    out = Path(__file__).parent / "results" / f"{args.dataset}.json"
+    out.write_text(json.dumps({"dataset": args.dataset, "out_of_fold_rows": int(grid.truth.shape[0]),
+                               "rows": rows, "decision": record["fusion"]["reason"], **code_stamp()}, indent=1))
+    for row in rows:
+        print(f"{row['fusion'][:70]:70s}", "  ".join(f"{m} {row[m]:6.2f}" for m in METRICS))
+
+
+if __name__ == "__main__":
+    main()
