@@ -28,11 +28,19 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
         assert row is not None, line
         p1, low, high = map(float, row.groups()[:3])
         assert low <= p1 <= high and p1 == pytest.approx(100 * first["methods"][method]["P@1"], abs=0.006)
-    # then the A/B lifts against the control (%Δ, * where significant), the champion and the report
-    title, header, lifts = table[3:-2]
+    # then the A/B lifts against the control (%Δ, * where significant), P@5 by label decile (issue #63), the
+    # champion, why the best test P@1 is not served (when it is not) and the report
+    title, header, lifts = table[3:6]
     assert title.startswith("A/B vs pretrained (simulated)") and header.split()[:3] == ["method", "revenue", "ctr"]
     assert lifts.split()[0] == "ramen" and all(re.fullmatch(r"[+-]\d+\.\d\d\*?", c) for c in lifts.split()[1:])
-    assert table[-2].startswith(f"champion: {first['champion']['method']} v{first['champion']['version']} ")
+    assert table[6].startswith("P@5 by label-frequency decile") and table[7].split()[:2] == ["decile", "pretrained"]
+    assert [row.split()[0] for row in table[8:18]] == [str(d) for d in range(10)]
+    assert len(first["label_deciles"]) == 10
+    assert table[18].startswith(f"champion: {first['champion']['method']} v{first['champion']['version']} ")
+    best = max(first["methods"], key=lambda m: first["methods"][m]["P@1"])
+    why = table[19:-1]  # one line, only when the best test P@1 was not promoted (and no equal model serves)
+    assert len(why) <= 1 and all(line.startswith(f"best test P@1: {best} ") for line in why)
+    assert not why or first["champion"]["method"] != best
     assert table[-1] == f"report: {first['report']}"
     assert first["success"] and all(first["checks"].values()) and set(first["methods"]) == {"pretrained", "ramen"}
     assert [d["method"] for d in first["promotion"]] == ["pretrained", "ramen"]

@@ -97,7 +97,7 @@ def _ab_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def _decile_lines(summary: dict[str, Any]) -> list[str]:
-    """P@5 (points) by label-frequency decile, 0 = tail (``xc_core.evaluation.label_deciles``); [] without it."""
+    """P@5 (points) by label-frequency decile, 0 = tail (``xc_core.stages.label_deciles``); [] without it."""
     rows = summary.get("label_deciles") or []
     if not rows:
         return []

@@ -166,7 +166,7 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert test["detectable"]["P@1"] > 0
     served_fusion = {"alpha": fused["alpha"], "lexical_weight": fused["lexical_weight"],
                      **{key: fused[key] for key in ("untrained_offset", "linear_weight", "memory_weight",
-                                                   "popularity_weight", "name_weight") if fused[key]}}
+                                                   "popularity_weight", "name_weight", "tail_offset") if fused[key]}}
     assert test["served"] == (served_fusion if test["kept"] else {"alpha": 1.0, "lexical_weight": 0.0})
     activate(tracking_uri(tmp_path))
     model = mlflow.pyfunc.load_model(fused["model_uri"])

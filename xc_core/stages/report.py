@@ -109,8 +109,8 @@ def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]
              "test positives on labels without a training positive": f"{100 * untrained['pairs']:.2f}%",
              "test documents with only such positives": f"{100 * untrained['rows']:.2f}%"}
     tradeoffs = {r.method: r.folder / "tradeoff.png" for r in records if (r.folder / "tradeoff.png").is_file()}
-    from xc_core.evaluation.label_deciles import label_decile_rows
     from xc_core.stages.abtest import report_section
+    from xc_core.stages.label_deciles import label_decile_rows
 
     deciles = label_decile_rows(home, dataset, profile)
     path = render_report(dataset.name, results, report_path(home, dataset.name, profile), diff_table, examples, notes,

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from xc_core.evaluation.analyses import label_quantiles, quantile_contributions
-from xc_core.evaluation.label_deciles import N_DECILES, decile_methods, decile_terms, label_decile_rows
+from xc_core.stages.label_deciles import N_DECILES, decile_methods, decile_terms, label_decile_rows
 
 
 def test_decile_shares_are_the_quantile_contributions_and_sum_to_p_at_5() -> None:
