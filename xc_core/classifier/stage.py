@@ -208,10 +208,11 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     ν, then the label popularity's weight ρ best in the seen-label view (it orders the labels with clicks; the view
     ranks only those), then the untrained-label offset β best for it on all labels, all under the same constraint
     (ties prefer less hybrid weight, less lexical weight, less memory, less name weight, less popularity, a smaller
-    offset, then more encoder). A fusion keeps the constraint with some tail offset τ (the trained tail labels'
-    calibration, tried from 0 up): each step reads a fusion at its first τ that keeps every guard, and τ is chosen
-    last, best on ``select_metric`` among those that keep them — so a fusion that lifts the head while pushing the
-    tail down is repaired, not discarded, and the stage never builds a model the gate's tail guard must reject.
+    offset, then more encoder). A fusion keeps the constraint with some tail offset τ (the whole tail bin's
+    calibration, untrained labels included, tried from 0 up): each step reads a fusion at its first τ that keeps
+    every guard, and τ is chosen last, best on ``select_metric`` among those that keep them — so a fusion that lifts
+    the head while pushing the tail down is repaired, not discarded, and the stage never builds a model the gate's
+    tail guard must reject.
     Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
     procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
     the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut

@@ -216,16 +216,25 @@ def paired_lead(home: Path, challenger_tags: dict[str, str], champion_tags: dict
                 confidence: float = 0.95) -> PairedLead | None:
     """Challenger − champion on ``metric`` over the same test queries, or None when the two evaluations
     are not on the same test split (or one is missing): a paired interval is then meaningless."""
+    return paired_leads(home, challenger_tags, champion_tags, {metric: confidence}).get(metric)
+
+
+def paired_leads(home: Path, challenger_tags: dict[str, str], champion_tags: dict[str, str],
+                 metrics: dict[str, float]) -> dict[str, PairedLead]:
+    """:func:`paired_lead` for each metric (→ its confidence) the two evaluations both hold, each evaluation's
+    per-query results read once."""
     from xc_core.evaluation import paired_metric_diff
 
     a, b = _eval_rows(home, challenger_tags), _eval_rows(home, champion_tags)
     if a is None or b is None or a[0] != b[0]:
-        return None
-    result = paired_metric_diff(a[1], b[1], metric, alpha=1 - confidence)
-    if result is None:
-        return None
-    diff, low, high, p = result
-    return PairedLead(diff, low, high, p, len(next(iter(a[1].values()))), confidence)
+        return {}
+    rows = len(next(iter(a[1].values())))
+    found = {}
+    for metric, confidence in metrics.items():
+        result = paired_metric_diff(a[1], b[1], metric, alpha=1 - confidence)
+        if result is not None:
+            found[metric] = PairedLead(*result, rows, confidence)
+    return found
 
 
 def gate(home: Path | None, challenger: Any, champion: Any | None, policy: PromotionPolicy) -> Decision:
@@ -234,12 +243,13 @@ def gate(home: Path | None, challenger: Any, champion: Any | None, policy: Promo
     metric and every guard are paired on the same test queries where both evaluations' per-query results exist."""
     paired, guards = None, {}
     if home is not None and champion is not None:
-        both = dict(challenger.tags), dict(champion.tags)
         level = policy.confidence if policy.confidence > 0 else 0.95  # the guards are paired tests either way
+        asked = {metric: level for metric in policy.guards}
         if policy.confidence > 0:
-            paired = paired_lead(home, *both, policy.primary, policy.confidence)
-        guards = {metric: found for metric in policy.guards
-                  if (found := paired_lead(home, *both, metric, level)) is not None}
+            asked[policy.primary] = policy.confidence
+        found = paired_leads(home, dict(challenger.tags), dict(champion.tags), asked)
+        paired = found.get(policy.primary) if policy.confidence > 0 else None
+        guards = {metric: found[metric] for metric in policy.guards if metric in found}
     return decide(metrics_of(challenger), metrics_of(champion) if champion else None, policy, paired,
                   gate_abtest(home, challenger, champion), guards)
 
