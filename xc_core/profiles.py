@@ -66,15 +66,17 @@ class _TowerRecipe(_Recipe):
     shortlist_warmup_epochs: int
     shortlist_refresh_every: int
     attribute_refresh_every: int
+    distill: float
 
 
 #: The CPU profiles' recipe: :data:`RECIPE` with the light tower beside the frozen encoder instead of fine-tuning
 #: it (its zero start is the shipped encoder; its lr chosen on validation: docs/training.md),
-#: and NGAME's hard negatives from the encoder's own shortlist after a 2-epoch warm-up, refreshed every 5 epochs
-#: (the attribute negatives on the same period).
+#: NGAME's hard negatives from the encoder's own shortlist after a 2-epoch warm-up, refreshed every 5 epochs
+#: (the attribute negatives on the same period), and the frozen encoder's order of each row's other labels kept by
+#: a distillation term of weight 0.3 (training/losses/distill.py; chosen on validation: experiments/ab_depth).
 TOWER_RECIPE: _TowerRecipe = {**RECIPE, "tower": True, "tower_lr": 1e-2, "shortlist_negatives": 10,
                               "shortlist_warmup_epochs": 2, "shortlist_refresh_every": 5,
-                              "attribute_refresh_every": 5}
+                              "attribute_refresh_every": 5, "distill": 0.3}
 #: epochs of the demo profile (30 × 0.7 of the documents: 21 epochs' worth of every training document)
 DEMO_EPOCHS = 30
 #: the share of training documents the CPU profiles' encoder trains on: the other 30% stay clean rows for the '-clf'

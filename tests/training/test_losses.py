@@ -202,3 +202,38 @@ def test_loss_family_names_every_pair_and_refuses_unknown_names() -> None:
         assert isinstance(task, torch.nn.Module) and isinstance(regularizer, torch.nn.Module)
     with pytest.raises(ValueError, match="unknown loss"):
         loss_family("hinge", TrainConfig())
+
+
+# -- score distillation from the frozen encoder (losses/distill.py) --------------------------------------------------
+def test_distillation_is_zero_for_the_teacher_and_blind_to_the_positives() -> None:
+    from xc_core.training.losses import distill
+
+    teacher = torch.tensor([[0.9, 0.5, 0.1, 0.3], [0.2, 0.8, 0.4, 0.0], [0.3, 0.1, 0.7, 0.6], [0.1, 0.2, 0.3, 0.9]])
+    positives = torch.eye(4, dtype=torch.bool)
+    positives[0, 3] = True  # a second known positive of row 0 leaves its softmax too
+    assert float(distill.score_distillation(teacher, teacher, positives, 20.0)) == 0.0
+    moved = teacher.clone()
+    moved[0, 0], moved[0, 3], moved[1, 1] = -1.0, 5.0, 3.0  # only positives move: nothing to distil
+    assert float(distill.score_distillation(moved, teacher, positives, 20.0)) < 1e-6
+    swapped = teacher.clone()
+    swapped[0, 1], swapped[0, 2] = teacher[0, 2], teacher[0, 1]  # row 0's two other labels change order
+    assert float(distill.score_distillation(swapped, teacher, positives, 20.0)) > 0.1
+    assert doctest.testmod(distill).failed == 0
+
+
+def test_distillation_pulls_the_student_towards_the_teachers_order_and_skips_short_rows() -> None:
+    from xc_core.training.losses.distill import score_distillation
+
+    teacher = torch.tensor([[0.9, 0.6, 0.1], [0.2, 0.8, 0.4], [0.3, 0.1, 0.7]])
+    student = teacher.clone()
+    student[0, 1], student[0, 2] = 0.1, 0.6
+    student.requires_grad_(True)
+    score_distillation(student, teacher, torch.eye(3, dtype=torch.bool), 20.0).backward()
+    assert student.grad[0, 1] < 0 < student.grad[0, 2]  # descent raises the teacher's favourite, lowers the other
+    two_positives = torch.tensor([[True, True, False], [False, True, False], [False, False, True]])
+    base = float(score_distillation(student.detach(), teacher, two_positives, 20.0))
+    changed = student.detach().clone()
+    changed[0, 2] = -0.9  # row 0 has one other label left: no order to keep, so it adds nothing
+    assert float(score_distillation(changed, teacher, two_positives, 20.0)) == pytest.approx(base, abs=1e-7)
+    with pytest.raises(ValueError, match="same"):
+        score_distillation(student.detach(), teacher[:2], torch.eye(3, dtype=torch.bool), 20.0)

@@ -152,3 +152,36 @@ def test_the_oracle_anchor_set_lifts_ramen_on_the_queries_it_covers(tiny_data: X
     gain = hits["ramen"].mean() - hits["dual_encoder"].mean()
     # the issue's bar for the positive control: +3 P@1 on the covered queries (measured here: +7.2, 48.6 → 55.8)
     assert gain >= 0.03, f"oracle ramen − dual_encoder on {covered.sum()} covered test queries: {gain:+.3f} P@1"
+
+
+def test_distillation_keeps_the_frozen_encoders_order_of_the_other_labels(tiny_data: XCDataset, tiny_home: Path,
+                                                                          tmp_path: Path) -> None:
+    """The same tiny tower training with and without the distillation term: with it, the trained encoder's
+    scores of each validation document over the labels stay closer in order to the frozen encoder's; without a
+    tower there is no frozen teacher, and the config is refused."""
+    from scipy.stats import spearmanr
+
+    from xc_core.encoders.text import encoder_for
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    base = {"epochs": 4, "select_best": False, "val_split": "documents", "tower": True, "regularize": False,
+            "prune": False, "bandit": False, "tower_lr": 5e-2}
+    enc_cfg = encoder_config(profile, tiny_home)
+    with pytest.raises(ValueError, match="tower=true"):
+        Trainer(tiny_data, enc_cfg, profile.train.model_copy(update={**base, "tower": False, "distill": 1.0}),
+                tmp_path / "refused")
+    docs, labels = tiny_data.train_texts[:40], list(tiny_data.label_texts)
+    frozen = _tiny_encoder(tiny_home)
+    teacher = frozen.encode(docs) @ frozen.encode(labels).T
+
+    def order_kept(distill: float) -> float:
+        cfg = profile.train.model_copy(update={**base, "distill": distill})
+        result = Trainer(tiny_data, enc_cfg, cfg, tmp_path / f"d{distill}").fit()
+        trained = encoder_for(result.encoder_dir, max_length=enc_cfg.max_length)
+        student = trained.encode(docs) @ trained.encode(labels).T
+        return float(np.mean([spearmanr(s, t).statistic for s, t in zip(student, teacher, strict=True)]))
+
+    free, kept = order_kept(0.0), order_kept(10.0)
+    assert kept > free + 0.1, (kept, free)

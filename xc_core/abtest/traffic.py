@@ -43,10 +43,19 @@ def period_days(world: World) -> list[int]:
     return list(range(cfg.days - cfg.novel_days, cfg.days))
 
 
-def draw_traffic(world: World, n: int, seed: int, sampler: Sampler | None = None) -> Traffic:
-    """``n`` query events of the world's test period (deterministic in ``seed``)."""
+def validation_days(world: World) -> list[int]:
+    """The as many days before the test period (the training window's last): traffic to develop on, so a design
+    choice judged on simulated traffic never reads the test period."""
+    cfg = world.config
+    start = cfg.days - cfg.novel_days
+    return list(range(max(0, start - cfg.novel_days), start))
+
+
+def draw_traffic(world: World, n: int, seed: int, sampler: Sampler | None = None,
+                 days: list[int] | None = None) -> Traffic:
+    """``n`` query events of the world's test period, or of ``days`` (deterministic in ``seed``)."""
     sampler = sampler or Sampler(world)
-    days = period_days(world)
+    days = period_days(world) if days is None else days
     parts: list[tuple[np.ndarray, ...]] = []
     drawn, round_ = 0, 0
     while drawn < n:

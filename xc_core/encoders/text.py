@@ -217,6 +217,16 @@ class TextEncoder:
             hidden = self.runner(**batch).last_hidden_state
         return mean_pool(hidden.float(), batch["attention_mask"])
 
+    def frozen_vectors(self, texts: list[str]) -> torch.Tensor:
+        """The frozen transformer's unit vectors of ``texts``, without gradient: what an untrained tower returns
+        (a teacher for the tower's training; requires :meth:`freeze_base`)."""
+        import torch
+
+        if self._base is None:
+            raise ValueError("frozen_vectors needs a frozen base: call freeze_base (a tower's training) first")
+        with torch.no_grad():
+            return self._frozen(texts)
+
     def _frozen(self, texts: list[str]) -> torch.Tensor:
         """The frozen transformer's vectors of ``texts`` (:meth:`freeze_base`), encoding the ones not kept yet."""
         import torch

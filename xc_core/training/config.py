@@ -66,6 +66,9 @@ class TrainConfig(BaseModel):
                                      "training document's this many labels the current encoder ranks highest among "
                                      "those that are not its known positives (nor read as it); each step adds one, "
                                      "drawn uniformly, to the row's softmax (0: off; softmax loss only)")
+    distill: float = Field(default=0.0, ge=0, description="weight of the score distillation from the frozen "
+                           "encoder added to the task loss (training/losses/distill.py): the trained encoder keeps "
+                           "the frozen one's order of each row's non-positive batch labels (0: off; tower only)")
     shortlist_warmup_epochs: int = Field(default=2, ge=0, description="epochs of in-batch negatives only before "
                                          "the first shortlist (NGAME's warm-up on random batches)")
     shortlist_refresh_every: int = Field(default=5, ge=1, description="epochs between shortlist refreshes "

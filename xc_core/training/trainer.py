@@ -32,6 +32,7 @@ from xc_core.training.batches import Batch, BatchBuilder
 from xc_core.training.checkpoint import latest, load_checkpoint, load_encoder_weights, save_checkpoint, save_encoder
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
+from xc_core.training.losses.distill import score_distillation
 from xc_core.training.ranker import ValidationRanker
 from xc_core.training.validation import train_subsample, validation_split
 
@@ -107,6 +108,8 @@ class Trainer:
             raise ValueError("attribute_negatives adds a negative to the softmax task loss: use loss='softmax'")
         if cfg.shortlist_negatives and cfg.loss != "softmax":
             raise ValueError("shortlist_negatives adds a negative to the softmax task loss: use loss='softmax'")
+        if cfg.distill and not cfg.tower:
+            raise ValueError("distill takes the frozen encoder under a tower as its teacher: set tower=true")
         if cfg.anchor_negatives and cfg.loss != "softmax":
             raise ValueError("anchor_negatives adds a negative to the softmax regularizers: use loss='softmax'")
         #: (train documents, attribute_negatives) mined negatives, -1 padded (None: none mined)
@@ -320,6 +323,11 @@ class Trainer:
                                   hard_valid=valid)
         else:
             task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))
+        if self.cfg.distill:  # the frozen encoder's order of each row's other labels (losses/distill.py)
+            teacher = self.encoder.frozen_vectors(batch.doc_texts) @ self.encoder.frozen_vectors(batch.label_texts).T
+            task = task + self.cfg.distill * score_distillation(docs @ labels.T, teacher.to(docs.device),
+                                                                torch.from_numpy(batch.positive_mask),
+                                                                self.cfg.softmax_scale)
         out = {"task": task}
         start = 0
         for kind, name, side in self.anchor_sides(batch):
