@@ -151,21 +151,8 @@ class ModelArm:
 
         activate(self.tracking_uri)
         label_ids = XCDataset.load(dataset_dir(self.home, self.dataset)).label_ids
-        label_rows = _label_keyword_rows(world, label_ids)
         scorer = scorer_of(self.method, Served(self.model_uri, self.home, self.dataset, self.profile))
-        texts = world.queries["text"].to_numpy()[rows]
-        distinct, inverse = np.unique(texts, return_inverse=True)
-        # labels of other markets fall away below, so ask for enough to keep k in the query's market
-        wide = min(len(label_ids), k * len(world.config.markets))
-        scores = np.empty((len(distinct), wide), dtype=np.float32)
-        ids = np.empty((len(distinct), wide), dtype=np.int64)
-        for lo in range(0, len(distinct), self.batch):
-            s, i = scorer(distinct[lo:lo + self.batch].tolist(), wide)
-            scores[lo:lo + self.batch], ids[lo:lo + self.batch] = s, i
-        kw = np.where(ids >= 0, label_rows[np.maximum(ids, 0)], -1)[inverse]
-        s = scores[inverse]
-        kw[(kw < 0) | (world.kw_market[np.maximum(kw, 0)] != world.q_market[rows][:, None])] = -1
-        return _compact(s, kw, k)
+        return scorer_candidates(world, rows, k, scorer, label_ids, self.batch)
 
     def describe(self) -> dict[str, str]:
         return {"arm": self.name, "kind": "xc model", "method": self.method, "profile": self.profile,
@@ -198,6 +185,27 @@ class ModelArm:
                      index_dir(self.home, self.dataset, self.method, self.profile)):
             hash_files(digest, root, skip=_RUN_RECORDS)
         return digest.hexdigest()[:32]
+
+
+def scorer_candidates(world: World, rows: np.ndarray, k: int, scorer: Any, label_ids: list[str],
+                      batch: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+    """A model arm's candidates from its scorer (``texts, k -> (scores, label ids)``, as ``Method.scorer`` gives
+    it) over the data set's labels ``label_ids``: each distinct query text scored once, then only the keywords of
+    each row's market kept, best first, k per row."""
+    label_rows = _label_keyword_rows(world, label_ids)
+    texts = world.queries["text"].to_numpy()[rows]
+    distinct, inverse = np.unique(texts, return_inverse=True)
+    # labels of other markets fall away below, so ask for enough to keep k in the query's market
+    wide = min(len(label_ids), k * len(world.config.markets))
+    scores = np.empty((len(distinct), wide), dtype=np.float32)
+    ids = np.empty((len(distinct), wide), dtype=np.int64)
+    for lo in range(0, len(distinct), batch):
+        s, i = scorer(distinct[lo:lo + batch].tolist(), wide)
+        scores[lo:lo + batch], ids[lo:lo + batch] = s, i
+    kw = np.where(ids >= 0, label_rows[np.maximum(ids, 0)], -1)[inverse]
+    s = scores[inverse]
+    kw[(kw < 0) | (world.kw_market[np.maximum(kw, 0)] != world.q_market[rows][:, None])] = -1
+    return _compact(s, kw, k)
 
 
 def _logged_model_id(client: Any, uri: str) -> str | None:
