@@ -6,6 +6,7 @@ then run the A/B's own selection step (score x bid, 5 slots) on those candidates
 their share with grade >= 2 (what IY counts) and the median rank they come from.
 
     .venv/bin/python experiments/ab_depth/depth.py --home HOME --encoder NAME=FOLDER [--encoder NAME=FOLDER ...]
+    .venv/bin/python experiments/ab_depth/depth.py --home HOME --fused dual_encoder-clf
 
 FOLDER is an encoder folder (``<home>/models/synthetic/<method>-demo/encoder``; the shipped MiniLM for the untrained
 encoder). The result JSON goes to ``experiments/ab_depth/results/<name>.json`` with the code stamp.
@@ -16,18 +17,20 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from xc_core.abtest.arms import Bm25Arm, _by_market
+from xc_core.abtest.arms import Bm25Arm, by_market, scorer_candidates
 from xc_core.abtest.auction import select
 from xc_core.abtest.config import SelectionConfig
 from xc_core.abtest.traffic import draw_traffic, validation_days
 from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import encoder_for
-from xc_core.paths import dataset_dir
+from xc_core.paths import dataset_dir, index_dir, model_dir
 from xc_core.stages.abtest import ground_truth
+from xc_core.training.record import TrainedModel
 
 BANDS = ((0, 1), (1, 5), (5, 20), (20, 100))
 K = 100  # the A/B's candidates per query (SelectionConfig.candidates)
@@ -49,7 +52,7 @@ def encoder_candidates(world, rows: np.ndarray, q_vecs: dict[str, np.ndarray], l
         out[:, known] = q @ label_vecs[at[known]].T
         return out
 
-    return _by_market(world, rows, k, block)
+    return by_market(world, rows, k, block)
 
 
 def depth_profile(world, traffic, rows: np.ndarray, found: tuple[np.ndarray, np.ndarray],
@@ -92,11 +95,53 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(shares))
 
 
+#: the fusion's settings a record notes, and the parts switched off one at a time (in memory; no artifact changes)
+FUSION_FIELDS = ("alpha", "tail_offset", "untrained_offset", "popularity_weight", "memory_weight", "linear_weight",
+                 "name_weight", "lexical_weight")
+VARIANTS: dict[str, dict[str, float]] = {
+    "as-chosen": {}, "no-tail-offset": {"tail_offset": 0.0}, "no-untrained-offset": {"untrained_offset": 0.0},
+    "no-popularity": {"popularity_weight": 0.0},
+    "no-offsets": {"tail_offset": 0.0, "untrained_offset": 0.0, "popularity_weight": 0.0},
+}
+
+
+def fused_scorers(home: Path, dataset: str, method: str, profile: str):
+    """(the fused model as chosen, a scorer factory taking the fusion's overrides)."""
+    import mlflow
+
+    from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS, fused_search
+    from xc_core.index import LabelIndex
+    from xc_core.tracking.store import activate
+
+    trained = TrainedModel.load(model_dir(home, dataset, method, profile))
+    activate(trained.tracking_uri)
+    model = mlflow.pyfunc.load_model(trained.model_uri)
+    folder = index_dir(home, dataset, method, profile)
+    index = LabelIndex.load(folder, expect_dataset=dataset)
+    classifier = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=dataset)
+    label_vectors = np.load(folder / LABEL_VECTORS)
+    fused = model.unwrap_python_model().classifier
+
+    def scorer(overrides: dict[str, float]):
+        variant = replace(fused, **overrides)
+
+        def score(texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+            vectors = np.asarray(model.predict(texts), dtype=np.float32)
+            return fused_search(vectors, index, classifier, label_vectors, variant, k, texts=texts)
+
+        return score
+
+    return fused, scorer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--dataset", default="synthetic")
-    parser.add_argument("--encoder", action="append", required=True, help="NAME=FOLDER")
+    parser.add_argument("--encoder", action="append", default=[], help="NAME=FOLDER")
+    parser.add_argument("--fused", default="", help="a -clf method trained in HOME: its fused ranking as chosen "
+                        "and with one part of its fusion off at a time (VARIANTS), instead of --encoder")
+    parser.add_argument("--profile", default="demo")
     parser.add_argument("--queries", type=int, default=20_000)
     parser.add_argument("--period", choices=("validation", "test"), default="validation",
                         help="traffic of the training window's last days (to develop on) or of the test period")
@@ -118,17 +163,24 @@ def main() -> None:
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip()
     records = [("bm25", "the simulator's BM25 serving policy (wrote the logs)", bm25)]
+    extra: dict[str, dict] = {}
     for spec in args.encoder:
         name, folder = spec.split("=", 1)
         encoder = encoder_for(Path(folder))
-        q = encoder.encode(texts)
+        vectors = dict(zip(texts, encoder.encode(texts), strict=True))
         label_vecs = encoder.encode(list(data.label_texts))
-        vectors = dict(zip(texts, q, strict=True))
         records.append((name, folder, encoder_candidates(world, rows, vectors, label_vecs, label_rows)))
+    if args.fused:
+        fused, scorer = fused_scorers(args.home, args.dataset, args.fused, args.profile)
+        chosen = {f: getattr(fused, f) for f in FUSION_FIELDS}
+        for variant, overrides in VARIANTS.items():
+            name = f"{args.fused}-{variant}"
+            records.append((name, args.fused, scorer_candidates(world, rows, K, scorer(overrides), data.label_ids)))
+            extra[name] = {"fusion": chosen, "overrides": overrides}
     for name, source, found in records:
         profile = depth_profile(world, traffic, rows, found, bm25[1], kw_clicks)
         record = {"name": name, "source": source, "dataset": args.dataset, "period": args.period,
-                  "code": commit, **profile}
+                  "code": commit, **extra.get(name, {}), **profile}
         (RESULTS / f"{args.dataset}-{args.period}-{name}.json").write_text(json.dumps(record, indent=1) + "\n")
         print(json.dumps(record))
 

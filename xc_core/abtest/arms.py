@@ -48,7 +48,7 @@ def _top(scores: np.ndarray, members: np.ndarray, k: int) -> tuple[np.ndarray, n
     return out_s, out_k
 
 
-def _by_market(world: World, rows: np.ndarray, k: int, block) -> tuple[np.ndarray, np.ndarray]:
+def by_market(world: World, rows: np.ndarray, k: int, block) -> tuple[np.ndarray, np.ndarray]:
     """Run ``block(rows_of_market, market, members) -> dense scores`` per market and chunk; top k of each row."""
     scores = np.full((len(rows), k), -np.inf, dtype=np.float32)
     kws = np.full((len(rows), k), -1, dtype=np.int64)
@@ -82,7 +82,7 @@ class Bm25Arm:
             out[:, position] = dense
             return out
 
-        return _by_market(world, rows, k, block)
+        return by_market(world, rows, k, block)
 
     def describe(self) -> dict[str, str]:
         return {"arm": self.name, "kind": "the simulator's BM25 serving policy (wrote the logs)"}
@@ -101,7 +101,7 @@ class OracleArm:
             value = np.asarray(world.config.attractiveness)[grade] / world.config.attractiveness[3]
             return np.where(grade > 0, value, -np.inf).astype(np.float32)
 
-        return _by_market(world, rows, k, block)
+        return by_market(world, rows, k, block)
 
     def describe(self) -> dict[str, str]:
         return {"arm": self.name, "kind": "ground-truth oracle (true grade's click attractiveness)"}
@@ -120,7 +120,7 @@ class RandomArm:
             return np.stack([np.random.default_rng(np.random.SeedSequence([self.seed, 4, int(row)]))
                              .random(len(members), dtype=np.float32) for row in part])
 
-        return _by_market(world, rows, k, block)
+        return by_market(world, rows, k, block)
 
     def describe(self) -> dict[str, str]:
         return {"arm": self.name, "kind": "random ads of the market"}
