@@ -229,7 +229,8 @@ def test_distillation_pulls_the_student_towards_the_teachers_order_and_skips_sho
     student[0, 1], student[0, 2] = 0.1, 0.6
     student.requires_grad_(True)
     score_distillation(student, teacher, torch.eye(3, dtype=torch.bool), 20.0).backward()
-    assert student.grad[0, 1] < 0 < student.grad[0, 2]  # descent raises the teacher's favourite, lowers the other
+    grad = student.grad
+    assert grad is not None and grad[0, 1] < 0 < grad[0, 2]  # descent raises the teacher's favourite label  # descent raises the teacher's favourite, lowers the other
     two_positives = torch.tensor([[True, True, False], [False, True, False], [False, False, True]])
     base = float(score_distillation(student.detach(), teacher, two_positives, 20.0))
     changed = student.detach().clone()

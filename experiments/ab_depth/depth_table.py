@@ -1,7 +1,7 @@
 """The experiment's table: per variant its trainer's validation (P@1, R@10 of the served epoch, from
 ``results/grid``) and its ranking on validation-period simulated traffic (``results/<dataset>-validation-*.json``).
 
-    .venv/bin/python experiments/ab_depth/table.py [--dataset synthetic]
+    .venv/bin/python experiments/ab_depth/depth_table.py [--dataset synthetic]
 """
 
 from __future__ import annotations
