@@ -230,7 +230,7 @@ def test_distillation_pulls_the_student_towards_the_teachers_order_and_skips_sho
     student.requires_grad_(True)
     score_distillation(student, teacher, torch.eye(3, dtype=torch.bool), 20.0).backward()
     grad = student.grad
-    assert grad is not None and grad[0, 1] < 0 < grad[0, 2]  # descent raises the teacher's favourite label  # descent raises the teacher's favourite, lowers the other
+    assert grad is not None and grad[0, 1] < 0 < grad[0, 2]  # descent raises the teacher's favourite label
     two_positives = torch.tensor([[True, True, False], [False, True, False], [False, False, True]])
     base = float(score_distillation(student.detach(), teacher, two_positives, 20.0))
     changed = student.detach().clone()
