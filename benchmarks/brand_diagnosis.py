@@ -184,16 +184,10 @@ class EncoderArm:
         return np.take_along_axis(scores, ids, axis=1).astype(np.float32), ids.astype(np.int64)
 
     def candidates(self, world: Any, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        from xc_core.abtest.arms import _compact, _label_keyword_rows
+        from xc_core.abtest.arms import scorer_candidates
 
-        label_rows = _label_keyword_rows(world, self.label_ids)
-        texts = world.queries["text"].to_numpy()[rows]
-        distinct, inverse = np.unique(texts, return_inverse=True)
-        wide = min(len(self.label_ids), k * len(world.config.markets))  # as ModelArm: enough to keep k in market
-        scores, ids = self.search(distinct.tolist(), wide)
-        kw = label_rows[ids][inverse]
-        kw[(kw < 0) | (world.kw_market[np.maximum(kw, 0)] != world.q_market[rows][:, None])] = -1
-        return _compact(scores[inverse], kw, k)
+        # the model arm's own candidate step (distinct texts once, enough to keep k in the query's market)
+        return scorer_candidates(world, rows, k, self.search, self.label_ids, batch=len(rows) or 1)
 
     def describe(self) -> dict[str, str]:
         return {"arm": self.name, "kind": "encoder folder (exact search)", "folder": str(self.folder)}

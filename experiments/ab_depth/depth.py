@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xc_core.abtest.arms import Bm25Arm, by_market, scorer_candidates
+from xc_core.abtest.arms import Bm25Arm, by_market, label_keyword_rows, scorer_candidates
 from xc_core.abtest.auction import select
 from xc_core.abtest.config import SelectionConfig
 from xc_core.abtest.traffic import draw_traffic, validation_days
@@ -152,8 +152,7 @@ def main() -> None:
     days = validation_days(world) if args.period == "validation" else None
     traffic = draw_traffic(world, args.queries, 0, days=days)
     data = XCDataset.load(dataset_dir(args.home, args.dataset))
-    position = {kid: i for i, kid in enumerate(world.keywords["keyword_id"].to_list())}
-    label_rows = np.array([position.get(x, -1) for x in data.label_ids], dtype=np.int64)
+    label_rows = label_keyword_rows(world, data.label_ids)
     texts = sorted(set(world.queries["text"].to_numpy()[np.unique(traffic.query)]))
     kw_clicks = np.zeros(len(world.keywords))
     kw_clicks[label_rows[label_rows >= 0]] = np.asarray(data.y_train.sum(axis=0)).ravel()[label_rows >= 0]

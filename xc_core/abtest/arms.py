@@ -192,7 +192,7 @@ def scorer_candidates(world: World, rows: np.ndarray, k: int, scorer: Any, label
     """A model arm's candidates from its scorer (``texts, k -> (scores, label ids)``, as ``Method.scorer`` gives
     it) over the data set's labels ``label_ids``: each distinct query text scored once, then only the keywords of
     each row's market kept, best first, k per row."""
-    label_rows = _label_keyword_rows(world, label_ids)
+    label_rows = label_keyword_rows(world, label_ids)
     texts = world.queries["text"].to_numpy()[rows]
     distinct, inverse = np.unique(texts, return_inverse=True)
     # labels of other markets fall away below, so ask for enough to keep k in the query's market
@@ -226,7 +226,7 @@ def _logged_model_id(client: Any, uri: str) -> str | None:
 _RUN_RECORDS = frozenset({"manifest.json", "index_report.json"})
 
 
-def _label_keyword_rows(world: World, label_ids: list[str]) -> np.ndarray:
+def label_keyword_rows(world: World, label_ids: list[str]) -> np.ndarray:
     """World keyword row of each label (-1 for a label the world does not know)."""
     position = {kid: i for i, kid in enumerate(world.keywords["keyword_id"].to_list())}
     rows = np.array([position.get(label, -1) for label in label_ids], dtype=np.int64)
