@@ -108,3 +108,22 @@ def test_queries_have_no_own_label_on_either_split_so_validation_and_test_filter
     assert not set(data.train_ids) & set(data.label_ids) and not set(data.test_ids) & set(data.label_ids)
     assert data.filter_pairs.shape == (0, 2) and data.train_filter_pairs.shape == (0, 2)
     assert data.own_label_pairs(np.arange(len(data.train_texts))).shape == (0, 2)
+
+
+def test_query_deciles_count_the_training_window_only(built) -> None:
+    """Issue #64: a query's decile is its traffic before the split; one asked only in the test period is tail (9),
+    however often it is asked there."""
+    import duckdb
+
+    from xc_core.datasets.events import window_deciles
+
+    before, after = datetime(2006, 4, 1, tzinfo=UTC), datetime(2006, 5, 2, tzinfo=UTC)
+    rows = ([("head", before)] * 60 + [(f"tail {i}", before) for i in range(40)] + [("late", after)] * 500)
+    events = pl.DataFrame({"query_text": [q for q, _ in rows], "ts": [t for _, t in rows]})
+    with duckdb.connect() as con:
+        con.register("events", events)
+        deciles = window_deciles(con, "events", [], SPLIT)
+    assert "late" not in deciles and deciles["head"] == 0
+    assert {deciles[f"tail {i}"] for i in range(40)} <= set(range(6, 10))
+    _, data = built
+    assert data.test_decile is not None and (data.test_decile[data.test_novel] == 9).all()

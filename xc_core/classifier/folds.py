@@ -34,7 +34,7 @@ from xc_core import seeds
 from xc_core.classifier.memory import click_days
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
-from xc_core.training.validation import binary_pairs, in_test_mix, test_mix
+from xc_core.training.validation import binary_pairs
 
 FoldKind = Literal["auto", "temporal", "documents"]
 
@@ -133,16 +133,13 @@ def temporal_folds(dataset: XCDataset, folds: int, width: int, max_rows: int, se
     n_days = int(days[:, 2].max()) + 1
     starts = [n_days - (folds - i) * width for i in range(folds)]
     shape = dataset.y_train.shape
-    share = test_mix(dataset)
     out = []
     for i, start in enumerate(starts):
         before, inside = days[days[:, 2] < start], days[(days[:, 2] >= start) & (days[:, 2] < start + width)]
         y_fit = binary_pairs(before, shape)
         candidates = np.unique(inside[:, 0])
-        candidates = candidates[~never[candidates]]
-        repeated = np.isin(candidates, before[:, 0])
-        rows = in_test_mix(candidates[repeated], candidates[~repeated], share, max_rows // folds,
-                           seeds.rng(seed, Stream.CLASSIFIER_FOLDS, i))
+        # the block's own mix of repeated and new queries: never the test period's (issue #64)
+        rows = _sample(candidates[~never[candidates]], max_rows // folds, seed, i)
         truth = binary_pairs(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
                         rows, truth, click_days(dataset, before_day=start)))

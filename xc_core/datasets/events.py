@@ -8,9 +8,10 @@ items first clicked in test are *novel labels* (reachable only through their tex
 Anchor sets come from the train-window graph tables (:mod:`xc_core.datasets.graph_tables`):
 
 - ``cosession_queries`` — anchors are query texts. Document side: the query's co-session queries. Test
-  edges (``AnchorSet.test_edges``, the graph at inference only): a test query's co-session queries *of the
-  test window* (:func:`~xc_core.datasets.graph_tables.test_window_cosession`) that are already anchors of
-  the set, the ``doc_anchors`` best supported — the session context a serving system has. The train
+  edges (``AnchorSet.test_edges``, the graph at inference only): the queries asked before a test query in the
+  session of its first test-window ask (:func:`~xc_core.datasets.graph_tables.test_window_cosession`) that are
+  already anchors of the set, at most ``doc_anchors`` — the session context a serving system has when the query
+  arrives (issue #64: no later session, nothing typed after it). The train
   tables and the train-document edges never see the test window.
 - ``click_graph`` — anchors are query texts. Label side: the train queries that clicked the item. Named for
   what it is: these (query, item) pairs are training pairs, so this set adds labelled pairs a subsampled
@@ -193,9 +194,13 @@ def _test_edges(cosession: pl.DataFrame, anchors: AnchorSet, tests: dict[str, in
                      top.get_column("q2").replace_strict(existing, return_dtype=pl.Int64).to_numpy()], axis=1)
 
 
-def _deciles(con: duckdb.DuckDBPyConnection, source: str, params: list[object]) -> dict[str, int]:
-    """Query decile by traffic (RAMEN Table 1): queries sorted by frequency, each decile ~10% of events."""
-    freq = _frame(con, f"SELECT query_text AS q, count(*) AS n FROM {source} GROUP BY 1 ORDER BY n DESC, q", params)
+def window_deciles(con: duckdb.DuckDBPyConnection, source: str, params: list[object],
+                   split: datetime) -> dict[str, int]:
+    """Query decile by traffic (RAMEN Table 1) in the training window (events before ``split``): queries sorted by
+    frequency, each decile ~10% of the window's events. A query the window never saw is not here (the caller's 9,
+    the tail). The test period's own counts never enter (issue #64): a served model knows only the window."""
+    freq = _frame(con, f"SELECT query_text AS q, count(*) AS n FROM {source} WHERE ts < ? GROUP BY 1 "
+                       "ORDER BY n DESC, q", [*params, split])
     share = freq.get_column("n").cum_sum() / freq.get_column("n").sum()
     decile = ((share - freq.get_column("n") / freq.get_column("n").sum()) * 10).floor().cast(pl.Int64).clip(0, 9)
     return dict(zip(freq.get_column("q").to_list(), decile.to_list(), strict=True))
@@ -244,7 +249,7 @@ def build_events_dataset(store: EventStore, graphs_dir: Path, cfg: EventsDataset
         train, test = _pairs(con, source, params, first, split, kept), _pairs(con, source, params, split, end, kept)
         pair_days = _pair_days(con, source, params, first, split, kept)
         _check_pairs(train, test, cfg, _missing_keys(con, store, cfg), first, split, end)
-        deciles = _deciles(con, source, params)
+        deciles = window_deciles(con, source, params, split)
         test_cosession = test_window_cosession(con, source, params, split, end, cfg.graph_config())
         seen = set(_frame(con, f"SELECT DISTINCT query_text AS q FROM {source} WHERE ts < ?", [*params, split])
                    .get_column("q").to_list())

@@ -7,11 +7,11 @@
 Only events in the train window ``[train_start, train_end)`` enter, and every row records that window
 (``train_start``, ``train_end`` columns), so a table can never be mistaken for one built on test data.
 
-:func:`test_window_cosession` is the one table of the *test* window: ``cosession_queries`` computed the
-same way over ``[test_start, test_end)`` (rows record ``test_start``, ``test_end``), the session context a
-serving system has for a test query. It is returned in memory to the data-set builder, which keeps only
-its links to existing anchors as ``AnchorSet.test_edges``; it is never written beside, nor mixed into,
-the train tables above.
+:func:`test_window_cosession` is the one table of the *test* window: for each test query, the queries asked
+before it in the session of its first ask in ``[test_start, test_end)`` (rows record ``test_start``,
+``test_end``) — the session context a serving system has when the query arrives, never a later session. It is
+returned in memory to the data-set builder, which keeps only its links to existing anchors as
+``AnchorSet.test_edges``; it is never written beside, nor mixed into, the train tables above.
 
 Concurrent builds (two Dagster runs at once) are safe: each reads one snapshot of the store under its
 shared lock, writes its own temp files, and publishes the three tables together under the exclusive lock,
@@ -205,13 +205,22 @@ def _build_on_spark(store: EventStore, queries: dict[str, str], tmps: dict[str, 
 
 def test_window_cosession(con: duckdb.DuckDBPyConnection, events: str, params: list[object], test_start: datetime,
                           test_end: datetime, cfg: GraphConfig) -> pl.DataFrame:
-    """``q1, q2, sessions, users, test_start, test_end``: distinct queries asked in one session of the test
-    window ``[test_start, test_end)`` of ``events`` (a SQL source taking ``params``), with the train tables'
-    session-size and support thresholds. In memory only, in its own temp table (``test_window``): the
-    inference-time graph of test queries, never a train table."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE test_window AS SELECT * FROM {events} WHERE ts >= ? AND ts < ?",
-                [*params, test_start, test_end])
-    sql = _co_occurrence_sql("query_text", "q1", "q2", "TRUE", True, cfg, table="test_window")
+    """``q1, q2, sessions, users, test_start, test_end``: the graph at inference of the test queries, as of each
+    query's time (issue #64). A test query ``q1`` is linked to the queries ``q2`` asked *before* it in the session
+    of its first ask in the test window ``[test_start, test_end)`` — what a served model has when ``q1`` arrives:
+    never a later session, nor what the user typed after it. Sessions keep the train tables' size limit; the
+    support threshold (``min_sessions``) cannot apply to one session, so every such pair counts once. In memory
+    only, in its own temp table (``test_window``), never a train table."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE test_window AS SELECT session_id, user_id, query_text, ts FROM "
+                f"{events} WHERE ts >= ? AND ts < ?", [*params, test_start, test_end])
+    sql = f"""
+    WITH asks AS (SELECT session_id, user_id, query_text AS q, min(ts) AS ts FROM test_window GROUP BY ALL),
+    first_ask AS (SELECT q, arg_min(session_id, ts) AS session_id, min(ts) AS ts FROM asks GROUP BY q),
+    small AS (SELECT session_id FROM asks GROUP BY session_id HAVING count(*) BETWEEN 2 AND {cfg.max_session_size})
+    SELECT f.q AS q1, b.q AS q2, count(DISTINCT b.session_id) AS sessions, count(DISTINCT b.user_id) AS users
+    FROM first_ask f JOIN asks b ON b.session_id = f.session_id AND b.q <> f.q AND b.ts < f.ts
+    WHERE f.session_id IN (SELECT session_id FROM small)
+    GROUP BY ALL ORDER BY q1, q2"""
     table = con.sql(f"SELECT *, ?::TIMESTAMPTZ AS test_start, ?::TIMESTAMPTZ AS test_end FROM ({sql})",
                     params=[test_start, test_end]).to_arrow_table()
     con.execute("DROP TABLE test_window")

@@ -8,9 +8,10 @@ Validation is built as the data set's test split is (issue #39), by :func:`valid
 - **temporal** (event logs, which record each training click's day): the last days of the training window. The
   queries clicked in those days are the validation rows, scored against what they clicked then; training sees only
   the clicks before them — so a query asked before is a *repeated* query, trained on with its earlier clicks, and a
-  query first asked in those days is new. The rows are drawn in the test split's mix of repeated and new query texts
-  (a property of the test queries' texts, known without any test label), so validation meets the regime the test
-  does: synthetic's test is 89% repeated texts, aol-1000's 13%, and a few last days alone hold 60-80% / 25-33%.
+  query first asked in those days is new. The rows are a seeded sample of those days' queries in the mix of
+  repeated and new texts the days themselves hold: the training window's own stand-in for the period after it.
+  Nothing here reads the test split (issue #64) — the test period's make-up is not known when a model ships, and
+  a selection steered by it (the former "test mix": synthetic 89% repeated, aol-1000 13%) is tuned to the test.
 
 Both are sized for power, not a fixed 5%: the share ``val_fraction`` with a floor (``val_min`` rows, at most
 ``val_min_share`` of the documents) and a cap (``val_max``). A model records the settings that fix its split
@@ -117,27 +118,22 @@ def _validation_size(n: int, cfg: TrainConfig) -> int:
 
 
 def _temporal(dataset: XCDataset, y: sp.csr_matrix, cfg: TrainConfig) -> ValidationSplit | None:
-    """The last days of the window with enough queries for the validation size, sampled in the test split's mix of
-    repeated and new query texts (the share of test queries whose text is a training document: query texts only,
-    never a test label), each kind seeded; None when the window has no earlier day to train on."""
+    """The last days of the window that hold the validation size of queries (at most the window's second half), a
+    seeded sample of their queries in the days' own mix of repeated and new texts; None when the window has no
+    earlier day to train on. Reads the training window only."""
     days = dataset.train_pair_days
     n_days = int(days[:, 2].max()) + 1
     target = _validation_size(len(dataset.train_texts), cfg)
-    seen_share = test_mix(dataset)
-    want = {True: round(target * seen_share), False: target - round(target * seen_share)}
     first, lowest = n_days - 1, max(1, n_days // 2)  # at most the window's second half validates
-    while True:
-        kinds = _repeated_or_new(days, first)
-        if first <= lowest or all(len(kinds[k]) >= want[k] for k in want):
-            break
+    while first > lowest and len(np.unique(days[days[:, 2] >= first, 0])) < target:
         first -= 1
     if first < 1:
         return None
+    inside = np.unique(days[days[:, 2] >= first, 0])
     rng = seeds.rng(cfg.seed, Stream.VALIDATION_SPLIT)
-    val = np.sort(np.concatenate([rng.choice(kinds[k], min(want[k], len(kinds[k])), replace=False)
-                                  for k in (True, False)]))
-    before, inside = days[days[:, 2] < first], days[days[:, 2] >= first]
-    y_val = binary_pairs(inside, y.shape)
+    val = np.sort(rng.choice(inside, min(target, len(inside)), replace=False))
+    before, inside_pairs = days[days[:, 2] < first], days[days[:, 2] >= first]
+    y_val = binary_pairs(inside_pairs, y.shape)
     # training keeps every pair of y_train but those first clicked in the validation days; a method that added
     # pairs of its own (AugGT) keeps them, as they have no click day
     window_only = (y_val - y_val.multiply(binary_pairs(before, y.shape))).tocsr()
@@ -146,30 +142,6 @@ def _temporal(dataset: XCDataset, y: sp.csr_matrix, cfg: TrainConfig) -> Validat
     y_fit.data[:] = 1.0
     train = np.flatnonzero(np.diff(y_fit.indptr) > 0)
     return ValidationSplit("temporal", train, val, y_fit, y_val, first)
-
-
-def test_mix(dataset: XCDataset) -> float:
-    """The share of test queries whose text is a training document's (repeated queries): query texts only."""
-    return float(1.0 - np.mean(dataset.test_novel)) if len(dataset.test_texts) else 0.5
-
-
-def in_test_mix(repeated: np.ndarray, new: np.ndarray, share: float, limit: int,
-                rng: np.random.Generator) -> np.ndarray:
-    """At most ``limit`` rows drawn from ``repeated`` and ``new`` in the proportion ``share`` : 1 − ``share`` (fewer
-    when a kind runs short, so the mix holds), sorted."""
-    total = min(limit, len(repeated) / share if share > 0 else np.inf,
-                len(new) / (1 - share) if share < 1 else np.inf)
-    n_repeated = min(len(repeated), round(total * share))
-    n_new = min(len(new), int(total) - n_repeated)
-    return np.sort(np.concatenate([rng.choice(repeated, n_repeated, replace=False),
-                                   rng.choice(new, n_new, replace=False)]).astype(np.int64))
-
-
-def _repeated_or_new(days: np.ndarray, first: int) -> dict[bool, np.ndarray]:
-    """The queries clicked from day ``first`` on: True — clicked before it too (repeated), False — new."""
-    inside = np.unique(days[days[:, 2] >= first, 0])
-    repeated = np.isin(inside, days[days[:, 2] < first, 0])
-    return {True: inside[repeated], False: inside[~repeated]}
 
 
 def binary_pairs(pairs: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
