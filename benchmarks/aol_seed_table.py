@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from xc_core.evaluation.record import EvaluationRecord
+from xc_core.provenance import write_result
 from xc_core.stages.results import paired_rows, seed_home
 
 
@@ -27,7 +28,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     homes = {s: args.home if i == 0 else seed_home(args.home, s) for i, s in enumerate(seeds)}
     out = table(homes, args.method)
-    args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
+    write_result(args.out, json.dumps(out, indent=1, default=str) + "\n")
 
 
 def table(homes: dict[int, Path], method: str = "pretrained-clf") -> dict[int, dict[str, object]]:

@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 from _common import RESULTS_DIR, peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.provenance import write_result
 from xc_core.simulate import World
 
 RESULTS = RESULTS_DIR / "bench_abtest.json"
@@ -123,7 +124,7 @@ def main() -> None:
         merged = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         merged[args.scale] = result
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(merged, indent=2) + "\n", "utf-8")
+        write_result(RESULTS, json.dumps(merged, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
+from xc_core.provenance import write_result
 
 RESULTS = RESULTS_DIR / "bench_classifier.json"
 GOAL_RATIO = 1.3
@@ -115,7 +116,7 @@ def main() -> None:
     result = measure(args.home, args.dataset, args.method, args.profile, args.queries)
     merged = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     merged[args.dataset] = result
-    RESULTS.write_text(json.dumps(merged, indent=2) + "\n")
+    write_result(RESULTS, json.dumps(merged, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 

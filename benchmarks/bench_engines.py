@@ -32,6 +32,7 @@ import numpy as np
 
 from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
 from bench_serve import git_head, machine
+from xc_core.provenance import write_result
 
 RESULT = RESULTS_DIR / "engines_graph_tables.json"
 DAYS, TRAIN_DAYS = 30, 20
@@ -172,7 +173,7 @@ def main() -> None:
                                    # None: one engine ran, nothing to compare
                                    "same_row_counts": all(c == counts[0] for c in counts) if len(counts) > 1
                                    else None}
-        RESULT.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(RESULT, json.dumps(result, indent=1) + "\n")
         print(json.dumps({n: {e: {k: r.get(k) for k in ("build_seconds", "peak_rss_mb", "train_events_per_s",
                                                         "error")} for e, r in runs.items()}}), flush=True)
         if not args.keep:

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 
 from _common import peak_rss_mb, reset_peak_rss  # benchmarks run as scripts from this folder
 from xc_core.evaluation.metrics import evaluate, inverse_propensity
+from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_eval.json"
 TRAIN_ROWS = 693_082  # LF-WikiSeeAlsoTitles-320K train points
@@ -235,7 +236,7 @@ def main() -> None:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results[args.part] = out
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(RESULTS, json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from _common import peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_graphs.json"
 
@@ -222,7 +223,7 @@ def main() -> None:
         results[part] = json.loads(done.stdout.strip().splitlines()[-1])
         print(part, results[part], flush=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(RESULTS, json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from typing import Any
 
 from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
 from bench_serve import Server, git_head, machine, registry_targets
+from xc_core.provenance import write_result
 
 CHUNK = b" " * 65536
 
@@ -173,7 +174,7 @@ def main() -> None:
                   "overload": overload(server, texts, args.clients, args.batch, args.seconds, args.deadline_ms)}
     result["server"].update(server.facts)
     out = RESULTS_DIR / f"serve_hostile_{args.dataset}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(out, json.dumps(result, indent=1) + "\n")
     h, o = result["hostile"], result["overload"]
     print(f"hostile: {h['requests']} requests, wrong {h['wrong_status'] or 'none'}, RSS {h['rss_before_mb']} → "
           f"{h['rss_after_mb']} MiB (×{h['rss_ratio']}); overload: {o['requests']} requests {o['statuses']}, "

@@ -29,6 +29,7 @@ from typing import Any
 
 from _common import peak_rss_mb  # benchmarks run as scripts from this folder
 from bench_serve import git_head
+from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_ingest.json"
 
@@ -223,7 +224,7 @@ def main() -> None:
 def write(results: dict[str, Any], out: Path) -> None:
     results["git"] = git_head()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(out, json.dumps(results, indent=2) + "\n")
     print(json.dumps(results))
 
 

@@ -31,6 +31,7 @@ import polars as pl
 
 from _common import RESULTS_DIR, peak_rss_mb  # benchmarks run as scripts from this folder
 from xc_core.paths import dataset_dir, index_dir, resolve_home
+from xc_core.provenance import write_result
 
 RESULTS = RESULTS_DIR / "bench_irene.json"
 GOAL_MS_PER_KEYWORD = 1.0
@@ -129,7 +130,7 @@ def main() -> None:
         merged = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         merged[f"{args.dataset}/{args.profile}" + (f"/threads={args.threads}" if args.threads else "")] = result
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(merged, indent=2) + "\n", "utf-8")
+        write_result(RESULTS, json.dumps(merged, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and the othe
 from _common import RESULTS_DIR, peak_rss_mb, reset_peak_rss
 from bench_engines import DAYS, simulate_store
 from bench_serve import git_head, machine
+from xc_core.provenance import write_result
 
 RESULT = RESULTS_DIR / "rwr_scaling.json"
 ANCHOR_SET = "cosession_queries"
@@ -188,10 +189,10 @@ def main() -> None:
         shutil.rmtree(home, ignore_errors=True)
         result["sizes"][str(n)] = previous
         result["not_run"].pop(str(n), None)
-        RESULT.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(RESULT, json.dumps(result, indent=1) + "\n")
         print(json.dumps({n: {k: previous.get(k) for k in ("rwr", "wall_seconds", "child_peak_rss_mb", "error")}}),
               flush=True)
-    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(RESULT, json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

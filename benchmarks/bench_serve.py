@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
+from xc_core.provenance import write_result
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL_P99_MS = 25.0  # one query, 4 clients, a -clf method
@@ -743,7 +744,7 @@ def main() -> None:
     result["seconds"] = round(time.perf_counter() - started, 1)
     out = args.out or RESULTS_DIR / f"serve_{dataset_slug(args.dataset)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(out, json.dumps(result, indent=2) + "\n")
     print(markdown(result))
     print(f"\nwritten: {out}", file=sys.stderr)
 

@@ -53,6 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_serve and _common, when imported by a test
 from _common import RESULTS_DIR, reset_peak_rss
 from bench_serve import Phase, Server, bodies, git_head, machine, run_phase, wait_for_quiet
+from xc_core.provenance import write_result
 
 GOAL_RECALL, GOAL_P99_4_MS, MOONSHOT_P99_1_MS = 0.95, 25.0, 10.0
 K = 10
@@ -705,7 +706,7 @@ def main() -> None:
     result["seconds"] = round(time.perf_counter() - started, 1)
     out = args.out or RESULTS_DIR / f"serve_1m_{args.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(out, json.dumps(result, indent=2) + "\n")
     print(markdown(result))
     say(f"written: {out}")
 

@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and the othe
 from _common import RESULTS_DIR, peak_rss_mb, reset_peak_rss
 from bench_serve import git_head, machine, wait_for_quiet
 from bench_serve_1m import _rss_mb, ad_texts, recall, set_search_knob
+from xc_core.provenance import write_result
 
 RESULT = RESULTS_DIR / "sharded_index.json"
 K = 10
@@ -294,11 +295,11 @@ def main() -> None:
     if "embedding" in args.parts.split(","):
         load, quiet = wait_for_quiet(args.max_load, args.wait)
         result["embedding"] = {"load_at_start": load, "quiet": quiet, **embedding_part(args)}
-        RESULT.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(RESULT, json.dumps(result, indent=1) + "\n")
     if "index" in args.parts.split(","):
         load, quiet = wait_for_quiet(args.max_load, args.wait)
         result["index"] = {"load_at_start": load, "quiet": quiet, **index_part(args)}
-        RESULT.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(RESULT, json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k in ("code", "embedding")}, indent=1))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_simulate.json"
 GOAL_EVENTS_PER_S = 500_000
@@ -72,7 +73,7 @@ def main() -> None:
     print(json.dumps(result))
     if not args.no_save and args.scale == "large":
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+        write_result(RESULTS, json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

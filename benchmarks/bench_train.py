@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_train.json"
 
@@ -88,7 +89,7 @@ def main() -> None:
                         "ramen_fixed_anchors_cost<=1.5x": results["ramen_fixed_anchors_cost_vs_dual_encoder"] <= 1.5,
                         "latency_ratio<=1.05": results["latency_ratio_ramen_vs_dual_encoder"] <= 1.05}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(RESULTS, json.dumps(results, indent=2) + "\n")
     print(json.dumps(results))
 
 

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from xc_core.provenance import write_result
+
 ATTRIBUTES = ("brand", "location")
 AB_METRICS = ("brand_bmr", "location_bmr", "iy", "ctr", "revenue")
 #: cut-offs of the mismatch here: the library's (1, 5, 10) and deeper lists, as the A/B picks 5 of 100 candidates
@@ -285,7 +287,7 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args.home, args.dataset, args.profile, args.control, args.checkpoints, args.seed_homes)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2, default=float) + "\n")
+    write_result(args.json, json.dumps(result, indent=2, default=float) + "\n")
     print(markdown(result))
     print(f"\nwritten {args.json}")
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from brand_diagnosis import AB_METRICS, EncoderArm  # benchmarks run as scripts from this folder
+from xc_core.provenance import write_result
 
 #: the issue #32 switches off: main's recipe (the profiles now turn them on)
 OFF: dict[str, Any] = {"attribute_negatives": 0, "attribute_anchor_filter": False}
@@ -199,7 +200,7 @@ def main() -> None:
             # fell back to the start: the trained candidate's selection evidence too (what the training itself did)
             arm = EncoderArm(f"{spec} candidate", candidate, data.label_ids, data.label_texts)
             runs[spec]["candidate"] = {"ab_train_period": _ab(simulations["train"], pretrained, arm)}
-        args.json.write_text(json.dumps(results, indent=1, default=float))
+        write_result(args.json, json.dumps(results, indent=1, default=float))
         row = runs[spec].get("candidate", runs[spec])
         print(f"{spec}: epoch {runs[spec]['selected_epoch']}, train-period A/B {row['ab_train_period']['delta_pct']} "
               f"({runs[spec]['seconds']:.0f} s)", flush=True)
@@ -212,7 +213,7 @@ def main() -> None:
                            "ab_test_period": _ab(simulations["test"], pretrained, arm)}
         print(f"{args.test} (chosen): P@1 {results['test']['offline_test']['P@1']:.2f}, test-period A/B "
               f"{results['test']['ab_test_period']['delta_pct']}", flush=True)
-    args.json.write_text(json.dumps(results, indent=1, default=float))
+    write_result(args.json, json.dumps(results, indent=1, default=float))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import duckdb
 
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.mismatch import words
+from xc_core.provenance import write_result
 from xc_core.training.attributes import AttributeIndex
 
 KINDS = ("own", "other", "none")
@@ -72,7 +73,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/issue32_impressions.json"))
     args = parser.parse_args()
     result = measure(args.home, args.dataset)
-    args.json.write_text(json.dumps(result, indent=1))
+    write_result(args.json, json.dumps(result, indent=1))
     for attribute in (k for k in result if isinstance(result[k], dict)):
         print(f"\n{attribute}: | group | items | own % | other % | none % |")
         for group, row in result[attribute].items():

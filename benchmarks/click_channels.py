@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core.provenance import write_result
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -186,7 +188,7 @@ def main() -> None:
         out["channels"][name] = cross_fitted(parts, base, grid)
         print(name, json.dumps({k: v for k, v in out["channels"][name].items() if k != "chosen"}), flush=True)
     target = args.out or RESULTS / f"click_channels-{args.dataset}.json"
-    target.write_text(json.dumps(out, indent=1) + "\n")
+    write_result(target, json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from xc_core.provenance import write_result
+
 
 def build(home: Path, dataset: str, profile: str, methods: list[str], k: int) -> dict:
     from xc_core.classifier.tradeoff import decile_table
@@ -55,7 +57,7 @@ def main() -> None:
     result = build(args.home, args.dataset, args.profile, args.methods.split(","), args.k)
     print(markdown(result))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(args.json, json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from xc_core.provenance import write_result
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the GPU machine runs this file from a bare checkout, not an installed package
     sys.path.insert(0, str(ROOT))
@@ -322,7 +324,7 @@ def main(argv: list[str] | None = None) -> None:
               [d for d in args.datasets.split(",") if d])
     else:
         table = score(args.home, args.returned, args.demo_home)
-        args.result.write_text(json.dumps(table, indent=1, default=str) + "\n")
+        write_result(args.result, json.dumps(table, indent=1, default=str) + "\n")
         print(json.dumps({d: v["metrics"] for d, v in table["datasets"].items()}, indent=1))
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.graphs.oracle import ORACLE, covered_queries, oracle_set
+from xc_core.provenance import write_result
 
 #: ``ramen``'s overrides here: the oracle's anchors are test-period labels, and synthetic's label texts are often a
 #: test query's text too, so the held-out filter would drop most of them (the set has no ``anchor_spaces`` entry, so
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
                            for k in keys],
                           args.dataset, args.profile)
         done.setdefault("seed_averaged", {})[name] = rows
-        args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
+        write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
         for row in done["seed_averaged"][name]:
             d, lo, hi = (100 * v for v in row["P@1"])
             print(f"averaged over {len(keys)} seeds, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         for entry in done["shares"].values():
             entry["rows"] = paired([(Path(entry["home"]), baseline)], args.dataset, args.profile)
             entry["baseline_home"] = str(baseline)
-        args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
+        write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
         return
     settings: dict[str, Any] = dict(TRAIN_SETTINGS)
     if args.fixed_lambda is not None:
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
                            args.novel_only)
         done["shares"][key] = measure(baseline, home, args.dataset, args.profile, args.seed, settings)
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(done, indent=2, default=str) + "\n")
+        write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
         for row in done["shares"][key]["rows"]:
             d, lo, hi = (100 * v for v in row["P@1"])
             print(f"{key}: ramen − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")

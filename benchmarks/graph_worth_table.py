@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from xc_core.provenance import write_result
+
 
 def check(home: Path, dataset: str, profile: str, assess: bool) -> dict[str, Any]:
     """The recorded check of ``home``'s anchor sets, or (``assess``) the check computed now from them."""
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{_cell(row)}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"dataset": args.dataset, "profile": args.profile, "check": record,
+        write_result(args.json, json.dumps({"dataset": args.dataset, "profile": args.profile, "check": record,
                                          "seeds": seeds, "seed_averaged": averaged,
                                          "beside": against}, indent=2, default=str) + "\n")
 

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from xc_core.provenance import write_result
+
 RESULTS = Path(__file__).parent / "results"
 FEATURES = ("equal", "contained", "covers", "channel")
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)  # fixed before any run: the stage's doubling grids
@@ -160,7 +162,7 @@ def main() -> None:
         out["features"][feature] = evaluate(blocks, picks, feature)
         print(feature, json.dumps(out["features"][feature]), flush=True)
     target = args.out or RESULTS / f"name_match-{args.dataset}.json"
-    target.write_text(json.dumps(out, indent=1) + "\n")
+    write_result(target, json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.evaluation.record import EvaluationRecord
+from xc_core.provenance import write_result
 from xc_core.stages.results import paired_rows
 
 POINTS = 100  # the JSON's fractions as points
@@ -41,7 +42,7 @@ def main() -> None:
     text = json.dumps(out, indent=1, ensure_ascii=False)
     print(text)
     if args.out:
-        args.out.write_text(text + "\n")
+        write_result(args.out, text + "\n")
 
 
 def table(homes: dict[str, Path], dataset: str, methods: list[str], profile: str) -> dict[str, Any]:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xc_core.provenance import write_result
+
 STEP = re.compile(r'Finished execution of step "([^"]+)" in ([0-9hms.]+?)\.?(?:\s|$)')
 PART = re.compile(r"([0-9.]+)(ms|h|m|s)")
 UNIT = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -80,7 +82,7 @@ def main() -> None:
     text = json.dumps(out, indent=1)
     print(text)
     if args.out:
-        args.out.write_text(text + "\n")
+        write_result(args.out, text + "\n")
 
 
 if __name__ == "__main__":

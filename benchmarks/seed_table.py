@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from xc_core.provenance import write_result
+
 METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
 
 
@@ -169,10 +171,10 @@ def main() -> None:
     print(markdown(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_result(args.json, json.dumps(result, indent=2) + "\n")
     if args.html:
         args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(html(result))
+        write_result(args.html, html(result))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core.provenance import write_result
+
 ROOT = Path(__file__).resolve().parents[1]
 PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 PECOS_ON_MATRICES = '''
@@ -180,7 +182,7 @@ def main() -> None:
     found = parity(args.home, args.dataset, args.features.split(","), args.max_folds, variants, not args.no_peer)
     suffix = "-variants" if variants else ""
     out = ROOT / "benchmarks" / "results" / f"solver_parity-{args.dataset}{suffix}.json"
-    out.write_text(json.dumps(found, indent=2) + "\n")
+    write_result(out, json.dumps(found, indent=2) + "\n")
     json.dump(found, sys.stdout, indent=2)
     print()
 

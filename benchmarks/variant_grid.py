@@ -38,6 +38,7 @@ from seed_table import (  # run as scripts from this folder
     paired_diff,
     seed_average,
 )
+from xc_core.provenance import write_result
 
 REFERENCE = "pretrained"  # the floor every variant is paired against (trained once, in the seed home)
 
@@ -197,7 +198,7 @@ def publish(table: str, result: dict[str, Any], path: Path | None) -> None:
     """Print the table; with ``--json``, also save the figures."""
     print(table)
     if path:
-        path.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(path, json.dumps(result, indent=1) + "\n")
 
 
 def grid_arguments(parser: argparse.ArgumentParser) -> None:

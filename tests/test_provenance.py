@@ -8,8 +8,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import xc_core
-from xc_core.provenance import code_version, git_commit, outdated
+from xc_core.provenance import UncommittedCode, code_version, git_commit, outdated, write_result
 
 SOURCES = {"__init__.py": "", "paths.py": "HOME = 'x'\n", "stages/__init__.py": "", "stages/train.py": "EPOCHS = 2\n"}
 
@@ -74,6 +76,34 @@ def test_the_git_commit_is_head_marked_when_sources_changed_or_were_added(tmp_pa
     assert git_commit(tmp_path) == head
     (tmp_path / "a.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == f"{head} (with uncommitted changes)"
+
+
+def test_a_result_file_is_written_only_from_committed_code(tmp_path: Path) -> None:
+    """Issue #64: a refusal, not a flag. Result files and pages may differ from HEAD (a grid rewrites its own
+    results between runs); code may not, tracked or untracked."""
+    repo, scratch = tmp_path / "repo", tmp_path / "scratch"
+    repo.mkdir()
+    result = repo / "benchmarks" / "results" / "r.json"
+    with pytest.raises(UncommittedCode, match="not a git checkout"):
+        write_result(result, "{}", root=repo)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (repo / "bench.py").write_text("x = 1\n")
+    git("add", "bench.py")
+    git("commit", "-q", "-m", "one")
+    assert write_result(result, "{}\n", root=repo).read_text() == "{}\n"
+    (repo / "README.md").write_text("a page\n")
+    assert write_result(result, "{\"again\": 1}\n", root=repo).exists(), "results and pages never block"
+    (repo / "bench.py").write_text("x = 2\n")
+    (repo / "helper.py").write_text("y = 1\n")
+    with pytest.raises(UncommittedCode, match=r"2 uncommitted path\(s\): bench.py, helper.py — commit"):
+        write_result(result, "{\"dirty\": 1}\n", root=repo)
+    assert "dirty" not in result.read_text(), "the refused write leaves the file as it was"
+    assert write_result(scratch / "r.json", "{}", root=repo).exists(), "outside the checkout: scratch output"
 
 
 def test_a_record_is_outdated_per_method_only_when_its_stages_code_changed() -> None:

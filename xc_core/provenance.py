@@ -62,6 +62,42 @@ def git_state(folder: Path | None = None) -> tuple[str, bool] | None:
     return head, dirty
 
 
+class UncommittedCode(RuntimeError):
+    """A result file the repository keeps was about to be written from code that is not committed."""
+
+
+def code_changes(folder: Path | None = None) -> list[str] | None:
+    """The uncommitted paths of the checkout that can change what a benchmark or experiment computes: tracked files
+    that differ from HEAD and untracked files, except result files (anything under a ``results/`` folder) and
+    Markdown pages; None outside a git checkout."""
+    cwd = folder or SOURCE_ROOT.parent
+    try:
+        listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=cwd,
+                                capture_output=True, text=True, check=True, timeout=30).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    paths = [line[3:].split(" -> ")[-1].strip('"') for line in listed if line.strip()]
+    return [p for p in paths if "results/" not in f"/{p}" and not p.endswith(".md")]
+
+
+def write_result(path: Path, text: str, root: Path | None = None) -> Path:
+    """Write ``text`` to ``path``, a result file; inside the checkout (a file the repository keeps) only from
+    committed code. Refused, naming the changed files and the fix, when :func:`code_changes` finds any or the tree
+    is not a git checkout (issue #64: every figure names the commit that made it, so the commit must be the code).
+    A path outside the checkout (scratch output) is written as is."""
+    checkout = (root or SOURCE_ROOT.parent).resolve()
+    if path.resolve().is_relative_to(checkout):
+        changed = code_changes(checkout)
+        if changed is None or changed:
+            what = ("the tree is not a git checkout" if changed is None else
+                    f"{len(changed)} uncommitted path(s): {', '.join(changed[:5])}{' …' if len(changed) > 5 else ''}")
+            raise UncommittedCode(f"{path}: a result file is written only from committed code, and {what} — commit "
+                                  "(or stash) them and run again, or write to a path outside the checkout")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def git_commit(folder: Path | None = None) -> str:
     """The one commit stamp every record carries: ``git rev-parse HEAD`` of the checkout xc runs from, marked when
     it has uncommitted changes or untracked sources (:func:`git_state`), else unknown."""

@@ -29,6 +29,7 @@ from xc_core.abtest.traffic import draw_traffic, validation_days
 from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import encoder_for
 from xc_core.paths import dataset_dir, index_dir, model_dir
+from xc_core.provenance import write_result
 from xc_core.stages.abtest import ground_truth
 from xc_core.training.record import TrainedModel
 
@@ -180,7 +181,7 @@ def main() -> None:
         profile = depth_profile(world, traffic, rows, found, bm25[1], kw_clicks)
         record = {"name": name, "source": source, "dataset": args.dataset, "period": args.period,
                   "code": commit, **extra.get(name, {}), **profile}
-        (RESULTS / f"{args.dataset}-{args.period}-{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+        write_result(RESULTS / f"{args.dataset}-{args.period}-{name}.json", json.dumps(record, indent=1) + "\n")
         print(json.dumps(record))
 
 

@@ -16,6 +16,8 @@ import json
 import time
 from pathlib import Path
 
+from xc_core.provenance import write_result
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -58,7 +60,7 @@ def main() -> None:
                   "steps": result.steps, "selected_epoch": result.selected_epoch,
                   "fallback_test": result.fallback_test, "history": result.history}
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record, indent=1, default=float) + "\n")
+        write_result(out, json.dumps(record, indent=1, default=float) + "\n")
         best = max(result.history, key=lambda h: h.get("val_recall@10", -1))
         print(f"{name}: epoch 0 P@1 {result.history[0].get('val_P@1'):.4f} R@10 "
               f"{result.history[0].get('val_recall@10'):.4f}; best epoch {best['epoch']} P@1 {best.get('val_P@1'):.4f}"

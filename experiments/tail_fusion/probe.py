@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from xc_core.provenance import write_result
+
 METRICS = ("P@1", "P@5", "PSP@5", "tail_P@5")
 OFFSETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 
@@ -90,7 +92,7 @@ def main() -> None:
     from xc_core.provenance import code_stamp
 
     out = Path(__file__).parent / "results" / f"{args.dataset}.json"
-    out.write_text(json.dumps({"dataset": args.dataset, "out_of_fold_rows": int(grid.truth.shape[0]),
+    write_result(out, json.dumps({"dataset": args.dataset, "out_of_fold_rows": int(grid.truth.shape[0]),
                                "rows": rows, "decision": record["fusion"]["reason"], **code_stamp()}, indent=1))
     for row in rows:
         print(f"{row['fusion'][:70]:70s}", "  ".join(f"{m} {row[m]:6.2f}" for m in METRICS))
