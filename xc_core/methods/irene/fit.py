@@ -258,7 +258,9 @@ def irene_folds(dataset: XCDataset, cfg: IreneConfig, val_rows: np.ndarray,
 
     folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
                         encoder_rows, cfg.time_blocks)
-    if sum(len(f.score_rows) for f in folds) >= len(val_rows):
+    # distinct rows: a temporal block scores a query again in each block it clicks in, which is no more evidence
+    scored = np.unique(np.concatenate([f.score_rows for f in folds])) if folds else np.empty(0, np.int64)
+    if len(scored) >= len(val_rows):
         return folds
     y = sp.csr_matrix(dataset.y_train)
     return [Fold("stage I's validation queries", np.setdiff1d(np.arange(y.shape[0]), val_rows), y, val_rows,
