@@ -134,7 +134,8 @@ def build_tiny_registered(home: Path) -> None:
     data = XCDataset.load(anchors_dir(home, DATASET))
     for method in ("pretrained", "pretrained-clf"):  # -clf reuses the encoder pretrained trains
         train_method(data, method, profile, home)
-    evaluate_method(data, "pretrained-clf", "tiny", home)
+    for split in ("validation", "test"):  # the gate decides on the first
+        evaluate_method(data, "pretrained-clf", "tiny", home, split=split)
     registered = register_evaluated(home, DATASET, "pretrained-clf", "tiny")
     promote_if_better(DATASET, registered["version"], registered["tracking_uri"], home=home)
 

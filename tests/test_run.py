@@ -20,14 +20,24 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
                  "--methods", "pretrained,ramen"]) == 0
     table = capsys.readouterr().out.strip().splitlines()  # for people; the JSON is in last-run.json
     first = json.loads((home / "last-run.json").read_text())
-    assert table[0].split() == ["method", "P@1", "[95%", "CI]", "PSP@1", "[95%", "CI]", "promotion"]
-    # each method's row: P@1 and PSP@1 in points with the evaluation's interval, then the gate's decision
+    assert table[0].split() == ["method", "test", "P@1", "[95%", "CI]", "test", "PSP@1", "[95%", "CI]", "validation",
+                                "P@1", "promotion"]
+    # each method's row: test P@1 and PSP@1 in points with the evaluation's interval, the validation P@1 the gate
+    # decided on (issue #64), then the gate's decision
     interval = r"(\d+\.\d\d) \[(\d+\.\d\d), (\d+\.\d\d)\]"
-    for line, method in zip(table[1:3], ("pretrained", "ramen"), strict=True):
-        row = re.fullmatch(rf"{method} +{interval} +{interval} +(promoted|rejected) v\d+: .+", line)
+    for line, method, decision in zip(table[1:3], ("pretrained", "ramen"), first["promotion"], strict=True):
+        row = re.fullmatch(rf"{method} +{interval} +{interval} +(\d+\.\d\d) +(promoted|rejected) v\d+: .+", line)
         assert row is not None, line
         p1, low, high = map(float, row.groups()[:3])
         assert low <= p1 <= high and p1 == pytest.approx(100 * first["methods"][method]["P@1"], abs=0.006)
+        assert decision["decided_on"] == "validation"
+        assert float(row.group(7)) == pytest.approx(100 * decision["decided_P@1"], abs=0.006)
+    # which split decided, and each decision the test disagrees with (shown, not hidden)
+    assert table[3].startswith("the gate decided on the validation split")
+    shown = [line for line in table[4:] if line.startswith("  ")]
+    disagreeing = [d["method"] for d in first["promotion"] if "the test disagrees" in d["test_view"]]
+    assert [line.split(":")[0].strip() for line in shown[:len(disagreeing)]] == disagreeing
+    table = table[:3] + table[4 + len(disagreeing):]
     # then the A/B lifts against the control (%Δ, * where significant), P@5 by label decile (issue #63), the
     # champion, why the best test P@1 is not served (when it is not) and the report
     title, header, lifts = table[3:6]
@@ -47,7 +57,8 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert first["promotion"][0]["promoted"]  # the first model becomes champion
     assert first["champion"]["version"] in {d["version"] for d in first["promotion"]}
     assert Path(first["report"]).exists() and "ramen" in Path(first["report"]).read_text()
-    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny"}
+    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny", "validation"}
+    assert {p.name for p in (home / "eval" / "synthetic" / "validation").iterdir()} == {"pretrained-tiny", "ramen-tiny"}
 
     anchors_before = (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns
     assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
@@ -57,12 +68,13 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert second["success"] and second["reused_data"] and list(second["methods"]) == ["dual_encoder"]
     assert (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns == anchors_before  # not rebuilt
     assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny",
-                                                                        "dual_encoder-tiny"}
+                                                                        "dual_encoder-tiny", "validation"}
 
     # `xc promote` re-runs the gate for evaluated models: the same model again is never "better"
     assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
                  "--methods", "pretrained"]) == 0
-    _, again, champion = capsys.readouterr().out.strip().splitlines()
+    _, again, split, *_, champion = capsys.readouterr().out.strip().splitlines()
+    assert split.startswith("the gate decided on the validation split"), split
     assert re.fullmatch(r"pretrained +.+ rejected v\d+: P@1 \S+ does not beat the champion's \S+", again), again
     kept = second["champion"] or first["champion"]  # the table names the registry's champion, unchanged
     assert champion.startswith(f"champion: {kept['method']} v{kept['version']} (unchanged, "), champion

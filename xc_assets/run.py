@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,18 @@ def _promote_each(dataset: str, profile: str, methods: tuple[str, ...], resource
         gate = next((e for e in result.get_asset_check_evaluations()), None)
         decisions.append({"method": method, "version": gate.metadata["challenger_version"].value if gate else None,
                           "promoted": bool(gate and gate.passed),
-                          "reason": gate.description if gate else run_failure(result)})
+                          "reason": gate.description if gate else run_failure(result),
+                          **(_decided(gate.metadata) if gate else {})})
     return decisions
+
+
+def _decided(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """What the gate decided on (the promotion split and the challenger's P@1 there) and its test view."""
+    if "decided_on" not in metadata:
+        return {}
+    scored = metadata["challenger_metrics"].value
+    return {"decided_on": metadata["decided_on"].value, "test_view": metadata["test_view"].value,
+            "decided_P@1": scored.get("P@1") if isinstance(scored, dict) else None}
 
 
 def promote_methods(dataset: str, profile: str, home: Path, methods: tuple[str, ...],

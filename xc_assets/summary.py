@@ -23,9 +23,13 @@ def table(summary: dict[str, Any]) -> str:
 def lines(summary: dict[str, Any]) -> list[str]:
     decisions = {d["method"]: d for d in summary.get("promotion", [])}
     methods = list(summary.get("methods", {})) or list(decisions)
-    rows = [["method", *(f"{m} [95% CI]" for m in METRICS), "promotion"]]
-    rows += [[m, *_metrics(summary, m), _decision(decisions.get(m))] for m in methods]
+    split = next((d["decided_on"] for d in decisions.values() if d.get("decided_on")), None)
+    decided = [f"{split} P@1"] if split else []
+    rows = [["method", *(f"test {m} [95% CI]" for m in METRICS), *decided, "promotion"]]
+    rows += [[m, *_metrics(summary, m), *_decided_cell(decisions.get(m), split), _decision(decisions.get(m))]
+             for m in methods]
     out = _aligned(rows) if methods else ["no method trained or promoted (data stages only)"]
+    out += _split_lines(decisions, split)
     out += _ab_lines(summary)
     out += _decile_lines(summary)
     out.append(_champion(summary))
@@ -60,6 +64,24 @@ def _intervals(summary: dict[str, Any], method: str) -> dict[str, tuple[float, f
     folder = eval_dir(Path(summary["home"]), summary["dataset"], method, summary["profile"])
     record = EvaluationRecord.load(folder)
     return record.ci() if record is not None and (folder / CI).exists() else {}
+
+
+def _decided_cell(decision: dict[str, Any] | None, split: str | None) -> list[str]:
+    """The P@1 (points) the gate read for this method on the promotion split; no cell without a split."""
+    if split is None:
+        return []
+    value = (decision or {}).get("decided_P@1")
+    return [f"{100 * value:.2f}" if isinstance(value, float) else "—"]
+
+
+def _split_lines(decisions: dict[str, dict[str, Any]], split: str | None) -> list[str]:
+    """Which split decided, and every decision the test split disagrees with (shown, not hidden)."""
+    if split is None:
+        return []
+    out = [f"the gate decided on the {split} split (each model's validation rows, scored as the test is); the test "
+           "figures are beside it and read by no rule"]
+    out += [f"  {m}: {d['test_view']}" for m, d in decisions.items() if "disagrees" in d.get("test_view", "")]
+    return out
 
 
 def _decision(decision: dict[str, Any] | None) -> str:

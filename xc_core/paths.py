@@ -73,8 +73,11 @@ def eval_root(home: Path, dataset: str) -> Path:
     return home / "eval" / dataset_slug(dataset)
 
 
-def eval_dir(home: Path, dataset: str, method: str, profile: str) -> Path:
-    return eval_root(home, dataset) / f"{method}-{profile}"
+def eval_dir(home: Path, dataset: str, method: str, profile: str, split: str = "test") -> Path:
+    """A method's evaluation of the test split, or of another split (``validation``: the promotion split the
+    registry gate decides on) in a sub-folder named for it, so reports reading the test's never mix them."""
+    base = eval_root(home, dataset) / f"{method}-{profile}"
+    return base if split == "test" else base.parent / split / base.name
 
 
 def results_path(home: Path, dataset: str, profile: str) -> Path:

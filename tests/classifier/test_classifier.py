@@ -159,8 +159,10 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     test = tests["fusion"]
     assert test["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}
     assert test["kept"] == (test["low"] > 0 and all(g[2] >= 0 for g in test["guards"].values())), test["reason"]
-    # every out-of-fold row tests the cross-fitted choice; the simulated event log records click days: blocks of days
-    assert info["fold_kind"] == "temporal" and test["folds"] == len(info["folds"]) == ClassifierConfig().time_blocks
+    # every out-of-fold row tests the cross-fitted choice. The tiny log's 5 training days keep 4 once the validation
+    # day is held out (issue #64): too few for blocks of days, so document folds — and the record says which
+    assert test["folds"] == len(info["folds"]) == ClassifierConfig().folds
+    assert info["fold_kind"] == "documents" and all(f["name"].startswith("fold ") for f in info["folds"])
     assert test["tested_on_rows"] == info["out_of_fold_rows"] == sum(f["scored_rows"] for f in info["folds"]) > 0
     assert [f["fit_documents"] for f in info["folds"]] == sorted(f["fit_documents"] for f in info["folds"])
     assert test["detectable"]["P@1"] > 0
@@ -204,9 +206,11 @@ def _a_stage_with_the_same_inputs_copies_the_classifier(data: XCDataset, home: P
 
     from xc_core.classifier.stage import stage_key
     from xc_core.methods.encoder.training import _fit_classifier, _same_classifier
-    from xc_core.profiles import get_profile
+    from xc_core.profiles import get_profile, train_settings
+    from xc_core.training.validation import validation_split
 
     encoder, cfg = Path(record["encoder_dir"]), get_profile("tiny").classifier.model_copy(update={"seed": 0})
+    data = validation_split(data, train_settings(get_profile("tiny"))).holdout_view(data)  # what the stage fit on
     key = stage_key(data, encoder, record["max_length"], cfg, None)
     assert record["classifier_key"] == key, "the record keeps its stage's key"
     assert _same_classifier(home, data.name, "ramen-clf", "tiny", 0, key) is not None
@@ -248,7 +252,8 @@ def test_a_fused_champion_is_served_through_the_fused_search(tiny_data: XCDatase
     untested = {"alphas": (0.5,), "fallback": FallbackPolicy(enabled=False)}
     profile = profile.model_copy(update={"classifier": profile.classifier.model_copy(update=untested)})
     trained = train_method(tiny_data, "dual_encoder-clf", profile, tmp_path)
-    evaluate_method(tiny_data, "dual_encoder-clf", "tiny", tmp_path)
+    for split in ("validation", "test"):  # the gate decides on the first, the report shows the second
+        evaluate_method(tiny_data, "dual_encoder-clf", "tiny", tmp_path, split=split)
     registered = register_evaluated(tmp_path, tiny_data.name, "dual_encoder-clf", "tiny")
     assert promote_if_better(tiny_data.name, registered["version"], registered["tracking_uri"], home=tmp_path).promote
     query = tiny_data.test_texts[0]

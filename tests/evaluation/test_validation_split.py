@@ -5,6 +5,7 @@ one, with own labels found by text — and `xc eval --split validation` reads th
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -113,21 +114,40 @@ def test_validation_split_reads_only_training_documents_and_keeps_its_own_folder
         split_dirs(tmp_path, data.name, "pretrained", "tiny", "dev")
 
 
-def test_xc_eval_refuses_a_validation_score_that_would_be_in_sample_in_one_line(
+def test_a_clf_model_is_scored_on_validation_unless_its_classifier_saw_those_rows(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A -clf method's final W trains on the validation rows: `xc eval --split validation` says so and exits 2."""
+    """Issue #64: a -clf model's classifier stage holds the validation rows out (``hold_out_validation``), so the gate
+    can decide on them; one trained with the setting off learnt from them, and `xc eval --split validation` says so
+    in one line and exits 2."""
+    from xc_core.classifier.fusion import FusedClassifier
     from xc_core.cli import main
     from xc_core.datasets.xc_repo import read_xc_repo
     from xc_core.paths import dataset_dir
+    from xc_core.profiles import get_profile
+    from xc_core.stages.train import train_method
 
     home = tmp_path / "home"
     data = read_xc_repo(titles_folder(tmp_path / "LF-Titles", train_filter=True, n_train=60, n_test=20))
     data.save(dataset_dir(home, data.name))
-    code = main(["eval", "--dataset", data.name, "--method", "pretrained-clf", "--profile", "tiny", "--split",
-                 "validation",
-                 "--home", str(home), "--quiet"])
+    profile = get_profile("tiny")
+    seen = profile.model_copy(update={"classifier": profile.classifier.model_copy(
+        update={"hold_out_validation": False})})
+    train_method(data, "pretrained", profile, home)
+    evaluate = ["eval", "--dataset", data.name, "--method", "pretrained-clf", "--profile", "tiny", "--split",
+                "validation", "--home", str(home), "--quiet"]
+    unheld = train_method(data, "pretrained-clf", seen, home)
+    assert not unheld["classifier_holds_out_validation"]
+    pairs_seen = FusedClassifier.load(Path(unheld["classifier_dir"])).info["train_pairs"]
+    capsys.readouterr()
+    code = main(evaluate)
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "in-sample" in err[0] and "--split test" in err[0]
+    assert code == 2 and len(err) == 1 and "in-sample" in err[0] and "hold_out_validation" in err[0], err
+    held = train_method(data, "pretrained-clf", profile, home)
+    assert held["classifier_holds_out_validation"]
+    assert FusedClassifier.load(Path(held["classifier_dir"])).info["train_pairs"] < pairs_seen  # W saw fewer pairs
+    capsys.readouterr()
+    assert main(evaluate) == 0
+    assert "P@1" in json.loads(capsys.readouterr().out)
 
 
 def test_xc_eval_split_validation_rebuilds_the_split_the_model_recorded(tmp_path: Path) -> None:

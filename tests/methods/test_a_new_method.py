@@ -116,6 +116,7 @@ def test_a_method_added_in_one_file_is_trained_evaluated_reported_registered_and
     assert report["methods"] == [label_prior.name]
     assert label_prior.name in Path(report["report"]).read_text()
 
+    _xc(capsys, "eval", "--method", label_prior.name, "--split", "validation", *where)  # what the gate decides on
     registered = register_evaluated(tmp_path, tiny_data.name, label_prior.name, "tiny")
     assert promote_if_better(tiny_data.name, registered["version"], registered["tracking_uri"], home=tmp_path).promote
     served = _xc(capsys, "predict", "a query the prior ignores", "--dataset", tiny_data.name, "--k", "3",

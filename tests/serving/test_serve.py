@@ -46,7 +46,8 @@ def home(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     clf_profile = profile.model_copy(update={"classifier": profile.classifier.model_copy(update=forced)})
     for method, method_profile in (("pretrained", profile), ("pretrained-clf", clf_profile)):
         train_method(data, method, method_profile, home)
-        evaluate_method(data, method, PROFILE, home)
+        for split in ("validation", "test"):
+            evaluate_method(data, method, PROFILE, home, split=split)
         registered = register_evaluated(home, DATASET, method, PROFILE)
         if method == "pretrained":
             assert promote_if_better(DATASET, registered["version"], registered["tracking_uri"], home=home).promote

@@ -73,6 +73,7 @@ def model_folder(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     """The registered pretrained-clf version of a home of its own (the session's data set), downloaded."""
     import mlflow
 
+    from xc_core.evaluation.fallback import FallbackPolicy
     from xc_core.paths import anchors_dir
     from xc_core.profiles import get_profile
     from xc_core.stages.evaluate import evaluate_method
@@ -84,9 +85,16 @@ def model_folder(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     shutil.copytree(tiny_home, home, ignore=shutil.ignore_patterns("events", "simulate", "graphs", "mlflow",
                                                                     "models", "indexes", "eval", "serving"))
     data = XCDataset.load(anchors_dir(home, DATASET))
-    for method in ("pretrained", METHOD):
-        train_method(data, method, get_profile(PROFILE), home)
-    evaluate_method(data, METHOD, PROFILE, home)
+    # the lexical channel forced on (the fallback and every candidate's guards off): the load path must then import
+    # all that is pinned, which a fusion chosen on tiny data need not use
+    profile = get_profile(PROFILE)
+    forced = {"alphas": (0.5,), "lexical": profile.classifier.lexical.model_copy(update={"weights": (0.2,)}),
+              "fallback": FallbackPolicy(enabled=False, guards=())}
+    clf_profile = profile.model_copy(update={"classifier": profile.classifier.model_copy(update=forced)})
+    for method, method_profile in (("pretrained", profile), (METHOD, clf_profile)):
+        train_method(data, method, method_profile, home)
+    for split in ("validation", "test"):
+        evaluate_method(data, METHOD, PROFILE, home, split=split)
     registered = register_evaluated(home, DATASET, METHOD, PROFILE)
     activate(registered["tracking_uri"])
     uri = f"models:/{registered['model']}/{registered['version']}"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+import polars as pl
 import pytest
 from mlflow.pyfunc import PythonModel
 
@@ -171,15 +172,18 @@ def test_a_lead_below_min_lead_is_rejected_without_a_paired_comparison_too() -> 
         PromotionPolicy(min_lead=-0.01)
 
 
-def _evaluation(home: Path, method: str, run_id: str, hits: np.ndarray, split: str = "split-a") -> dict[str, str]:
-    """The files an evaluation leaves (metrics.json, per_row.npz) and the tags its registered version gets."""
+def _evaluation(home: Path, method: str, run_id: str, hits: np.ndarray, split: str = "split-a",
+                on: str = "test") -> dict[str, str]:
+    """The files an evaluation on the ``on`` split leaves (metrics.json, per_row.npz) and the tags its registered
+    version gets."""
     from xc_core.paths import eval_dir
 
-    folder = eval_dir(home, "synthetic", method, "demo")
+    folder = eval_dir(home, "synthetic", method, "demo", on)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "metrics.json").write_text(json.dumps({"mlflow_run_id": run_id, "test_split": split,
                                                      "P@1": float(hits.mean())}))
     np.savez(folder / "per_row.npz", **{"P@1": hits})  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
+    pl.DataFrame({"bin": [0], "P@5": [float(hits.mean()) / 5]}).write_parquet(folder / "quantiles.parquet")
     return {"dataset": "synthetic", "method": method, "profile": "demo", "mlflow_run_id": run_id}
 
 
@@ -221,3 +225,83 @@ def test_promotion_through_the_registry_uses_the_paired_interval(store, tmp_path
     version = mlflow.MlflowClient(uri).get_model_version(model_name("synthetic"), second)
     assert version.tags["promotion.decision"] == "rejected"
     assert json.loads(version.tags["promotion.paired"])["rows"] == 3000
+
+
+def test_the_gate_decides_on_the_promotion_split_and_reads_no_test_row(store, tmp_path: Path) -> None:
+    """Issue #64: each version is gated on its validation rows; its test figures ride along as tags, shown beside the
+    decision (a challenger that wins on validation and loses on test is said) and read by no rule — deleting every
+    test evaluation, or turning its rows upside down, leaves the decision as it was."""
+    import shutil
+
+    from xc_core.paths import eval_dir
+    from xc_core.tracking.registry import PROMOTION_SPLIT, SPLIT_TAG, TEST_PREFIX, gate
+
+    uri, models = store
+    rng = np.random.default_rng(2)
+    champion_val = (rng.random(3000) < 0.40).astype(np.float64)
+    challenger_val = np.maximum(champion_val, (rng.random(3000) < 0.10).astype(np.float64))  # ~+6 points
+    champion_test = (rng.random(2000) < 0.45).astype(np.float64)
+    challenger_test = _churn(champion_test, gained=0, lost=100)  # worse on test by 5 points
+
+    def registered(method: str, run_id: str, val: np.ndarray, test: np.ndarray, model: str) -> str:
+        tags = _evaluation(tmp_path, method, run_id, val, split="val-a", on=PROMOTION_SPLIT)
+        _evaluation(tmp_path, method, run_id, test, split="test-a", on="test")
+        test_tags = {TEST_PREFIX + k: v for k, v in metric_tags({"P@1": test.mean()}).items()}
+        return register(model, "synthetic", {**tags, **metric_tags({"P@1": val.mean()}), **test_tags,
+                                             SPLIT_TAG: PROMOTION_SPLIT}, uri)
+
+    first = registered("dual_encoder", "run-1", champion_val, champion_test, models[0])
+    assert promote_if_better("synthetic", first, uri, home=tmp_path).promote
+    second = registered("ramen", "run-2", challenger_val, challenger_test, models[1])
+    client, name = mlflow.MlflowClient(uri), model_name("synthetic")
+    policy = PromotionPolicy(primary="P@1", guards={})
+
+    def decided() -> tuple[bool, str, str]:
+        found = gate(tmp_path, client.get_model_version(name, second), client.get_model_version(name, first), policy)
+        return found.promote, found.reason, found.test_view()
+
+    promote, reason, view = decided()
+    assert promote and "paired validation queries" in reason and "over 3000" in reason
+    assert view.startswith("decided on the validation split") and "the test disagrees" in view
+    assert f"{challenger_test.mean():.4f}" in view and f"{champion_test.mean():.4f}" in view
+    for method, run_id in (("dual_encoder", "run-1"), ("ramen", "run-2")):  # upside-down test rows
+        _evaluation(tmp_path, method, run_id, 1 - (challenger_test if method == "ramen" else champion_test),
+                    split="test-a", on="test")
+    assert decided() == (promote, reason, view)
+    for method in ("dual_encoder", "ramen"):
+        shutil.rmtree(eval_dir(tmp_path, "synthetic", method, "demo"))
+    assert decided() == (promote, reason, view)
+    decision = promote_if_better("synthetic", second, uri, home=tmp_path)
+    assert decision.promote and _champion(uri) == second
+    tags = client.get_model_version(name, second).tags
+    assert tags["promotion.decided_on"] == "validation" and "the test disagrees" in tags["promotion.test_view"]
+
+
+def test_a_champion_gated_on_the_test_split_is_rescored_on_validation_or_the_gate_says_how(
+        store, tmp_path: Path) -> None:
+    """A champion registered before promotion splits (its metric tags are test figures) is compared on its
+    validation evaluation when its run has one, and otherwise the gate rejects with the command that makes one —
+    never a validation figure against a test figure."""
+    from xc_core.tracking.registry import PROMOTION_SPLIT, SPLIT_TAG, gate
+
+    uri, models = store
+    rng = np.random.default_rng(3)
+    old_test = (rng.random(3000) < 0.60).astype(np.float64)  # a high test figure the challenger could never beat
+    old = register(models[0], "synthetic", {**_evaluation(tmp_path, "dual_encoder", "run-1", old_test),
+                                            **metric_tags({"P@1": old_test.mean()})}, uri)
+    assert promote_if_better("synthetic", old, uri, home=tmp_path).promote
+    challenger_val = (rng.random(3000) < 0.45).astype(np.float64)
+    new = register(models[1], "synthetic", {
+        **_evaluation(tmp_path, "ramen", "run-2", challenger_val, split="val-a", on=PROMOTION_SPLIT),
+        **metric_tags({"P@1": challenger_val.mean()}), SPLIT_TAG: PROMOTION_SPLIT}, uri)
+    client, name = mlflow.MlflowClient(uri), model_name("synthetic")
+    policy = PromotionPolicy(primary="P@1", guards={})
+    versions = client.get_model_version(name, new), client.get_model_version(name, old)
+    refused = gate(tmp_path, *versions, policy)
+    assert not refused.promote and "xc eval --split validation --method dual_encoder" in refused.reason
+    old_val = np.minimum(challenger_val, (rng.random(3000) < 0.8).astype(np.float64))  # ~9 points below
+    _evaluation(tmp_path, "dual_encoder", "run-1", old_val, split="val-a", on=PROMOTION_SPLIT)
+    rescored = gate(tmp_path, *versions, policy)
+    assert rescored.promote and rescored.champion is not None
+    assert rescored.champion["P@1"] == pytest.approx(old_val.mean())
+    assert "paired validation queries" in rescored.reason

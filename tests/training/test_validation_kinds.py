@@ -42,6 +42,32 @@ def test_without_click_days_validation_is_held_out_documents(tiny_data: XCDatase
         validation_split(folder_like, TrainConfig(val_split="temporal"))
 
 
+@pytest.mark.parametrize("kind", ["temporal", "documents"])
+def test_the_holdout_view_keeps_nothing_the_validation_rows_are_scored_on(tiny_data: XCDataset, kind: str) -> None:
+    """What the classifier stage fits on when the gate decides on validation (issue #64): no pair of the validation
+    truth, no click day from the validation days, the training rows' labels as training may read them."""
+    no_days = np.empty((0, 3), np.int64)
+    data = tiny_data if kind == "temporal" else dataclasses.replace(tiny_data, train_pair_days=no_days)
+    found = validation_split(data, TrainConfig(val_fraction=0.2, val_max=60))
+    assert found.kind == kind
+    view = found.holdout_view(data)
+    held = sp.csr_matrix(view.y_train)
+    rows, cols = found.truth.nonzero()
+    scored = {(int(found.val_rows[r]), int(c)) for r, c in zip(rows, cols, strict=True)}
+    kept = set(zip(*held.nonzero(), strict=True))
+    fit = set(zip(*sp.csr_matrix(found.y_fit).nonzero(), strict=True))
+    assert scored and kept <= fit and not (scored - fit) & kept
+    if kind == "documents":  # a held-out document keeps no label at all
+        assert not scored & kept
+    train = sp.csr_matrix(found.y_fit)[found.train_rows]
+    assert (held[found.train_rows] != train).nnz == 0  # the training rows keep what training reads
+    assert set(np.unique(held.nonzero()[0]).tolist()) <= set(found.train_rows.tolist())
+    if kind == "temporal":
+        assert found.first_day is not None and len(view.train_pair_days)
+        assert view.train_pair_days[:, 2].max() < found.first_day
+    assert view.test_texts == data.test_texts and (view.y_test != data.y_test).nnz == 0  # the test is untouched
+
+
 def test_validation_ranks_tied_labels_as_the_test_metrics_do() -> None:
     """Labels with the same text score exactly alike; the test's metrics rank such ties lower label id first, and
     so must every validation ranking (torch's top-k orders ties arbitrarily: validation P@1 would drift from test

@@ -5,6 +5,8 @@ Defaults are product settings documented in docs/abtest.md, the same for every d
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, model_validator
 
 
@@ -41,6 +43,10 @@ class ABConfig(BaseModel):
     salt: str = Field(default="xc-ab", description="salt of the user-id hash that assigns users to arms")
     treatment_share: float = Field(default=0.5, gt=0, lt=1, description="share of users in the treatment arm")
     alpha: float = Field(default=0.05, gt=0, lt=1, description="significance level of the reported intervals")
+    period: Literal["test", "validation"] = Field(default="test", description=(
+        "whose traffic: the test period's (a result, read once), or the as many days before it — the promotion "
+        "split the registry gate's A/B test runs on, so a decision never reads the test period (issue #64); a "
+        "replay reads the evaluation of the same split"))
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     outcomes: OutcomeConfig = Field(default_factory=OutcomeConfig)
 

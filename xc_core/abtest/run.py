@@ -17,7 +17,7 @@ from xc_core.abtest.arms import Arm
 from xc_core.abtest.auction import Outcomes, common_uniforms, outcomes, select
 from xc_core.abtest.config import ABConfig
 from xc_core.abtest.stats import LOWER_IS_BETTER, METRICS, arm_summary, compare, lifts_json, per_user, rounded
-from xc_core.abtest.traffic import Traffic, draw_traffic, treatment_users
+from xc_core.abtest.traffic import Traffic, draw_traffic, treatment_users, validation_days
 from xc_core.simulate.events import Sampler
 from xc_core.simulate.world import World
 
@@ -74,7 +74,8 @@ class Simulation:
         return self._caches[key]
 
     def traffic(self, cfg: ABConfig) -> Traffic:
-        return draw_traffic(self.world, cfg.queries, cfg.seed, self.sampler)
+        days = validation_days(self.world) if cfg.period == "validation" else None
+        return draw_traffic(self.world, cfg.queries, cfg.seed, self.sampler, days=days)
 
     def serve(self, arm: Arm, traffic: Traffic, cfg: ABConfig, uniforms: tuple[np.ndarray, np.ndarray]) -> Outcomes:
         cache = self.cache(arm, cfg.selection.candidates)

@@ -92,6 +92,11 @@ class ClassifierConfig(BaseModel):
         "out-of-fold refits run this many folds at a time (threads: W's torch steps and the hybrid's numba solver "
         "release the GIL, and each fold is seeded on its own, so the grid is the same as one at a time; each "
         "worker holds its fold's W and channels in memory)"))
+    hold_out_validation: bool = Field(default=True, description=(
+        "fit W, the channels and the out-of-fold choice without what the encoder's validation rows are scored on "
+        "(their labels in a documents split, the validation days' clicks in a temporal one), so the model can be "
+        "scored there out of sample: the promotion split the registry gate decides on. False: every training "
+        "document (the model then has no clean validation score and cannot be gated without the test split)"))
     seed: int = 0
 
     @field_validator("select_metric")

@@ -51,6 +51,9 @@ class Fold:
     # all training documents × labels: click days before the block (memory.py; only ``fit_rows`` are read); None: each
     # pair of ``y_fit`` counts once
     clicks: sp.csr_matrix | None = None
+    #: how the fold was cut: a block of days (rolling origin) or a document fold — an event log whose window is too
+    #: short for its blocks (e.g. once the validation days are held out) gets document folds
+    kind: Literal["temporal", "documents"] = "documents"
 
     @property
     def fit_clicks(self) -> sp.csr_matrix:
@@ -142,7 +145,7 @@ def temporal_folds(dataset: XCDataset, folds: int, width: int, max_rows: int, se
         rows = _sample(candidates[~never[candidates]], max_rows // folds, seed, i)
         truth = binary_pairs(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
-                        rows, truth, click_days(dataset, before_day=start)))
+                        rows, truth, click_days(dataset, before_day=start), "temporal"))
     return out
 
 

@@ -466,7 +466,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
                      "out_of_fold_hybrid_refits": round(refit_seconds["hybrid"], 2),
                      "final_fit": round(time.perf_counter() - chosen, 2), "final_hybrid_fit": round(hybrid_seconds, 2)}
     fused = FusedClassifier(fit.weights, best["alpha"], cfg.search_k, {
-        "select_metric": cfg.select_metric, "fold_kind": fold_kind(dataset, cfg.fold_kind),
+        "select_metric": cfg.select_metric, "fold_kind": folds[0].kind if folds else fold_kind(dataset, cfg.fold_kind),
         "folds": [{"name": f.name, "fit_documents": len(f.fit_rows), "scored_rows": len(f.score_rows)}
                   for f in folds],
         "out_of_fold_rows": sum(len(f.score_rows) for f in folds), "alpha_curve": curve,

@@ -95,23 +95,31 @@ class ABStage:
         from xc_core.datasets.container import XCDataset
 
         data = XCDataset.load(dataset_dir(self.home, self.dataset))
-        tops = [self._evaluated_top(spec) for spec in (control, treatment)]
+        tops = [self._evaluated_top(spec, cfg.period) for spec in (control, treatment)]
+        if cfg.period != "test":  # the split's rows as the test split, as its evaluation scored them
+            from xc_core.stages.evaluate import validation_split
+            from xc_core.training.record import TrainedModel
+
+            arm = self.arm(treatment)
+            assert isinstance(arm, ModelArm)  # _evaluated_top refused anything else
+            data = validation_split(data, TrainedModel.of(self.home, self.dataset, arm.method, arm.profile))
         body = replay(data, tops[0], tops[1], cfg.selection.slots, cfg.alpha)
         return {**body, "control_arm": self.arm(control).describe(), "treatment_arm": self.arm(treatment).describe(),
                 "config": {"slots": cfg.selection.slots, "alpha": cfg.alpha}}
 
-    def _evaluated_top(self, spec: str) -> Any:
+    def _evaluated_top(self, spec: str, split: str = "test") -> Any:
         from xc_core.evaluation.record import EvaluationRecord
 
         arm = self.arm(spec)
         if not isinstance(arm, ModelArm):
             raise LookupError(f"data set {self.dataset} has no simulated ground truth: only trained models can be "
                               f"replayed, not the {spec} arm")
-        folder = eval_dir(self.home, self.dataset, arm.method, arm.profile)
+        folder = eval_dir(self.home, self.dataset, arm.method, arm.profile, split)
         record = EvaluationRecord.load(folder)
         if record is None:
             raise FileNotFoundError(f"{folder}: the replay reads the offline evaluation — run `xc eval --dataset "
-                                    f"{self.dataset} --method {arm.method} --profile {arm.profile}` first")
+                                    f"{self.dataset} --method {arm.method} --profile {arm.profile} --split {split}` "
+                                    "first")
         if arm.run_id and record.mlflow_run_id and record.mlflow_run_id != arm.run_id:
             raise LookupError(f"{folder} evaluated training run {record.mlflow_run_id}, not {spec} (run "
                               f"{arm.run_id}): evaluate that model again before replaying it")
@@ -169,6 +177,9 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--slots", type=int, default=5, help="ads shown per query at most")
     command.add_argument("--candidates", type=int, default=100, help="top-K ads each arm retrieves")
     command.add_argument("--reserve", type=float, default=0.05, help="reserve price per click")
+    command.add_argument("--period", default="test", choices=("test", "validation"),
+                         help="the test period's traffic, or the days before it (the promotion split the gate's "
+                              "A/B test uses; a replay reads the evaluation of that split)")
     command.add_argument("--aa-runs", type=int, default=0, help="instead: A/A calibration of --control over N seeds")
     command.add_argument("--no-mlflow", action="store_true", help="do not log the test to MLflow")
 
@@ -178,7 +189,8 @@ def _run(args: argparse.Namespace) -> Payload:
     from xc_core.methods import control_method
 
     selection = SelectionConfig(slots=args.slots, candidates=args.candidates, reserve=args.reserve)
-    cfg = ABConfig(queries=args.queries, seed=args.seed, paired=args.paired, selection=selection)
+    cfg = ABConfig(queries=args.queries, seed=args.seed, paired=args.paired, selection=selection,
+                   period=args.period)
     stage = ABStage(args.dataset, resolve_home(args.home), args.profile)
     control = args.control or control_method()
     if args.aa_runs:

@@ -56,12 +56,12 @@ def validation_split(dataset: XCDataset, trained: TrainedModel) -> XCDataset:
 def split_dirs(home: Path, dataset: str, method: str, profile: str, split: str) -> tuple[Path, Path]:
     """(index folder, evaluation folder) of a split: the validation ones sit in a ``validation/`` sub-folder, so
     they never mix with the test split's (reports and seed tables read only the latter)."""
-    index, out = index_dir(home, dataset, method, profile), eval_dir(home, dataset, method, profile)
+    index = index_dir(home, dataset, method, profile)
     if split == "test":
-        return index, out
+        return index, eval_dir(home, dataset, method, profile)
     if split not in SPLITS:
         raise SplitUnavailableError(f"split {split!r}: choose one of {', '.join(SPLITS)}")
-    return index.parent / split / index.name, out.parent / split / out.name
+    return index.parent / split / index.name, eval_dir(home, dataset, method, profile, split)
 
 
 def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
@@ -71,7 +71,7 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
 
     ``split="validation"`` scores the model's validation rows instead (:func:`validation_split`), into their own
     folders, logged as ``validation/…``: what experiments about what to build read, so they never read the test
-    split. A method whose final fit saw those rows (a ``fits_on_validation = True`` attribute) refuses: its number
+    split. A method whose final fit saw those rows (its ``fits_on_validation(record)`` is true) refuses: its number
     would be in-sample."""
     from xc_core.methods import get_method
     from xc_core.methods.versions import method_stamp
@@ -79,11 +79,13 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
     started = time.perf_counter()
     found = get_method(method)
     index, out = split_dirs(home, dataset.name, method, profile, split)
-    if split == "validation" and getattr(found, "fits_on_validation", False):
-        raise SplitUnavailableError(f"{method}: its final fit trains on every training document, validation rows "
-                                    "included (its choices are made out of fold), so its validation score would be "
-                                    "in-sample; evaluate it with --split test")
     trained = TrainedModel.of(home, dataset.name, method, profile)
+    fits_on_validation = getattr(found, "fits_on_validation", None)
+    if split == "validation" and fits_on_validation is not None and fits_on_validation(trained.summary):
+        raise SplitUnavailableError(f"{method}: its final fit trained on every training document, validation rows "
+                                    "included, so its validation score would be in-sample; retrain it with the "
+                                    "classifier's hold_out_validation on (the default), or evaluate it with "
+                                    "--split test")
     if split == "validation":
         dataset = validation_split(dataset, trained)
     preds = found.predict(dataset, trained, index, reuse=True, progress=progress)
@@ -101,6 +103,16 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
     recall = preds.index_recall_at_10  # a method without an ANN index has none to log
     _log_to_run(trained, metrics if recall is None else {**metrics, "hnsw_recall@10": recall}, split)
     return summary
+
+
+def evaluate_promotion_split(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
+    """Score the trained method on the promotion split the registry gate decides on (its validation rows:
+    ``tracking.registry.PROMOTION_SPLIT``), as the ``challenger`` asset and ``xc promote`` do before registering it.
+    Scored each time (a cheap pass over at most ``val_max`` rows), so the gate never reads a stale evaluation."""
+    from xc_core.stages.anchor_sets import load_with_anchors
+    from xc_core.tracking.registry import PROMOTION_SPLIT
+
+    return evaluate_method(load_with_anchors(home, dataset), method, profile, home, split=PROMOTION_SPLIT)
 
 
 def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[str, Any],

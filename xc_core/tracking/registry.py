@@ -3,11 +3,16 @@
 
 Aliases only — registry stages are deprecated in MLflow 3. Decision rule (:func:`decide`): promote when
 there is no champion yet, or when the challenger's primary metric is strictly better, that lead holds at
-the policy's confidence on the same test queries (paired bootstrap, :func:`paired_lead`), the lead is at
+the policy's confidence on the same queries (paired bootstrap, :func:`paired_lead`), the lead is at
 least the policy's ``min_lead``, and no guard metric (PSP@5, the tail bin's P@5) is *significantly* worse than the
-champion's: each guard is a paired test on the same test queries, and a difference whose interval holds 0 is a
+champion's: each guard is a paired test on the same queries, and a difference whose interval holds 0 is a
 tie band, reported with its interval — not a fixed margin on two point estimates (issue #63). The decision, both
 metric sets, the paired intervals and the reason are written as version tags.
+
+The gate decides on the **promotion split** (``PROMOTION_SPLIT``: each model's validation rows, scored with the
+test protocol), never on the test split: the winner among versions, scored on the rows that chose it, would be a
+biased figure (issue #64). A version carries its test scores as ``test_metric.*`` tags, shown beside the decision
+(:meth:`Decision.test_view`, which says when the test disagrees) and read by no rule.
 
 Metrics are fractions in [0, 1] (reports print them ×100 as points), and so are ``min_lead`` and the
 guard tolerances: ``min_lead=0.005`` asks for half a point of P@1.
@@ -17,13 +22,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 CHAMPION, CHALLENGER = "champion", "challenger"
+
+#: the split the gate decides on: each model's validation rows (an event log's last days before the test period, a
+#: held-out slice of an XC folder's training documents), scored with the test protocol. The test split is only shown
+#: beside a decision (``test_metric.*`` tags), never read by it (issue #64)
+PROMOTION_SPLIT = "validation"
+SPLIT_TAG, TEST_PREFIX = "promotion.split", "test_"
 
 
 def model_name(dataset: str) -> str:
@@ -66,10 +77,11 @@ class PairedLead:
     p: float
     rows: int
     confidence: float
+    split: str = "test"  # the split whose queries were paired
 
     def describe(self, metric: str) -> str:
         return (f"{metric} lead {self.diff:+.4f}, {self.confidence:.0%} CI [{self.low:+.4f}, {self.high:+.4f}] "
-                f"over {self.rows} paired test queries (p = {self.p:.3f})")
+                f"over {self.rows} paired {self.split} queries (p = {self.p:.3f})")
 
 
     def band(self) -> str:
@@ -113,9 +125,28 @@ class Decision:
     champion: dict[str, float] | None
     paired: PairedLead | None = None
     guards: tuple[GuardCheck, ...] = ()
+    split: str = PROMOTION_SPLIT  # what the metrics above were scored on
+    #: the test split's figures of both sides, shown beside the decision and never read by it
+    test: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def test_view(self, metric: str = "P@1") -> str:
+        """The test figure beside the decision, and whether the test agrees with it: a challenger that wins on the
+        promotion split and loses on test (or the reverse) is said, not hidden."""
+        challenger, champion = (self.test.get(side, {}).get(metric) for side in ("challenger", "champion"))
+        if challenger is None:
+            return f"decided on the {self.split} split; no test figure recorded"
+        shown = f"decided on the {self.split} split; test {metric} {challenger:.4f}"
+        if champion is None:
+            return shown
+        agrees = (challenger > champion) == self.promote
+        verdict = "the test agrees" if agrees else (
+            "the test disagrees: it scores the challenger below the champion" if self.promote else
+            "the test disagrees: it scores the challenger above the champion")
+        return f"{shown} vs the champion's {champion:.4f} ({verdict})"
 
     def as_tags(self) -> dict[str, str]:
         return {"promotion.decision": "promoted" if self.promote else "rejected", "promotion.reason": self.reason,
+                "promotion.decided_on": self.split, "promotion.test_view": self.test_view(),
                 "promotion.challenger_metrics": json.dumps(self.challenger),
                 "promotion.champion_metrics": json.dumps(self.champion),
                 "promotion.paired": json.dumps(asdict(self.paired) if self.paired else None),
@@ -157,7 +188,7 @@ def decide(challenger: dict[str, float], champion: dict[str, float] | None, poli
     # a lead equal to min_lead up to float rounding (0.405 - 0.4 < 0.005) meets it
     if lead < policy.min_lead and not math.isclose(lead, policy.min_lead, abs_tol=1e-12):
         evidence = (f"; {paired.describe(p)}" if paired else
-                    "; no paired comparison on the same test split" if policy.confidence > 0 else "")
+                    "; no paired comparison on the same split" if policy.confidence > 0 else "")
         return decision(False, f"{p} lead {lead:+.4f} is below the minimum lead min_lead = {policy.min_lead:.4f} "
                                f"({challenger[p]:.4f} vs the champion's {champion[p]:.4f}){evidence}")
     for check in checks:
@@ -168,7 +199,7 @@ def decide(challenger: dict[str, float], champion: dict[str, float] | None, poli
         return decision(False, f"A/B guard: {worse} in the simulated A/B test against the champion")
     minimum = f", lead {lead:+.4f} ≥ min_lead {policy.min_lead:.4f}" if policy.min_lead > 0 else ""
     evidence = (f"; {paired.describe(p)}" if paired else
-                "; no paired comparison on the same test split, point estimates decided" if policy.confidence > 0
+                "; no paired comparison on the same split, point estimates decided" if policy.confidence > 0
                 else "")
     held = f"; guards held: {'; '.join(c.describe() for c in checks)}" if checks else ""
     checked = f"; A/B guards {', '.join(policy.ab_guards)} held" if ab and "delta_pct" in ab else ""
@@ -198,16 +229,29 @@ def _ab_regression(ab: dict[str, Any] | None, policy: PromotionPolicy) -> str:
     return ""
 
 
-def _eval_rows(home: Path, tags: dict[str, str]) -> tuple[str, dict[str, Any]] | None:
-    """(test split fingerprint, per-query arrays) of the evaluation that belongs to this version's run."""
+def _record(home: Path | None, tags: dict[str, str], split: str) -> Any | None:
+    """The evaluation on ``split`` that belongs to this version's run (None: none, or a later training of the same
+    method overwrote it)."""
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
 
-    if not {"dataset", "method", "profile"} <= set(tags):
+    if home is None or not {"dataset", "method", "profile"} <= set(tags):
         return None
-    record = EvaluationRecord.load(eval_dir(home, tags["dataset"], tags["method"], tags["profile"]))
+    record = EvaluationRecord.load(eval_dir(home, tags["dataset"], tags["method"], tags["profile"], split))
+    return record if record is not None and record.mlflow_run_id == tags.get("mlflow_run_id") else None
+
+
+def _metrics_on(home: Path | None, tags: dict[str, str], split: str) -> dict[str, float] | None:
+    """A version's gate metrics on ``split`` from its run's evaluation there, or None."""
+    record = _record(home, tags, split)
+    return challenger_metrics(record.summary, record.quantiles()) if record is not None else None
+
+
+def _eval_rows(home: Path, tags: dict[str, str], split: str) -> tuple[str, dict[str, Any]] | None:
+    """(split fingerprint, per-query arrays) of the version's run's evaluation on ``split``."""
+    record = _record(home, tags, split)
     rows = record.per_row() if record is not None else None
-    if record is None or rows is None or record.mlflow_run_id != tags.get("mlflow_run_id") or not record.test_split:
+    if record is None or rows is None or not record.test_split:
         return None  # a later training of the same method overwrote it, or it predates split fingerprints
     return record.test_split, rows
 
@@ -225,7 +269,8 @@ def paired_leads(home: Path, challenger_tags: dict[str, str], champion_tags: dic
     per-query results read once."""
     from xc_core.evaluation import paired_metric_diff
 
-    a, b = _eval_rows(home, challenger_tags), _eval_rows(home, champion_tags)
+    split = challenger_tags.get(SPLIT_TAG, "test")  # the champion is paired on the challenger's split
+    a, b = _eval_rows(home, challenger_tags, split), _eval_rows(home, champion_tags, split)
     if a is None or b is None or a[0] != b[0]:
         return {}
     rows = len(next(iter(a[1].values())))
@@ -233,7 +278,7 @@ def paired_leads(home: Path, challenger_tags: dict[str, str], champion_tags: dic
     for metric, confidence in metrics.items():
         result = paired_metric_diff(a[1], b[1], metric, alpha=1 - confidence)
         if result is not None:
-            found[metric] = PairedLead(*result, rows, confidence)
+            found[metric] = PairedLead(*result, rows, confidence, split)
     return found
 
 
@@ -241,6 +286,16 @@ def gate(home: Path | None, challenger: Any, champion: Any | None, policy: Promo
     """The decision for two registered versions (``champion`` None when there is none yet); the gate's A/B test of
     the two (``paths.gate_abtest_path``, written by the Dagster ``ab_test`` asset) when there is one. The primary
     metric and every guard are paired on the same test queries where both evaluations' per-query results exist."""
+    test = {"challenger": test_metrics_of(challenger), **({"champion": test_metrics_of(champion)} if champion else {})}
+    champion_metrics = metrics_of(champion) if champion else None
+    if champion is not None and split_of(champion) != split_of(challenger):
+        champion_metrics = _metrics_on(home, dict(champion.tags), split_of(challenger))
+        if champion_metrics is None:
+            return Decision(False, f"the champion (v{champion.version}) was gated on the {split_of(champion)} split "
+                                   f"and has no {split_of(challenger)} evaluation of its run: score it there "
+                                   f"(`xc eval --split {split_of(challenger)} --method {champion.tags.get('method')}`)"
+                                   " and run `xc promote` again", metrics_of(challenger), metrics_of(champion),
+                            split=split_of(challenger), test=test)
     paired, guards = None, {}
     if home is not None and champion is not None:
         level = policy.confidence if policy.confidence > 0 else 0.95  # the guards are paired tests either way
@@ -250,8 +305,9 @@ def gate(home: Path | None, challenger: Any, champion: Any | None, policy: Promo
         found = paired_leads(home, dict(challenger.tags), dict(champion.tags), asked)
         paired = found.get(policy.primary) if policy.confidence > 0 else None
         guards = {metric: found[metric] for metric in policy.guards if metric in found}
-    return decide(metrics_of(challenger), metrics_of(champion) if champion else None, policy, paired,
-                  gate_abtest(home, challenger, champion), guards)
+    decision = decide(metrics_of(challenger), champion_metrics, policy, paired,
+                      gate_abtest(home, challenger, champion), guards)
+    return replace(decision, split=split_of(challenger), test=test)
 
 
 def gate_abtest(home: Path | None, challenger: Any, champion: Any | None) -> dict[str, Any] | None:
@@ -295,8 +351,20 @@ def metric_tags(metrics: dict[str, float]) -> dict[str, str]:
 
 
 def metrics_of(version: Any) -> dict[str, float]:
+    """The metrics the gate compares: the version's scores on its promotion split (:func:`split_of`)."""
     return {k.removeprefix("metric.").replace("_at_", "@"): float(v) for k, v in version.tags.items()
             if k.startswith("metric.")}
+
+
+def test_metrics_of(version: Any) -> dict[str, float]:
+    """The version's test-split scores: shown beside the decision, never read by it."""
+    return {k.removeprefix(TEST_PREFIX + "metric.").replace("_at_", "@"): float(v) for k, v in version.tags.items()
+            if k.startswith(TEST_PREFIX + "metric.")}
+
+
+def split_of(version: Any) -> str:
+    """The split a version's gate metrics were scored on (versions registered before promotion splits: the test)."""
+    return str(dict(version.tags).get(SPLIT_TAG, "test"))
 
 
 def promote_if_better(dataset: str, version: str, tracking_uri: str, policy: PromotionPolicy | None = None,
@@ -336,21 +404,30 @@ def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> d
     from xc_core.training.record import TrainedModel
 
     trained = TrainedModel.of(home, dataset, method, profile)
-    folder = eval_dir(home, dataset, method, profile)
-    record = EvaluationRecord.load(folder)
-    if record is None:
-        raise FileNotFoundError(f"{folder}: evaluate the model first (`xc eval --dataset {dataset} --method {method}`)")
-    metrics = challenger_metrics(record.summary, record.quantiles())
+    records = {}
+    for split in (PROMOTION_SPLIT, "test"):
+        folder = eval_dir(home, dataset, method, profile, split)
+        record = EvaluationRecord.load(folder)
+        if record is None or record.mlflow_run_id != trained.mlflow_run_id:
+            state = "no evaluation" if record is None else f"an evaluation of another run ({record.mlflow_run_id})"
+            raise FileNotFoundError(f"{folder}: {state} of {method}'s run {trained.mlflow_run_id}; evaluate it first "
+                                    f"(`xc eval --dataset {dataset} --method {method} --profile {profile} --split "
+                                    f"{split}`)")
+        records[split] = record
+    metrics = challenger_metrics(records[PROMOTION_SPLIT].summary, records[PROMOTION_SPLIT].quantiles())
+    test = challenger_metrics(records["test"].summary, records["test"].quantiles())
     commit = git_commit()
     tags = {"method": method, "dataset": dataset, "profile": profile, "git_commit": commit,
-            "mlflow_run_id": trained.mlflow_run_id, "trained_model_uri": trained.model_uri, **metric_tags(metrics)}
+            "mlflow_run_id": trained.mlflow_run_id, "trained_model_uri": trained.model_uri, **metric_tags(metrics),
+            SPLIT_TAG: PROMOTION_SPLIT, "promotion.rows": str(records[PROMOTION_SPLIT].summary["test_documents"]),
+            **{TEST_PREFIX + key: value for key, value in metric_tags(test).items()}}
     if trained.summary.get("depends_on_run_id"):  # a model built on another run's (e.g. IRENE on its encoder)
         tags["depends_on_run_id"] = str(trained.summary["depends_on_run_id"])
     uri = tracking_uri(home)
     served = served_model(home, dataset, method, profile, trained, commit)
     version = register(served.model_uri, dataset, tags, uri)
-    return {"model": model_name(dataset), "version": version, "metrics": metrics, "tracking_uri": uri,
-            "model_uri": served.model_uri}
+    return {"model": model_name(dataset), "version": version, "metrics": metrics, "split": PROMOTION_SPLIT,
+            "test_metrics": test, "tracking_uri": uri, "model_uri": served.model_uri}
 
 
 def served_model(home: Path, dataset: str, method: str, profile: str, trained: Any, commit: str) -> Any:

@@ -88,6 +88,23 @@ class ValidationSplit:
             return dataset
         return replace(dataset, y_train=self.y_fit)
 
+    def holdout_view(self, dataset: XCDataset) -> XCDataset:
+        """``dataset`` with nothing its validation rows are scored on: the labels of :meth:`fit_view` on the
+        training rows only (a documents split's validation rows keep no label; a temporal split's keep their clicks
+        before the validation days) and the click days before those days. Rows keep their indices, so a stage that
+        fits on this view (the classifier stage) can be scored on the validation rows out of sample — the promotion
+        split the gate decides on (issue #64)."""
+        keep = np.zeros(len(dataset.train_texts), dtype=bool)
+        keep[self.train_rows] = True
+        labels = sp.diags(keep.astype(np.float32)) @ sp.csr_matrix(self.y_fit)
+        labels = sp.csr_matrix(labels)
+        labels.eliminate_zeros()
+        days = dataset.train_pair_days
+        kept_days = keep[days[:, 0]] if len(days) else np.zeros(0, dtype=bool)
+        if self.first_day is not None and len(days):
+            kept_days &= days[:, 2] < self.first_day
+        return replace(dataset, y_train=labels, train_pair_days=days[kept_days])
+
     @property
     def truth(self) -> sp.csr_matrix:
         """The validation rows' truth, one row each."""

@@ -80,7 +80,8 @@ def _ab_test(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
     @dg.asset(key=[p, "ab_test"], deps=[[p, "challenger"]], group_name=p, kinds={"numpy", "mlflow"},
-              description="Simulated A/B test of the registry's challenger against its champion (paired); the "
+              description="Simulated A/B test of the registry's challenger against its champion on the "
+                          "traffic of the days before the test period (the promotion split); the "
                           "promotion gate blocks a challenger with a significantly worse Brand or Location BMR")
     def ab_test(context: dg.AssetExecutionContext, config: ABTestConfig, xc_home: XcHome) -> dg.MaterializeResult:
         import mlflow
@@ -101,8 +102,8 @@ def _ab_test(dataset: str) -> dg.AssetsDefinition:
         path = gate_abtest_path(xc_home.path, dataset, profile, str(challenger.version), str(champion.version))
         try:
             result = ABStage(dataset, xc_home.path, profile).run(
-                f"models:/{name}/{champion.version}", f"models:/{name}/{challenger.version}", _config(config),
-                folder=path.parent, name=path.stem)
+                f"models:/{name}/{champion.version}", f"models:/{name}/{challenger.version}",
+                _config(config).model_copy(update={"period": "validation"}), folder=path.parent, name=path.stem)
         except (LookupError, FileNotFoundError) as error:  # e.g. a replay whose champion was evaluated over
             context.log.warning(f"no A/B test of v{challenger.version} vs v{champion.version}: {error}")
             return dg.MaterializeResult(metadata={"skipped": str(error)})

@@ -62,17 +62,24 @@ def _challenger(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
     @dg.asset(key=[p, "challenger"], deps=[[p, "offline_eval"]], group_name=p, kinds={"mlflow"},
-              description="Registers the evaluated method's model as a new version of xc-encoder-<dataset> "
-                          "(alias challenger; its method tag is how serving finds the method)")
+              description="Scores the evaluated method on the promotion split (its validation rows, the split the "
+                          "gate decides on) and registers its model as a new version of xc-encoder-<dataset> "
+                          "(alias challenger; its method tag is how serving finds the method; its test scores are "
+                          "tagged beside, for show)")
     def challenger(context: dg.AssetExecutionContext, config: ChallengerConfig,
                    xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_core.stages.evaluate import evaluate_promotion_split
         from xc_core.tracking.registry import register_evaluated
 
+        scored = evaluate_promotion_split(xc_home.path, dataset, config.method, config.profile)
+        context.log.info(f"{config.method} on the promotion split ({scored['test_documents']} validation rows): "
+                         f"P@1 {scored['P@1']:.4f}")
         out = register_evaluated(xc_home.path, dataset, config.method, config.profile)
         context.log.info(f"registered {out['model']} v{out['version']} ({config.method})")
         return dg.MaterializeResult(metadata={"model": out["model"], "version": out["version"],
-                                              "method": config.method,
-                                              "metrics": dg.MetadataValue.json(out["metrics"])})
+                                              "method": config.method, "decided_on": out["split"],
+                                              "metrics": dg.MetadataValue.json(out["metrics"]),
+                                              "test_metrics": dg.MetadataValue.json(out["test_metrics"])})
 
     return challenger
 
@@ -81,9 +88,11 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
     p = prefix(dataset)
 
     @dg.asset_check(asset=[p, "ab_test"], name="beats_champion", blocking=True,
-                    description="Promotion gate: primary metric strictly better with its paired-bootstrap interval "
-                                "above 0 on the same test queries and a lead of at least min_lead, no guard metric "
-                                "(PSP@5, the tail bin's P@5) significantly worse in its paired test (a tie band "
+                    description="Promotion gate, on the promotion split (each model's validation rows; the test "
+                                "split is shown beside, never read): primary metric strictly better with its "
+                                "paired-bootstrap interval above 0 on the same queries and a lead of at least "
+                                "min_lead, no guard metric (PSP@5, the tail bin's P@5) significantly worse in its "
+                                "paired test (a tie band "
                                 "holds), no significantly worse Brand/Location BMR in the "
                                 "simulated A/B test against the champion (the first model always passes). A "
                                 "rejection is a WARN result: the run succeeds and the champion stays")
@@ -103,6 +112,8 @@ def _check(dataset: str) -> dg.AssetChecksDefinition:
         severity = dg.AssetCheckSeverity.ERROR if decision.promote else dg.AssetCheckSeverity.WARN
         return dg.AssetCheckResult(passed=decision.promote, severity=severity, description=decision.reason, metadata={
             "decision": "promoted" if decision.promote else "rejected",
+            "decided_on": decision.split, "test_view": decision.test_view(),
+            "test_metrics": dg.MetadataValue.json(decision.test),
             "challenger_version": str(version.version),
             "champion_version": str(current.version) if current else "none",
             "challenger_metrics": dg.MetadataValue.json(decision.challenger),

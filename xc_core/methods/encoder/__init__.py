@@ -37,11 +37,11 @@ class EncoderMethod:
     def docs(self) -> str:
         return "docs/classifier.md" if self.classifier else "docs/training.md"
 
-    @property
-    def fits_on_validation(self) -> bool:
-        """The classifier stage's final W learns from every training document, validation rows included (its
-        choices are made out of fold): a ``-clf`` method has no clean validation score (``xc eval`` refuses)."""
-        return self.classifier
+    def fits_on_validation(self, record: dict[str, Any]) -> bool:
+        """Whether the trained model of ``record`` (its training summary) learnt from what its validation rows are
+        scored on: a ``-clf`` whose classifier stage saw every training document (``hold_out_validation`` off, or a
+        model trained before the stage held them out) has no clean validation score (``xc eval`` refuses)."""
+        return self.classifier and not record.get("classifier_holds_out_validation", False)
     baselines: tuple[str, ...] = ()  # reports pair this method against these (this − baseline); first: DIFF@k
     ablation_of: str | None = None  # the full method this one switches an ingredient off; reports pair full − this
     requires: Requires = Requires()  # e.g. a ``-clf`` builds on its base's trained encoder

@@ -92,14 +92,20 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
     if method.classifier:
         from xc_core.classifier.stage import stage_key
         from xc_core.training.selection import fine_tuned_rows
+        from xc_core.training.validation import validation_split
 
         clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
         rows = fine_tuned_rows(job.dataset, cfg, summary)
-        key = stage_key(job.dataset, encoder_dir, enc_cfg.max_length, clf_cfg, rows)
+        # the stage never sees what the validation rows are scored on, as the encoder never does: the gate decides
+        # on those rows (the promotion split), so a -clf's score there must be out of sample
+        seen = validation_split(job.dataset, cfg).holdout_view(job.dataset) if clf_cfg.hold_out_validation \
+            else job.dataset
+        key = stage_key(seen, encoder_dir, enc_cfg.max_length, clf_cfg, rows)
         twin = _same_classifier(job.home, job.dataset.name, method.name, profile.name, cfg.seed, key)
-        classifier_dir, clf_summary = _fit_classifier(job.dataset, encoder_dir, enc_cfg.max_length, rows, clf_cfg,
+        classifier_dir, clf_summary = _fit_classifier(seen, encoder_dir, enc_cfg.max_length, rows, clf_cfg,
                                                       out, job.progress, twin, vectors_dir(job.home))
-        summary.update({**clf_summary, "classifier_key": key})
+        summary.update({**clf_summary, "classifier_key": key,
+                        "classifier_holds_out_validation": clf_cfg.hold_out_validation})
     mlflow.log_metrics({"final_task_loss": float(summary["final_task_loss"]),
                         f"final_val_recall_at_{cfg.val_k}": float(summary[f"val_recall@{cfg.val_k}"])})
     info = _log_model(encoder_dir, enc_cfg.max_length, out, classifier_dir)
