@@ -92,5 +92,7 @@ def test_a_log_dated_today_goes_from_the_landing_folder_to_a_gated_challenger(
     assert challenger.tags["method"] == "dual_encoder", "the last method of the chain was registered"
     assert challenger.tags["promotion.decision"] in {"promoted", "rejected"}, "and gated"
     assert client.get_model_version_by_alias(model_name("synthetic"), "champion") is not None
+    assert challenger.tags["promotion.decided_on"] == "validation", "gated on the promotion split (issue #64)"
     evaluated = {p.name for p in (home / "eval" / "synthetic").iterdir()}
-    assert evaluated == {"pretrained-tiny", "dual_encoder-tiny"}
+    assert evaluated == {"pretrained-tiny", "dual_encoder-tiny", "validation"}
+    assert {p.name for p in (home / "eval" / "synthetic" / "validation").iterdir()} == evaluated - {"validation"}
