@@ -9,11 +9,19 @@ export DAGSTER_HOME := $(CURDIR)
 export XC_DAGSTER_STATE := $(CURDIR)/.dagster_home
 XC_HOME ?= $(CURDIR)/.xc
 export XC_HOME
+# production storage (docs/operating.md): XC_POSTGRES_URL=postgresql://USER[:PASSWORD]@HOST:PORT puts Dagster's
+# run/event/schedule storage (database xc_dagster) and MLflow's tracking store (xc_mlflow) on that server; unset,
+# both are SQLite files (.dagster_home/, $(XC_HOME)/mlflow/)
+ifneq ($(strip $(XC_POSTGRES_URL)),)
+export DAGSTER_HOME := $(CURDIR)/xc_assets/deploy/postgres
+PG_SERVER := $(patsubst %/,%,$(subst postgresql://,postgresql+psycopg2://,$(subst postgres://,postgresql://,$(XC_POSTGRES_URL))))
+export XC_DAGSTER_POSTGRES_URL := $(PG_SERVER)/xc_dagster
+endif
 
 # One MLflow store per home, where the bare CLI finds it (xc_core/tracking/store.py): make run and make ui
 # set no MLFLOW_TRACKING_URI, so xc resolves <home>/mlflow itself; make mlflow-ui serves that same folder.
 MLFLOW_STORE = $(abspath $(XC_HOME))/mlflow
-MLFLOW_URI = sqlite:///$(MLFLOW_STORE)/mlflow.db
+MLFLOW_URI = $(if $(strip $(XC_POSTGRES_URL)),$(PG_SERVER)/xc_mlflow,sqlite:///$(MLFLOW_STORE)/mlflow.db)
 
 .PHONY: install peers run results lint test test-scale ui ui-snapshot mlflow-ui serve bench clean
 
@@ -26,10 +34,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# the optional engines (pyspark: the graph tables on Spark); `make test` exercises them, `make run` never needs them
+# the optional engines (pyspark: the graph tables on Spark) and the PostgreSQL storage; `make test` exercises them,
+# `make run` never needs them
 SCALE_STAMP := $(VENV)/.installed-scale
-$(SCALE_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[scale]'
+$(SCALE_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[scale,postgres]'
 	touch $(SCALE_STAMP)
 
 # The linear peer (PECOS XR-Linear) in its own environment: libpecos pins numpy<2 / scipy<1.14.
@@ -56,10 +65,9 @@ METHODS ?= $(shell $(BIN)/python -m xc_core.methods run)
 # (python -m xc_assets.summary $(XC_HOME)/last-run.json prints the table again)
 run: $(STAMP) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
-	@echo "xc run --dataset $(DATASET) --profile $(PROFILE): simulate → ingest → graphs → data set → anchors → train → index → eval → A/B → report → promotion"
-	@echo "(Dagster log: $(XC_HOME)/last-run.log; about 10 minutes on 2 idle cores: docs/benchmarks.md)"
-	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME) --quiet \
-		2> $(XC_HOME)/last-run.log || { tail -n 40 $(XC_HOME)/last-run.log; exit 1; }
+	@echo "simulate → ingest → graphs → data set → anchors → train → index → eval → A/B → report → promotion (about 10 minutes on 2 idle cores: docs/benchmarks.md)"
+	@# a line per step as it starts and ends; the Dagster log goes to $(XC_HOME)/last-run.log (its tail on a failure)
+	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME)
 	@echo
 	@echo "Results under $(XC_HOME):"
 	@echo "  event store      $(XC_HOME)/events   (duckdb views: $(XC_HOME)/xc.duckdb; quarantine: $(XC_HOME)/quarantine)"
@@ -105,10 +113,12 @@ ui-snapshot: $(STAMP) $(XC_DAGSTER_STATE)
 
 mlflow-ui: $(STAMP)
 	mkdir -p $(MLFLOW_STORE)
+	$(BIN)/python -m xc_core.storage
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow server --backend-store-uri $(MLFLOW_URI) \
 		--default-artifact-root $(MLFLOW_STORE)/artifacts --host 127.0.0.1 --port 5000 --workers 1
 
 ui: $(STAMP) $(XC_DAGSTER_STATE)
+	$(BIN)/python -m xc_core.storage
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # the champion over HTTP on 127.0.0.1 (POST /predict, /health, /ready, /metrics); it follows @champion, so run it

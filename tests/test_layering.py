@@ -2,7 +2,8 @@
 
 The layers, lowest first (a package imports only from the layers before it):
 
-1. ``paths``, ``seeds``, ``provenance`` — the home's layout, named random streams and the code version; import
+1. ``paths``, ``seeds``, ``provenance``, ``storage``, ``progress`` — the home's layout, named random streams, the
+   code version, where the run history and registry live (SQLite or PostgreSQL) and the progress bars; import
    nothing of xc_core; ``engines`` — what runs a stage on engines beside the process (Spark; dask for embedding),
    given SQL, files or an encoder factory, blind to what they mean
 2. ``logs`` → ``simulate`` → ``datasets`` (the container, graph tables, the data-set registry) → ``quality``
@@ -40,8 +41,8 @@ ROOT = Path(xc_core.__file__).parent
 PACKAGES = (ROOT, Path(xc_assets.__file__).parent)
 #: the layers above, lowest first; a package may import only from packages in earlier layers
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("paths", "seeds", "provenance"), ("engines",), ("logs",), ("simulate",), ("datasets",), ("quality",),
-    ("encoders", "index"), ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",),
+    ("paths", "seeds", "provenance", "storage", "progress"), ("engines",), ("logs",), ("simulate",), ("datasets",),
+    ("quality",), ("encoders", "index"), ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",),
     ("tracking",), ("methods",), ("abtest",), ("serving",), ("stages",), ("cli",))
 
 Edge = tuple[str, str]

@@ -16,10 +16,11 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the run uses an instance under its home
     home = tmp_path / "home"
-    assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
+    assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home),
                  "--methods", "pretrained,ramen"]) == 0
-    table = capsys.readouterr().out.strip().splitlines()  # for people; the JSON is in last-run.json
+    printed = capsys.readouterr().out.strip().splitlines()  # for people; the JSON is in last-run.json
     first = json.loads((home / "last-run.json").read_text())
+    table = _check_step_lines(printed, home)
     assert table[0].split() == ["method", "test", "P@1", "[95%", "CI]", "test", "PSP@1", "[95%", "CI]", "validation",
                                 "P@1", "promotion"]
     # each method's row: test P@1 and PSP@1 in points with the evaluation's interval, the validation P@1 the gate
@@ -70,10 +71,15 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny",
                                                                         "dual_encoder-tiny", "validation"}
 
-    # `xc promote` re-runs the gate for evaluated models: the same model again is never "better"
-    assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
+    # `xc promote` re-runs the gate for evaluated models: the same model again is never "better"; its step lines
+    # estimate what is left from the first run's times of the same steps
+    assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home),
                  "--methods", "pretrained"]) == 0
-    _, again, split, *_, champion = capsys.readouterr().out.strip().splitlines()
+    printed = capsys.readouterr().out.strip().splitlines()
+    steps = [line for line in printed if line.startswith("[")]
+    assert len(steps) == 8 and steps[-1].endswith("nothing left"), steps
+    assert all(re.search(r"steps? left, ~\S+ by the last run's times$", line) for line in steps[1:-1:2]), steps
+    _, again, split, *_, champion = printed[1 + len(steps):]
     assert split.startswith("the gate decided on the validation split"), split
     assert re.fullmatch(r"pretrained +.+ rejected v\d+: P@1 \S+ does not beat the champion's \S+", again), again
     kept = second["champion"] or first["champion"]  # the table names the registry's champion, unchanged
@@ -93,6 +99,29 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home),
                  "--methods", "auggt"]) == 2
     assert re.search(r"xc promote: error: not evaluated.*auggt.*xc eval", capsys.readouterr().err)
+
+
+def _check_step_lines(printed: list[str], home: Path) -> list[str]:
+    """``xc run``'s progress (issue #66): where the log goes, the plan, then a line as each step starts and one as
+    it ends, numbered over the whole run; no Dagster event line among them. Returns the table that follows."""
+    log, plan = printed[:2]
+    assert log.endswith(f"go to {home / 'last-run.log'}"), log
+    total = int(plan.split()[0])
+    assert plan == f"{total} steps on synthetic: lineage, 2 method(s) pretrained, ramen, report, promotion"
+    steps = printed[2:2 + 2 * total]
+    for number in range(1, total + 1):
+        start, end = steps[2 * number - 2:2 * number]
+        position = re.escape(f"[{number:>2}/{total}]")
+        label = re.fullmatch(rf"{position} (synthetic / .+) …", start)
+        assert label is not None, start
+        assert re.fullmatch(rf"{position} {re.escape(label.group(1))} done in \d+s · .+", end), end
+    names = [line.split(" ")[-2] for line in steps[::2]]
+    for stage in ("world", "raw_events", "graph_tables", "xc_dataset", "anchor_sets", "ramen / encoder",
+                  "label_index", "offline_eval", "ab_vs_control", "eval_report", "challenger", "champion"):
+        assert any(f"{stage} …" in line for line in steps[::2]), (stage, names)
+    assert steps[-1].endswith("nothing left")
+    assert not any("DEBUG" in line or "STEP_START" in line for line in printed)
+    return printed[2 + 2 * total:]
 
 
 def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from xc_core import cli as core
 from xc_core.datasets.registry import resolve_dataset
@@ -42,22 +43,59 @@ def _min_lead(text: str) -> float:
     return value
 
 
+#: where ``xc run``, ``xc promote`` and ``xc results`` put the Dagster log and the libraries' messages, in the home
+RUN_LOG = "last-run.log"
+
+
+@contextmanager
+def _watched(args: argparse.Namespace, home: Path) -> Iterator[TextIO | None]:
+    """What a command that runs Dagster shows while it works. By default: a line per step on stdout (the stream
+    given to the block; none with ``--json``, whose stdout is one JSON line), the libraries' bars on a terminal, and
+    everything written to stderr (Dagster's event log, torch's and MLflow's notices) in ``<home>/last-run.log``;
+    a run that stops names that log (and ``xc run`` prints its last lines when a step failed). ``--quiet``: as
+    before issue #66, the Dagster log on stderr and nothing else until the table."""
+    from xc_assets.progress import stderr_to
+    from xc_core.progress import bars_to
+
+    if args.quiet:
+        yield None
+        return
+    log = home / RUN_LOG
+    home.mkdir(parents=True, exist_ok=True)
+    if not args.json:
+        print(f"xc {args.command} --dataset {getattr(args, 'dataset', None) or getattr(args, 'datasets', '')} "
+              f"--profile {args.profile}: the Dagster log and the libraries' messages go to {log}", flush=True)
+    try:
+        with stderr_to(log), bars_to(sys.stdout if sys.stdout.isatty() and not args.json else None):
+            yield None if args.json else sys.stdout
+    except BaseException:
+        print(f"xc {args.command}: stopped (what it logged until then: {log})", file=sys.stderr)
+        raise
+
+
 def cmd_promote(args: argparse.Namespace) -> dict[str, object]:
     from xc_assets.run import promote_methods
 
     home = resolve_home(args.home)
-    return promote_methods(resolve_dataset(args.dataset, home), args.profile, home, _methods(args),
-                           min_lead=args.min_lead)
+    dataset, methods = resolve_dataset(args.dataset, home), _methods(args)
+    with _watched(args, home) as progress:
+        return promote_methods(dataset, args.profile, home, methods, min_lead=args.min_lead, progress=progress)
 
 
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
+    from xc_assets.progress import log_tail
     from xc_assets.run import run_pipeline
 
     methods, address = _methods(args), _dask_address(args)  # both refused before the home is touched
     home = resolve_home(args.home)
-    summary = run_pipeline(dataset=resolve_dataset(args.dataset, home), profile=args.profile, home=home,
-                           methods=methods, reuse_data=args.reuse_data, min_lead=args.min_lead,
-                           dask_address=address)
+    dataset = resolve_dataset(args.dataset, home)
+    with _watched(args, home) as progress:
+        summary = run_pipeline(dataset=dataset, profile=args.profile, home=home, methods=methods,
+                               reuse_data=args.reuse_data, min_lead=args.min_lead, dask_address=address,
+                               progress=progress)
+    if not summary["success"] and not args.quiet:  # the table says which step; the log says why
+        print(f"xc run: a step failed; the last lines of {home / RUN_LOG}:\n{log_tail(home / RUN_LOG)}",
+              file=sys.stderr)
     # for machines and for `python -m xc_assets.summary`, whichever output was asked for
     (home / "last-run.json").write_text(json.dumps(summary, default=str) + "\n")
     return summary
@@ -83,8 +121,10 @@ def cmd_results(args: argparse.Namespace) -> dict[str, object]:
 
     methods = validate_methods([m for m in args.methods.split(",") if m])  # before the home is made
     home = resolve_home(args.home)
-    summary = run_results(home, args.profile, [d for d in args.datasets.split(",") if d], methods,
-                          seeds=_seeds(args.seeds), out=Path(args.out) if args.out else None, retrain=args.retrain)
+    with _watched(args, home) as progress:
+        summary = run_results(home, args.profile, [d for d in args.datasets.split(",") if d], methods,
+                              seeds=_seeds(args.seeds), out=Path(args.out) if args.out else None,
+                              retrain=args.retrain, progress=progress)
     return {"results": summary["results"], "json": summary["json"], "header": summary["header"],
             "datasets": summary["datasets"], "ran": summary["ran"]}
 

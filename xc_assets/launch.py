@@ -9,6 +9,8 @@ The steps of a method partition are :data:`xc_assets.defs.constants.METHOD_STEPS
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,13 +23,24 @@ from xc_assets.defs.family import DatasetFamily, family
 from xc_core.datasets.registry import RawEvents, get_dataset_spec
 from xc_core.simulate.config import PROFILE_SCALE
 
+#: what the PostgreSQL variant of the instance config reads its database URL from (the Makefile derives it)
+DAGSTER_POSTGRES_ENV = "XC_DAGSTER_POSTGRES_URL"
+
 
 def instance_for(home: Path) -> dg.DagsterInstance:
-    """The configured instance when ``DAGSTER_HOME`` is set (runs show in the UI), else one under home."""
+    """The configured instance when ``DAGSTER_HOME`` is set (runs show in the UI), else one under home: its run,
+    event-log and schedule storage on the PostgreSQL server of ``XC_POSTGRES_URL`` when set (``xc_core.storage``),
+    else SQLite files there; compute logs and local artifacts stay under home either way."""
+    from xc_core.storage import database_url, postgres_server
+
     if os.environ.get("DAGSTER_HOME"):
+        if postgres_server() is not None:  # xc_assets/deploy/postgres/dagster.yaml reads its database from here
+            os.environ.setdefault(DAGSTER_POSTGRES_ENV, database_url("dagster"))
         return dg.DagsterInstance.get()
     (home / "dagster").mkdir(parents=True, exist_ok=True)
-    return dg.DagsterInstance.local_temp(tempdir=str(home / "dagster"))
+    overrides = ({"storage": {"postgres": {"postgres_url": database_url("dagster")}}}
+                 if postgres_server() is not None else None)
+    return dg.DagsterInstance.local_temp(tempdir=str(home / "dagster"), overrides=overrides)
 
 
 def raw_events_of(dataset: str, home: Path | None = None) -> RawEvents | None:
@@ -80,19 +93,72 @@ def partition_tags(dataset: str, profile: str, home: Path | None = None) -> dict
     return {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
 
 
-def materialize_lineage(instance: dg.DagsterInstance, dataset: str, home: Path, profile: str,
-                        tags: dict[str, str] | None = None) -> dg.ExecuteInProcessResult:
-    """One run of the data lineage with its checks (ingestion first where the data set ingests): what ``xc run``
-    and ``xc results`` both start with."""
+#: the roles of the runs ``xc run`` and ``xc results`` launch, each a named job per data set (``synthetic_lineage``,
+#: ``synthetic_method`` …) so that the UI's Runs page filters by job
+JOB_ROLES = ("lineage", "method", "report", "promotion", "results")
+
+
+def job_name(dataset: str, role: str) -> str:
+    """The job a run of ``role`` on ``dataset`` goes under (``aol-1000``, ``method`` → ``aol_1000_method``)."""
+    if role not in JOB_ROLES:
+        raise ValueError(f"unknown job role {role!r}: one of {', '.join(JOB_ROLES)}")
+    return f"{prefix(dataset)}_{role}"
+
+
+def named_job(name: str, assets: Sequence[Any], home: Path) -> dg.JobDefinition:
+    """``assets`` (with their checks) as the job ``name``, the home bound: what ``dg.materialize`` builds under
+    ``__ephemeral_asset_job__``, under a name the UI can filter by."""
     from xc_assets.defs.resources import XcHome
 
+    defs = dg.Definitions(jobs=[dg.define_asset_job(name)], assets=[a for a in assets if not _is_check(a)],
+                          asset_checks=[a for a in assets if _is_check(a)],
+                          resources={"xc_home": XcHome(home=str(home))})
+    return defs.resolve_job_def(name)
+
+
+def _is_check(definition: Any) -> bool:
+    return isinstance(definition, dg.AssetChecksDefinition)
+
+
+def step_names(job: dg.JobDefinition) -> list[str]:
+    """The job's steps (one per op: an asset, a multi-asset or a check), upstream first."""
+    return [node.name for node in job.nodes_in_topological_order]
+
+
+def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, *, run_config: Mapping[str, Any] | None = None,
+            partition_key: str | None = None, tags: Mapping[str, str] | None = None,
+            watch: Callable[[str], None] | None = None) -> dg.ExecuteInProcessResult:
+    """Run ``job`` in this process on ``instance`` (a failure is in the result, never raised). ``watch`` gets the
+    run's id before it starts, to follow its events (``StepProgress.watch``)."""
+    run_id = str(uuid.uuid4())  # a run id as Dagster draws one, known before the run starts
+    if watch is not None:
+        watch(run_id)
+    return job.execute_in_process(run_config=run_config, instance=instance, partition_key=partition_key,
+                                  raise_on_error=False, tags=tags, run_id=run_id)
+
+
+def lineage_job(dataset: str, home: Path) -> dg.JobDefinition:
+    """The data lineage with its checks (ingestion first where the data set ingests) as ``<dataset>_lineage``."""
     assets, checks = lineage_selection(dataset, home)
+    return named_job(job_name(dataset, "lineage"), [*assets, *checks], home)
+
+
+def lineage_run_config(dataset: str, profile: str, home: Path) -> dict[str, Any]:
     ops: dict[str, Any] = {f"{prefix(dataset)}_anchor_sets": {"config": {"profile": profile}},  # a multi-asset's op
                            **ingest_ops(dataset, profile, home)}
-    return dg.materialize([*assets, *checks], instance=instance, resources={"xc_home": XcHome(home=str(home))},
-                          run_config={"ops": ops}, raise_on_error=False,
-                          tags={**partition_tags(dataset, profile, home), "xc/dataset": dataset, "xc/profile": profile,
-                                **(tags or {})})
+    return {"ops": ops}
+
+
+def lineage_tags(dataset: str, profile: str, home: Path, tags: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {**partition_tags(dataset, profile, home), "xc/dataset": dataset, "xc/profile": profile, **(tags or {})}
+
+
+def materialize_lineage(instance: dg.DagsterInstance, dataset: str, home: Path, profile: str,
+                        tags: dict[str, str] | None = None,
+                        watch: Callable[[str], None] | None = None) -> dg.ExecuteInProcessResult:
+    """One run of the data lineage with its checks: what ``xc run`` and ``xc results`` both start with."""
+    return execute(lineage_job(dataset, home), instance, run_config=lineage_run_config(dataset, profile, home),
+                   tags=lineage_tags(dataset, profile, home, tags), watch=watch)
 
 
 def method_run_config(dataset: str, profile: str, steps: tuple[str, ...] = METHOD_STEPS, seed: int | None = None,

@@ -14,15 +14,24 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import dagster as dg
 
 from xc_assets.defs.assets.results_assets import results_page
 from xc_assets.defs.constants import METHOD_STEPS, op_name, prefix
 from xc_assets.defs.freshness import Found, latest, lineage, lineage_code_version
-from xc_assets.defs.resources import XcHome
-from xc_assets.launch import dataset_family, instance_for, materialize_lineage, method_run_config, run_failure
+from xc_assets.launch import (
+    dataset_family,
+    execute,
+    instance_for,
+    job_name,
+    materialize_lineage,
+    method_run_config,
+    named_job,
+    run_failure,
+)
+from xc_assets.progress import StepProgress
 from xc_core.evaluation.costs import TIMED_QUERIES
 from xc_core.provenance import home_key
 from xc_core.stages.results import (
@@ -56,13 +65,15 @@ def _lineage_current(instance: dg.DagsterInstance, dataset: str, home: Path, pro
     return found.stale(profile=profile, code_version=lineage_code_version())
 
 
-def ensure_lineage(instance: dg.DagsterInstance, dataset: str, home: Path, profile: str) -> int:
+def ensure_lineage(instance: dg.DagsterInstance, dataset: str, home: Path, profile: str,
+                   progress: StepProgress | None = None) -> int:
     """The anchor sets' materialization the trainings read, built first when missing or stale, through the same
     lineage run as ``xc run`` (a failed blocking check stops here with :class:`BlockedError`)."""
     why = _lineage_current(instance, dataset, home, profile)
     if why is not None:
         log.warning("%s: building the data lineage (%s)", dataset, why)
-        result = materialize_lineage(instance, dataset, home, profile, tags={"xc/job": "results"})
+        watch = None if progress is None else (lambda run_id: progress.watch(instance, run_id, dataset))
+        result = materialize_lineage(instance, dataset, home, profile, tags={"xc/job": "results"}, watch=watch)
         failed = [e.asset_check_key.to_user_string() for e in result.get_asset_check_evaluations()
                   if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]  # a WARN check only advises
         if failed or not result.success:
@@ -119,10 +130,15 @@ def stale_steps(instance: dg.DagsterInstance, dataset: str, method: str, home: P
     return (steps[-1:], f"A/B test: {why}") if why else ((), "")
 
 
-def _materialize(steps: list[dg.AssetsDefinition], run_config: dict[str, Any], home: Path,
-                 instance: dg.DagsterInstance, tags: dict[str, str], partition: str | None = None) -> None:
-    result = dg.materialize(steps, instance=instance, partition_key=partition, raise_on_error=False,
-                            resources={"xc_home": XcHome(home=str(home))}, run_config=run_config, tags=tags)
+def _materialize(job: str, steps: list[dg.AssetsDefinition], run_config: dict[str, Any], home: Path,
+                 instance: dg.DagsterInstance, tags: dict[str, str], partition: str | None = None,
+                 progress: StepProgress | None = None) -> None:
+    """``steps`` as the named ``job`` (the UI filters by it); ``progress`` follows its steps."""
+    dataset = tags.get("xc/dataset", "")
+    watch = None if progress is None else (
+        lambda run_id: progress.watch(instance, run_id, dataset or "results", partition))
+    result = execute(named_job(job, steps, home), instance, partition_key=partition, run_config=run_config,
+                     tags=tags, watch=watch)
     if not result.success:
         what = "/".join(filter(None, (tags.get("xc/dataset"), partition)))
         raise StepFailedError(f"{what}: {run_failure(result).removeprefix('error before the gate: ')} "
@@ -130,20 +146,22 @@ def _materialize(steps: list[dg.AssetsDefinition], run_config: dict[str, Any], h
 
 
 def run_method(instance: dg.DagsterInstance, dataset: str, method: str, home: Path, profile: str, seed: int,
-               steps: tuple[str, ...], ab_queries: int) -> None:
+               steps: tuple[str, ...], ab_queries: int, progress: StepProgress | None = None) -> None:
     """Materialize ``steps`` of the method partition in ``home`` (the training at ``seed``)."""
     chosen = [a for a in dataset_family(dataset, home).method_steps if a.key.path[-1] in steps]
-    _materialize(chosen, method_run_config(dataset, profile, steps, seed, ab_queries), home, instance, partition=method,
+    _materialize(job_name(dataset, "method"), chosen, method_run_config(dataset, profile, steps, seed, ab_queries),
+                 home, instance, partition=method, progress=progress,
                  tags={"xc/dataset": dataset, "xc/profile": profile, "xc/method": method, "xc/job": "results"})
 
 
 def refresh_dataset(instance: dg.DagsterInstance, dataset: str, home: Path, profile: str, methods: tuple[str, ...],
-                    seeds: tuple[int, ...], abtests: bool, ab_queries: int, retrain: bool) -> dict[str, Any]:
+                    seeds: tuple[int, ...], abtests: bool, ab_queries: int, retrain: bool,
+                    progress: StepProgress | None = None) -> dict[str, Any]:
     """Lineage, then every stale step of every method at every seed (seeds after the first in their own home);
     what ran and why, per seed and method."""
     from xc_core.methods import dependency_order
 
-    lineage_id = ensure_lineage(instance, dataset, home, profile)
+    lineage_id = ensure_lineage(instance, dataset, home, profile, progress)
     ran: dict[str, Any] = {}
     for index, seed in enumerate(seeds):
         where = home if index == 0 else seed_home(home, seed)
@@ -156,35 +174,37 @@ def refresh_dataset(instance: dg.DagsterInstance, dataset: str, home: Path, prof
             if not steps:
                 continue
             log.warning("%s/%s seed %d: running %s (%s)", dataset, method, seed, ", ".join(steps), why)
-            run_method(instance, dataset, method, where, profile, seed, steps, ab_queries)
+            run_method(instance, dataset, method, where, profile, seed, steps, ab_queries, progress)
             retrained.update([method] if "encoder" in steps else [])
             ran.setdefault(f"seed {seed}", {})[method] = {"steps": list(steps), "why": why}
     return ran
 
 
 def tabulate_dataset(instance: dg.DagsterInstance, dataset: str, home: Path, profile: str, methods: tuple[str, ...],
-                     seeds: tuple[int, ...], abtests: bool, timed_queries: int) -> None:
+                     seeds: tuple[int, ...], abtests: bool, timed_queries: int,
+                     progress: StepProgress | None = None) -> None:
     """The data set's HTML report and its ``results`` asset (the tables), from the records just made current."""
     family = dataset_family(dataset, home)
     config = {"profile": profile, "methods": list(methods), "seeds": list(seeds), "abtests": abtests,
               "timed_queries": timed_queries}
-    _materialize([family.eval_report, family.results],
+    _materialize(job_name(dataset, "results"), [family.eval_report, family.results],
                  {"ops": {op_name(dataset, "eval_report"): {"config": {"profile": profile}},
                           op_name(dataset, "results"): {"config": config}}},
-                 home, instance, tags={"xc/dataset": dataset, "xc/profile": profile, "xc/job": "results"})
+                 home, instance, tags={"xc/dataset": dataset, "xc/profile": profile, "xc/job": "results"},
+                 progress=progress)
 
 
 def run_results(home: Path, profile: str, datasets: tuple[str, ...] | list[str] = DEFAULT_DATASETS,
                 methods: tuple[str, ...] | list[str] | None = None, seeds: tuple[int, ...] = (0,),
                 out: Path | None = None, command: str | None = None, retrain: bool = False, abtests: bool = True,
                 ab_queries: int = AB_QUERIES, timed_queries: int = TIMED_QUERIES,
-                instance: dg.DagsterInstance | None = None) -> dict[str, Any]:
+                instance: dg.DagsterInstance | None = None, progress: TextIO | None = None) -> dict[str, Any]:
     """Every method on every data set at ``profile``: what is missing or stale is trained and evaluated (Dagster
     runs on the home's instance), then ``<out>/RESULTS.md`` and ``<out>/results.json`` are written and logged to
     one MLflow run of ``xc-results``; returns the JSON with the files' paths and, under ``ran``, what each data set
     had to run and why. ``retrain``: train every method anew. Unknown methods or data sets raise before anything
     is built or written. ``instance``: the Dagster instance the runs go to (default: the configured one, else one
-    under ``home``)."""
+    under ``home``). ``progress``: where a line per step start and end goes (None: nowhere)."""
     from xc_core.datasets.registry import DATASETS, get_dataset_spec
     from xc_core.methods import result_methods
 
@@ -198,16 +218,17 @@ def run_results(home: Path, profile: str, datasets: tuple[str, ...] | list[str] 
         raise ValueError("seeds: give at least one training seed")
     out = Path(out) if out is not None else Path.cwd() / "docs"
     instance = instance if instance is not None else instance_for(home)
+    steps = None if progress is None else StepProgress(None, progress)
     ran = {}
     for dataset in datasets:
         ran[dataset] = refresh_dataset(instance, dataset, home, profile, methods, tuple(seeds), abtests, ab_queries,
-                                       retrain)
-        tabulate_dataset(instance, dataset, home, profile, methods, tuple(seeds), abtests, timed_queries)
+                                       retrain, steps)
+        tabulate_dataset(instance, dataset, home, profile, methods, tuple(seeds), abtests, timed_queries, steps)
     page = {"profile": profile, "datasets": list(datasets), "methods": list(methods), "seeds": list(seeds),
             "out": str(out), "command": command or default_command(profile, datasets, methods, out, home,
                                                                      tuple(seeds)),
             "seconds": round(time.perf_counter() - started, 1)}
-    _materialize([results_page(datasets)], {"ops": {"results_page": {"config": page}}}, home, instance,
-                 tags={"xc/profile": profile, "xc/job": "results"})
+    _materialize("results_page", [results_page(datasets)], {"ops": {"results_page": {"config": page}}}, home,
+                 instance, tags={"xc/profile": profile, "xc/job": "results"}, progress=steps)
     body = json.loads((out / "results.json").read_text())
     return {**body, "results": str(out / "RESULTS.md"), "json": str(out / "results.json"), "ran": ran}

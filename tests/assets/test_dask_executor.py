@@ -110,10 +110,10 @@ def homes(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def _run(home: Path, method: str, address: str | None) -> tuple[dg.DagsterInstance, str]:
     """``xc run``'s run of one method partition (``xc_assets.run._method_run``); its instance and run id."""
     from xc_assets.launch import instance_for
-    from xc_assets.run import _method_run
+    from xc_assets.run import RunJobs, _method_run
 
     instance = instance_for(home)
-    result = _method_run("synthetic", "tiny", home, method, instance, dask_address=address)
+    result = _method_run(RunJobs("synthetic", home), "tiny", method, instance, dask_address=address)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     return instance, result.run_id
 

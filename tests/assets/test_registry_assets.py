@@ -36,9 +36,16 @@ def _promote(home: Path, method: str) -> dg.ExecuteInProcessResult:
                                                                                        "profile": "tiny"}}}})
 
 
+def _champion(result: dg.ExecuteInProcessResult) -> dg.AssetMaterialization:
+    """The run's champion materialization: there after every gate, promoted or not (in sync in the UI)."""
+    [found] = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()
+               if e.step_materialization_data.materialization.asset_key.path[-1] == "champion"]
+    return found
+
+
 def _champion_done(result: dg.ExecuteInProcessResult) -> bool:
-    return any(e.step_materialization_data.materialization.asset_key.path[-1] == "champion"
-               for e in result.get_asset_materialization_events())
+    """Whether the alias moved in that run."""
+    return bool(_champion(result).metadata["changed"].value)
 
 
 def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_promoted(tiny_home: Path) -> None:
@@ -47,8 +54,7 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
     client = mlflow.MlflowClient(tracking_uri(tiny_home))
     first = _promote(tiny_home, "ramen")
     assert _champion_done(first), [e.description for e in first.get_asset_check_evaluations()]
-    promoted = next(e.step_materialization_data.materialization for e in first.get_asset_materialization_events()
-                    if e.step_materialization_data.materialization.asset_key.path[-1] == "champion")
+    promoted = _champion(first)
     # the promotion links to serving: the command, its URL, and which version a running `xc serve` answers with
     serving = {key: str(promoted.metadata[key].value) for key in ("serve_command", "serve_url", "live_version")}
     assert serving["serve_command"].startswith("xc serve --dataset synthetic --home ")
@@ -61,6 +67,13 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
     assert gate.severity == dg.AssetCheckSeverity.WARN and gate.metadata["decision"].value == "rejected"
     assert degraded.success, "a rejected challenger is the gate working: the run must not be red"
     assert not _champion_done(degraded)
+    # the champion is materialized anyway, with the version that still serves and the same data version, so the
+    # UI shows it in sync with the gate that just ran (issue #66), not "Unsynced"
+    kept = _champion(degraded)
+    assert kept.metadata["champion_version"].value == str(champion.version)
+    assert promoted.metadata["champion_version"].value == str(champion.version)
+    assert (kept.tags or {})["dagster/data_version"] == (promoted.tags or {})["dagster/data_version"] \
+        == f"v{champion.version}"
     challenger = client.get_model_version_by_alias(model_name("synthetic"), CHALLENGER)
     assert challenger.version != champion.version and challenger.tags["method"] == "pretrained"
     assert challenger.tags["promotion.decision"] == "rejected"

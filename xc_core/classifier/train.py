@@ -104,7 +104,8 @@ def train_classifier(label_vecs: np.ndarray, doc_vecs: np.ndarray, y: sp.csr_mat
     Labels without a positive in ``y`` keep their text embedding: they stay retrievable by text, exactly as
     under the encoder alone."""
     import torch
-    from tqdm.auto import tqdm
+
+    from xc_core.progress import bar
 
     started = time.perf_counter()
     y = sp.csr_matrix(y)
@@ -124,7 +125,7 @@ def train_classifier(label_vecs: np.ndarray, doc_vecs: np.ndarray, y: sp.csr_mat
         order = rng.permutation(len(pairs))
         losses = []
         batches = range(0, len(order), cfg.batch_size)
-        for start in tqdm(batches, desc=f"classifier epoch {epoch + 1}/{cfg.epochs}", disable=not progress):
+        for start in bar(batches, desc=f"classifier epoch {epoch + 1}/{cfg.epochs}", enabled=progress):
             batch = pairs[order[start: start + cfg.batch_size]]
             docs, labels = batch[:, 0], batch[:, 1]
             hard = (_sample_hard(shortlist, docs, cfg.hard_negatives, rng) if shortlist is not None

@@ -274,14 +274,15 @@ class TextEncoder:
 
     def _encode(self, texts: list[str], progress: bool, desc: str) -> np.ndarray:
         import torch
-        from tqdm.auto import tqdm
+
+        from xc_core.progress import bar
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # Sort by length so each batch pads little; results go back to the caller's order.
         order = np.argsort([len(t) for t in texts], kind="stable")
         starts = range(0, len(texts), self.cfg.batch_size)
         with torch.inference_mode():
-            for s in tqdm(starts, desc=desc, unit="batch", disable=not progress):
+            for s in bar(starts, desc=desc, unit="batch", enabled=progress):
                 idx = order[s: s + self.cfg.batch_size]
                 if self.onnx is not None:
                     batch = self.tokenize([texts[i] for i in idx])

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, Field
-from tqdm.auto import tqdm
 
 from xc_core.datasets.container import AnchorSet, XCDataset
+from xc_core.progress import bar
 
 
 class RWRConfig(BaseModel):
@@ -96,7 +96,7 @@ def random_walk_with_restart(adjacency: sp.csr_matrix, starts: np.ndarray, candi
     rng = np.random.default_rng(cfg.seed)
     results: list[TopK] = []
     chunks = range(0, len(starts), cfg.chunk_size)
-    for offset in tqdm(chunks, desc="rwr", unit="chunk", disable=not progress):
+    for offset in bar(chunks, desc="rwr", unit="chunk", enabled=progress):
         home = np.asarray(starts[offset: offset + cfg.chunk_size], dtype=np.int64)
         pos = home.copy()
         keys: list[np.ndarray] = []

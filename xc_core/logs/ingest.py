@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import polars as pl
-from tqdm.auto import tqdm
 
 from xc_core.logs import aol, generic
 from xc_core.logs.config import CONFIG_FILE, IngestConfig, load_ingest_config
@@ -31,6 +30,7 @@ from xc_core.logs.errors import IngestError
 from xc_core.logs.schema import INPUT_SCHEMA, QUARANTINE_SCHEMA, Reason
 from xc_core.logs.store import EventStore
 from xc_core.logs.validate import SeenIds, apply_rules, canonical, event_ids, hex16, nulls
+from xc_core.progress import bar
 
 log = logging.getLogger(__name__)
 SourceKind = Literal["aol", "events"]
@@ -365,7 +365,7 @@ def ingest(sources: Sequence[Source], home: Path, cfg: IngestConfig | None = Non
     quarantine: list[pl.DataFrame] = []
     seen = SeenIds()
     try:
-        for source in tqdm(sources, desc="ingest", unit="file", disable=not progress):
+        for source in bar(sources, desc="ingest", unit="file", enabled=progress):
             tally = _SourceTally()
             for batch in _batches(source, cfg, seen, phases):
                 with phases("count + quarantine"):

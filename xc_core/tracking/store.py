@@ -1,4 +1,5 @@
-"""Where MLflow runs go: ``MLFLOW_TRACKING_URI`` if set, else the home's own store, a sqlite database
+"""Where MLflow runs go: ``MLFLOW_TRACKING_URI`` if set, else PostgreSQL when ``XC_POSTGRES_URL`` names a server
+(:mod:`xc_core.storage`), else the home's own store, a sqlite database
 ``<home>/mlflow/mlflow.db`` with artifacts in ``<home>/mlflow/artifacts``. One store per home: ``make run``,
 ``make ui`` and the bare ``xc`` CLI resolve it here from the same home, and ``make mlflow-ui`` serves the same
 folder (``$(XC_HOME)/mlflow``). An http tracking server that is configured but down is an error, never a
@@ -11,14 +12,19 @@ import urllib.request
 from pathlib import Path
 
 from xc_core.provenance import git_commit  # noqa: F401  # the one commit stamp, re-exported for tracking's callers
+from xc_core.storage import ARTIFACT_ROOT_ENV, database_url, postgres_server
 
 
 def tracking_uri(home: Path) -> str:
+    """``MLFLOW_TRACKING_URI`` when set (an http server must answer), else the PostgreSQL database of
+    ``XC_POSTGRES_URL`` (:mod:`xc_core.storage`), else the home's sqlite file."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         if uri.startswith("http"):
             _require_server(uri)
         return uri
+    if postgres_server() is not None:
+        return database_url("mlflow")
     store = store_dir(home)
     store.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{store / 'mlflow.db'}"
@@ -54,9 +60,16 @@ def _require_server(uri: str) -> None:
 
 
 def artifact_root(uri: str, home: Path) -> str | None:
-    """Explicit artifact folder for sqlite stores (the default would be ./mlruns of the current directory)."""
+    """Where new experiments keep their artifacts: ``XC_ARTIFACT_ROOT`` when set; beside a sqlite store; the home's
+    ``mlflow/artifacts`` for a PostgreSQL store (the default would be ./mlruns of the current directory); None for
+    a tracking server, which has its own."""
+    configured = os.environ.get(ARTIFACT_ROOT_ENV, "").strip()
+    if configured:
+        return configured.rstrip("/")
     if uri.startswith("sqlite:///"):
         return Path(uri.removeprefix("sqlite:///")).parent.joinpath("artifacts").as_uri()
+    if uri.startswith("postgres"):  # postgresql://, postgresql+psycopg2:// …
+        return (store_dir(home) / "artifacts").resolve().as_uri()
     return None
 
 

@@ -554,7 +554,8 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------------
     def fit(self, resume: bool = False) -> TrainResult:
         import torch
-        from tqdm.auto import tqdm
+
+        from xc_core.progress import bar as progress_bar
 
         cfg = self.cfg
         steps_per_epoch = int(np.ceil(len(self.train_idx) / cfg.batch_size))
@@ -595,8 +596,8 @@ class Trainer:
             if start_step == 0 and self._shortlist_due(epoch):
                 self._mine_shortlist(epoch)
             self.encoder.model.train()
-            bar = tqdm(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="batch",
-                       disable=not self.progress or self.rank != 0, initial=start_step)
+            bar = progress_bar(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", unit="batch",
+                               enabled=self.progress and self.rank == 0, initial=start_step)
             for step, rows in enumerate(batches):
                 if step < start_step:
                     continue

@@ -1,10 +1,10 @@
 """Registry per data set: ``challenger`` (register + alias) → ``ab_test`` (challenger vs champion, simulated) with
 the blocking check ``beats_champion`` → ``champion`` (the alias move). A worse model is registered and tagged, and
 the alias stays: a rejection is the gate working, so the run succeeds, the check shows as a warning with the
-reason, and ``champion`` is simply not materialized. Red (a failed run or an ERROR check) means something broke:
+reason, and ``champion`` is materialized with the alias where it was (``changed`` false, the same data version),
+so the UI shows it in sync with the gate that last ran. Red (a failed run or an ERROR check) means something broke:
 registration, the gate's inputs, the store."""
 
-from collections.abc import Iterator
 
 import dagster as dg
 from pydantic import Field
@@ -151,20 +151,27 @@ def _ab_summary(xc_home: XcHome, challenger, champion) -> dict:
 def _champion(dataset: str) -> dg.AssetsDefinition:
     p = prefix(dataset)
 
-    @dg.asset(key=[p, "champion"], deps=[[p, "ab_test"]], group_name=p, kinds={"mlflow"}, output_required=False,
-              description="Moves the champion alias to the challenger when the gate promotes it; materialized only "
-                          "then (a rejected challenger leaves the champion as it was and the run green)")
+    @dg.asset(key=[p, "champion"], deps=[[p, "ab_test"]], group_name=p, kinds={"mlflow"},
+              description="The champion alias after the gate: moved to the challenger when the gate promotes it, "
+                          "else kept. Materialized either way, so it is in sync with the gate that last decided; "
+                          "its data version is the champion's registry version, so it changes only when the alias "
+                          "moves (a rejected challenger leaves the run green)")
     def champion(context: dg.AssetExecutionContext, config: PolicyConfig,
-                 xc_home: XcHome) -> Iterator[dg.MaterializeResult]:
-        from xc_core.tracking.registry import promote_if_better
+                 xc_home: XcHome) -> dg.MaterializeResult:
+        from xc_core.tracking.registry import champion_version, promote_if_better
 
         uri, version = _latest_challenger(xc_home, dataset)
         decision = promote_if_better(dataset, str(version.version), uri, _policy(config), home=xc_home.path)
-        if not decision.promote:  # the gate's own decision (see beats_champion), not an error: nothing to move
+        if decision.promote:
+            context.log.info(f"champion is now v{version.version}: {decision.reason}")
+        else:  # the gate's own decision (see beats_champion), not an error: the alias stays where it was
             context.log.info(f"champion unchanged, v{version.version} not promoted: {decision.reason}")
-            return
-        context.log.info(f"champion is now v{version.version}: {decision.reason}")
-        yield dg.MaterializeResult(metadata={"champion_version": str(version.version), "reason": decision.reason,
-                                             **_serving(dataset, xc_home)})
+        current = champion_version(dataset, uri)
+        served = str(current.version) if current is not None else "none"
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(f"v{served}"),
+            metadata={"champion_version": served, "changed": decision.promote,
+                      "challenger_version": str(version.version), "reason": decision.reason,
+                      **_serving(dataset, xc_home)})
 
     return champion

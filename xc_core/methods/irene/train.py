@@ -70,7 +70,7 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
     """Train W (initialised from the seen labels' text embeddings) and C_φ over every (document, seen label)
     training pair, ``cfg.epochs`` passes in seeded random order; ``loss``: the combiner's ("triplet" or
     "softmax", one of ``cfg.combiner_loss``)."""
-    from tqdm.auto import tqdm
+    from xc_core.progress import bar
 
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
@@ -97,7 +97,7 @@ def train_stage_two(doc_vecs: np.ndarray, label_vecs: np.ndarray, y_train: sp.cs
     for epoch in range(cfg.epochs):
         order = rng.permutation(len(docs))
         totals = np.zeros(2)
-        batches = tqdm(range(0, len(order), cfg.batch_size), unit="batch", disable=not progress,
+        batches = bar(range(0, len(order), cfg.batch_size), unit="batch", enabled=progress,
                        desc=f"IRENE stage II ({loss}), epoch {epoch + 1}/{cfg.epochs}")
         for lo in batches:
             pick = order[lo:lo + cfg.batch_size]

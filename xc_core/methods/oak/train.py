@@ -160,7 +160,7 @@ def validate(parts: StepParts, selection: Selection, dataset: XCDataset, epoch: 
 def _epoch(parts: StepParts, rows: np.ndarray, cfg: TrainConfig, epoch: int, optimizer: Any, scheduler: Any,
            progress: bool, on_metrics: Callable[[dict[str, float], int], None] | None, step: int) -> dict[str, float]:
     """One pass over the training rows; returns the epoch's mean losses, seconds and the global step reached."""
-    from tqdm.auto import tqdm
+    from xc_core.progress import bar
 
     started = time.perf_counter()
     order = seeds.rng(cfg.seed, Stream.EPOCH_BATCHES, epoch).permutation(rows)
@@ -169,8 +169,8 @@ def _epoch(parts: StepParts, rows: np.ndarray, cfg: TrainConfig, epoch: int, opt
     params = [p for group in optimizer.param_groups for p in group["params"]]
     sums: dict[str, float] = {}
     batches = range(0, len(order), cfg.batch_size)
-    for i, lo in enumerate(tqdm(batches, desc=f"OAK epoch {epoch + 1}/{cfg.epochs}", unit="batch",
-                                disable=not progress)):
+    for i, lo in enumerate(bar(batches, desc=f"OAK epoch {epoch + 1}/{cfg.epochs}", unit="batch",
+                               enabled=progress)):
         pick = order[lo:lo + cfg.batch_size]
         if len(pick) < 2:  # an in-batch softmax needs a negative
             continue

@@ -175,15 +175,15 @@ def _optimizer(encoder: TextEncoder, heads: TextGNNHeads, cfg: TrainConfig, tg: 
 
 def _epoch(steps: Steps, optimizer: Any, scaler: Any, epoch: int, fit: Fit, progress: bool) -> float:
     """One pass over the training rows (encoder and towers updated); returns the mean training loss."""
-    from tqdm.auto import tqdm
+    from xc_core.progress import bar
 
     cfg = steps.cfg
     trained = [p for group in optimizer.param_groups for p in group["params"]]
     for module in steps.modules:
         module.train()
     total, count = 0.0, 0
-    for step, rows in enumerate(tqdm(steps.batches(epoch), desc=f"TextGNN epoch {epoch + 1}/{cfg.epochs}",
-                                     unit="batch", disable=not progress)):
+    for step, rows in enumerate(bar(steps.batches(epoch), desc=f"TextGNN epoch {epoch + 1}/{cfg.epochs}",
+                                    unit="batch", enabled=progress)):
         torch.manual_seed(cfg.seed * 1_000_003 + epoch * 10_007 + step)  # dropout, as the trainer seeds it
         loss = steps.value(epoch, step, rows)
         optimizer.zero_grad(set_to_none=True)
