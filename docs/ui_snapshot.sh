@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Headless screenshots of the Dagster UI into docs/ (`make ui-snapshot`): the asset graph and one asset's
-# materialization page. Installs Debian's chromium when missing; the server runs in its own process
-# session on 127.0.0.1 and is stopped by its PID.
+# materialization page, and after a `make run` the Runs page and the champion. Installs Debian's chromium when
+# missing; the server runs in its own process session on 127.0.0.1 and is stopped by its PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
@@ -19,4 +19,7 @@ shot() {  # url, output
 }
 shot "http://127.0.0.1:$port/asset-groups/synthetic" docs/asset-graph.png
 shot "http://127.0.0.1:$port/assets/synthetic/anchor_sets" docs/asset-anchor-sets.png
-echo "saved docs/asset-graph.png docs/asset-anchor-sets.png"
+# after a `make run`: its runs under their named jobs, and the champion in sync with the gate that last ran (#66)
+shot "http://127.0.0.1:$port/runs" docs/runs-named-jobs.png
+shot "http://127.0.0.1:$port/assets/synthetic/champion" docs/asset-champion.png
+echo "saved docs/asset-graph.png docs/asset-anchor-sets.png docs/runs-named-jobs.png docs/asset-champion.png"

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from xc_core.paths import REPO_ROOT
 
 BIN = Path(sys.executable).parent  # the environment running the tests: make uses its xc, not .venv's
@@ -34,6 +36,7 @@ def test_xc_predict_after_make_run_answers_from_the_champion_make_run_promoted(t
                 f"XC_DAGSTER_STATE={tmp_path / 'dagster'}")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "champion: pretrained v1 " in run.stdout and (home / "last-run.json").exists()
+    _check_what_make_run_showed(run.stdout, home, tmp_path / "dagster")
 
     # then the bare CLI, from another folder, with the same home and no MLFLOW_TRACKING_URI
     done = subprocess.run([str(BIN / "xc"), "predict", "cheap running shoes", "--k", "3", "--quiet"],
@@ -61,3 +64,39 @@ def test_xc_predict_after_make_run_answers_from_the_champion_make_run_promoted(t
     assert ui[ui.index("--backend-store-uri") + 1] == uri
     assert Path(ui[ui.index("--default-artifact-root") + 1]).as_uri() == artifact_root(uri, home)
     assert str(home) in shlex.split(_make("clean", f"XC_HOME={home}", dry=True).stdout)
+
+
+def _check_what_make_run_showed(stdout: str, home: Path, state: Path) -> None:
+    """Issue #66: a line per stage with its duration before the table, no Dagster event line and no library noise
+    on the terminal (both in the log); the runs under named jobs; the champion in sync after the run that set it."""
+    ended = [line for line in stdout.splitlines() if re.match(r"\[ ?\d+/\d+\] synthetic / .+ done in \d+s", line)]
+    for stage in ("world", "simulated_events", "raw_events", "quarantine", "graph_tables", "xc_dataset",
+                  "anchor_sets", "pretrained / encoder", "label_index", "offline_eval", "ab_vs_control",
+                  "eval_report", "challenger", "ab_test", "champion"):
+        assert any(f"/ {stage} done in" in line for line in ended), (stage, stdout)
+    assert stdout.index(ended[-1]) < stdout.index("champion: pretrained v1 ")
+    for noise in ("DEBUG", "STEP_START", "torchvision", "onnx/_internal", "UserWarning", "mlflow.models"):
+        assert noise not in stdout, noise
+    log = (home / "last-run.log").read_text()
+    assert "STEP_START" in log and "synthetic__encoder" in log  # the Dagster log went to the file
+
+    import dagster as dg
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    from xc_assets.defs.resources import XcHome
+    from xc_assets.launch import dataset_family, lineage_selection
+
+    env = {"DAGSTER_HOME": str(REPO_ROOT), "XC_DAGSTER_STATE": str(state)}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        instance = dg.DagsterInstance.get()  # make's instance: the repository's dagster.yaml, this test's state
+        assert {r.job_name for r in instance.get_runs()} == {"synthetic_lineage", "synthetic_method",
+                                                              "synthetic_report", "synthetic_promotion"}
+        family = dataset_family("synthetic")
+        assets, checks = lineage_selection("synthetic")
+        graph = dg.Definitions(assets=[*assets, *family.assets], asset_checks=[*checks, *family.checks],
+                               resources={"xc_home": XcHome(home=str(home))}).resolve_asset_graph()
+        status = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+        assert status.get_status(dg.AssetKey(["synthetic", "champion"])) == StaleStatus.FRESH
