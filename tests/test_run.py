@@ -1,26 +1,58 @@
-"""`xc run` end to end on the tiny profile, in-process through Dagster: the whole asset graph, the report,
-the promotion decisions, and `--reuse-data` training more methods on the lineage already materialized."""
+"""`xc run` end to end on the tiny profile, in-process through Dagster: the whole asset graph, the step lines, the
+report, the promotion decisions, and `--reuse-data` training more methods on the lineage already materialized; then
+the same run on a real PostgreSQL server against the module's one SQLite run."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import dagster as dg
+import mlflow
 import pytest
+
+from tests.postgres import PostgresServer
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    home: Path
+    printed: list[str]  # stdout, for people
+    summary: dict[str, Any]  # its last-run.json, as the run left it
+
+
+#: the methods of the module's one whole `xc run` on the embedded stores
+METHODS = "pretrained,ramen"
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
+    """One tiny `xc run` on SQLite, shared: the end-to-end test goes on from its home, the PostgreSQL test compares
+    its own run with this one's summary."""
+    from xc_assets.cli import main
+
+    home = tmp_path_factory.mktemp("first-run") / "home"
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        for name in ("DAGSTER_HOME", "XC_POSTGRES_URL", "MLFLOW_TRACKING_URI"):
+            patch.delenv(name, raising=False)  # an instance and an MLflow store under its home
+        code = main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--methods", METHODS])
+    assert code == 0, out.getvalue()
+    return FirstRun(home, out.getvalue().strip().splitlines(), json.loads((home / "last-run.json").read_text()))
 
 
 def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        first_run: FirstRun, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from xc_assets.cli import main
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)  # the run uses an instance under its home
-    home = tmp_path / "home"
-    assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home),
-                 "--methods", "pretrained,ramen"]) == 0
-    printed = capsys.readouterr().out.strip().splitlines()  # for people; the JSON is in last-run.json
-    first = json.loads((home / "last-run.json").read_text())
-    table = _check_step_lines(printed, home)
+    home, first = first_run.home, first_run.summary
+    table = _check_step_lines(first_run.printed, home)
     assert table[0].split() == ["method", "test", "P@1", "[95%", "CI]", "test", "PSP@1", "[95%", "CI]", "validation",
                                 "P@1", "promotion"]
     # each method's row: test P@1 and PSP@1 in points with the evaluation's interval, the validation P@1 the gate
@@ -122,6 +154,97 @@ def _check_step_lines(printed: list[str], home: Path) -> list[str]:
     assert steps[-1].endswith("nothing left")
     assert not any("DEBUG" in line or "STEP_START" in line for line in printed)
     return printed[2 + 2 * total:]
+
+
+def _outcome(summary: dict[str, Any]) -> dict[str, Any]:
+    """What must not depend on the storage: each method's metrics, each gate's decision, the champion."""
+    metrics = {m: {k: v for k, v in found.items() if "@" in k} for m, found in summary["methods"].items()}
+    decisions = [(d["method"], d["version"], d["promoted"], d["reason"]) for d in summary["promotion"]]
+    return {"metrics": metrics, "decisions": decisions,
+            "champion": (summary["champion"]["method"], summary["champion"]["version"])}
+
+
+def test_the_same_run_on_postgres_gives_the_same_models_and_the_registry_lives_there(
+        first_run: FirstRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #66: Dagster and MLflow on a real PostgreSQL server (started on loopback, stopped by its PID: the
+    same tiny run as the module's SQLite one gives the same metrics, promotions and champion; the runs, the
+    registry and its aliases live in the server's databases; a sensor tick reads its run storage; `xc predict`
+    answers from the champion there."""
+    from xc_assets.cli import main
+    from xc_assets.launch import instance_for
+    from xc_core.tracking.store import tracking_uri
+
+    server = PostgresServer().start()
+    try:
+        for name in ("DAGSTER_HOME", "MLFLOW_TRACKING_URI"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("XC_POSTGRES_URL", server.url)
+        home = tmp_path / "postgres"
+        assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
+                     "--json", "--methods", METHODS]) == 0
+        on_postgres: dict[str, Any] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert _outcome(on_postgres) == _outcome(first_run.summary)
+        _stored_on_postgres(server.url, home, on_postgres, monkeypatch, capsys, instance_for(home),
+                            tracking_uri(home))
+    finally:
+        server.stop()
+
+
+def _stored_on_postgres(url: str, home: Path, on_postgres: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+                        capsys: pytest.CaptureFixture[str], instance: dg.DagsterInstance, uri: str) -> None:
+    # the run history is in the server's xc_dagster database, under the runs' job names; no SQLite file was made
+    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+    assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+    assert {r.job_name for r in instance.get_runs()} == {"synthetic_lineage", "synthetic_method", "synthetic_report",
+                                                          "synthetic_promotion"}
+    assert not list(home.rglob("*.db")), list(home.rglob("*.db"))
+    # the registry too, in xc_mlflow: the champion alias the run moved; the artifacts stay files under the home
+    assert uri == f"{url.replace('postgresql://', 'postgresql+psycopg2://')}/xc_mlflow"
+    client = mlflow.MlflowClient(uri)
+    champion = client.get_model_version_by_alias("xc-encoder-synthetic", "champion")
+    assert (champion.tags["method"], str(champion.version)) == (on_postgres["champion"]["method"],
+                                                                 str(on_postgres["champion"]["version"]))
+    assert list((home / "mlflow" / "artifacts").rglob("MLmodel"))
+
+    _sensor_tick_on(instance, home, monkeypatch)
+
+    # `xc predict` answers from that champion, read from the server
+    from xc_assets.cli import main
+
+    assert main(["predict", "cheap running shoes", "--k", "3", "--home", str(home), "--quiet"]) == 0
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (answer["method"], str(answer["version"])) == (champion.tags["method"], str(champion.version))
+    assert len(answer["labels"]) == 3
+
+
+def _sensor_tick_on(instance: dg.DagsterInstance, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nightly generation's training run on the server's instance, then the chain sensor's tick: it finds the
+    run through the PostgreSQL run storage's tag filters and asks for the report and the gate; the gate runs and
+    decides (the same model again: rejected)."""
+    from xc_assets.definitions import defs
+    from xc_assets.defs.sensors import GENERATION, promote_after_training
+    from xc_assets.launch import method_run_config
+
+    monkeypatch.setenv("XC_HOME", str(home))
+    tags = {GENERATION: "nightly-1", "xc/methods": "pretrained", "xc/profile": "tiny", "xc/method": "pretrained"}
+    trained = defs.resolve_job_def("train_eval_job").execute_in_process(
+        instance=instance, partition_key="pretrained", tags=tags, run_config=method_run_config("synthetic", "tiny"),
+        raise_on_error=False)
+    assert trained.success
+    context = dg.build_run_status_sensor_context(
+        sensor_name=promote_after_training.name, dagster_instance=instance, dagster_run=trained.dagster_run,
+        dagster_event=trained.get_run_success_event())
+    requests = promote_after_training(context)
+    assert isinstance(requests, list), requests
+    assert [(r.job_name, r.tags.get("xc/method")) for r in requests] == [("report_job", None),
+                                                                        ("promotion_job", "pretrained")]
+    promotion = requests[1]
+    gate = defs.resolve_job_def("promotion_job").execute_in_process(
+        instance=instance, run_config=promotion.run_config, tags=promotion.tags, raise_on_error=False)
+    assert gate.success
+    [check] = gate.get_asset_check_evaluations()
+    assert not check.passed and "does not beat" in (check.description or "")
 
 
 def test_reuse_data_without_a_lineage_names_the_command_to_run(tmp_path: Path) -> None:
