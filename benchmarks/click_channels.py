@@ -34,7 +34,7 @@ RESULTS = Path(__file__).parent / "results"
 
 def dump(home: Path, dataset_name: str, work: Path) -> None:
     from xc_core.classifier.folds import out_of_fold
-    from xc_core.classifier.stage import _fold_grid
+    from xc_core.classifier.stage import fold_grid
     from xc_core.datasets.container import XCDataset
     from xc_core.evaluation.metrics import propensity
     from xc_core.profiles import get_profile
@@ -52,7 +52,7 @@ def dump(home: Path, dataset_name: str, work: Path) -> None:
         path = work / f"fold{i}.npz"
         if path.exists():  # resumable: a block already dumped is kept
             continue
-        grid, seconds = _fold_grid(ds, fold, doc_vecs, label_vecs, propensity(ds), cfg)
+        grid, seconds = fold_grid(ds, fold, doc_vecs, label_vecs, propensity(ds), cfg)
         assert grid.lexical_scores is not None and grid.linear_scores is not None, "both text channels are tried"
         np.savez(path, candidates=grid.candidates, enc=grid.encoder_scores, clf=grid.classifier_scores,
                  lex=grid.lexical_scores, lin=grid.linear_scores, blocked=grid.blocked,

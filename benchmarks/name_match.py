@@ -111,7 +111,7 @@ def evaluate(blocks: list[dict[str, Any]], picks: Sequence[tuple[float, ...]], f
 
 def main() -> None:
     from xc_core.classifier.folds import out_of_fold
-    from xc_core.classifier.stage import OutOfFoldGrid, _fold_grid, fusion_selector
+    from xc_core.classifier.stage import OutOfFoldGrid, fold_grid, fusion_selector
     from xc_core.datasets.container import XCDataset
     from xc_core.encoders.text import default_model_path, encoder_for
     from xc_core.evaluation.metrics import propensity
@@ -138,7 +138,7 @@ def main() -> None:
     for i, fold in enumerate(folds):
         path = work / f"block{i}.pkl"
         if not path.exists():
-            grid, seconds = _fold_grid(ds, fold, doc_vecs, label_vecs, propensity(ds), cfg)
+            grid, seconds = fold_grid(ds, fold, doc_vecs, label_vecs, propensity(ds), cfg)
             path.write_bytes(pickle.dumps({"name": fold.name, "grid": grid, "seconds": seconds}))
             print(fold.name, seconds, flush=True)
         block = pickle.loads(path.read_bytes())

@@ -236,3 +236,39 @@ def test_every_import_points_to_a_lower_layer() -> None:
     assert not unknown, f"packages in no layer: {sorted(unknown)} — add them to LAYERS (and the docstring)"
     upward = {(a, b) for a, b in edges if rank[b] >= rank[a]}
     assert not upward, "imports that do not point to a lower layer:\n" + _describe(edges, upward)
+
+
+def private_cross_imports(roots: tuple[Path, ...], repo: Path = ROOT.parent) -> list[str]:
+    """``file:line name`` for every private name (``_x``) imported from another package of xc_core or xc_assets:
+    a module in ``xc_core/logs`` may use ``xc_core.logs.ingest._x``, nothing outside ``logs`` may. Benchmarks and
+    experiments count as outside every package; paths are named relative to ``repo``."""
+    found = []
+    for base in roots:
+        for path in sorted(base.rglob("*.py")):
+            module = ".".join(path.relative_to(repo).with_suffix("").parts)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                    continue
+                if node.module.split(".")[0] not in ("xc_core", "xc_assets"):
+                    continue
+                same = node.module.split(".")[:2] == module.split(".")[:2]
+                found += [f"{path.relative_to(repo)}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__") and not same]
+    return found
+
+
+def test_a_private_import_across_packages_is_found(tmp_path: Path) -> None:
+    """The check below can fail: a benchmark reaching into a package's private helper is caught."""
+    (tmp_path / "benchmarks").mkdir()
+    script = tmp_path / "benchmarks" / "probe.py"
+    script.write_text("from xc_core.classifier.stage import _private_helper\nfrom xc_core.paths import REPO_ROOT\n")
+    assert private_cross_imports((tmp_path / "benchmarks",), repo=tmp_path) == [
+        "benchmarks/probe.py:1 xc_core.classifier.stage._private_helper"]
+
+
+def test_no_private_name_is_imported_across_packages() -> None:
+    """Issue #65, public seams: what one package shares with another is public (no ``_`` prefix). The library,
+    the Dagster layer, the benchmarks and the experiments; tests may still reach a module's private helpers."""
+    repo = ROOT.parent
+    found = private_cross_imports((ROOT, Path(xc_assets.__file__).parent, repo / "benchmarks", repo / "experiments"))
+    assert not found, "private names imported from another package (make them public):\n" + "\n".join(found)
