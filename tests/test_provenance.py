@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import xc_core
-from xc_core.provenance import UncommittedCode, code_version, git_commit, outdated, write_result
+from xc_core.provenance import UncommittedCode, code_version, git_commit, git_state, outdated, write_result
 
 SOURCES = {"__init__.py": "", "paths.py": "HOME = 'x'\n", "stages/__init__.py": "", "stages/train.py": "EPOCHS = 2\n"}
 
@@ -98,10 +98,18 @@ def test_a_result_file_is_written_only_from_committed_code(tmp_path: Path) -> No
     assert write_result(result, "{}\n", root=repo).read_text() == "{}\n"
     (repo / "README.md").write_text("a page\n")
     assert write_result(result, "{\"again\": 1}\n", root=repo).exists(), "results and pages never block"
+    git("add", "-A")
+    git("commit", "-q", "-m", "a result and a page")
+    result.write_text("{\"changed\": 1}\n")
+    (repo / "README.md").write_text("another page\n")
+    state = git_state(repo)
+    assert state is not None and not state[1], "a changed result file or page is no uncommitted code in the stamp"
     (repo / "bench.py").write_text("x = 2\n")
     (repo / "helper.py").write_text("y = 1\n")
     with pytest.raises(UncommittedCode, match=r"2 uncommitted path\(s\): bench.py, helper.py — commit"):
         write_result(result, "{\"dirty\": 1}\n", root=repo)
+    state = git_state(repo)
+    assert state is not None and state[1], "an edited source is uncommitted code"
     assert "dirty" not in result.read_text(), "the refused write leaves the file as it was"
     assert write_result(scratch / "r.json", "{}", root=repo).exists(), "outside the checkout: scratch output"
 

@@ -45,8 +45,10 @@ def hash_files(digest: Any, root: Path, skip: frozenset[str] = frozenset()) -> N
 
 
 def git_state(folder: Path | None = None) -> tuple[str, bool] | None:
-    """(HEAD, dirty) of the checkout xc runs from, or None outside a git checkout. Dirty: a tracked file differs from
-    HEAD, or an untracked Python source lies in the tree (it counts in :func:`code_version` as much as an edit)."""
+    """(HEAD, dirty) of the checkout xc runs from, or None outside a git checkout. Dirty: a tracked file that can
+    change what runs differs from HEAD, or an untracked Python source lies in the tree (it counts in
+    :func:`code_version` as much as an edit). Result files and Markdown pages are not code: a benchmark that writes
+    its result, then another in the same checkout, both ran committed code (the rule of :func:`write_result`)."""
     cwd = folder or SOURCE_ROOT.parent
 
     def git(*args: str) -> str:
@@ -55,11 +57,18 @@ def git_state(folder: Path | None = None) -> tuple[str, bool] | None:
 
     try:
         head = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no")
+        tracked = [line[3:].split(" -> ")[-1].strip('"')
+                   for line in git("status", "--porcelain", "--untracked-files=no").splitlines() if line.strip()]
+        dirty = bool([p for p in tracked if not _not_code(p)]
                      or git("ls-files", "--others", "--exclude-standard", "--", "*.py"))
     except (OSError, subprocess.SubprocessError):
         return None
     return head, dirty
+
+
+def _not_code(path: str) -> bool:
+    """A result file (anything under a ``results/`` folder) or a Markdown page."""
+    return "results/" in f"/{path}" or path.endswith(".md")
 
 
 class UncommittedCode(RuntimeError):
@@ -77,7 +86,7 @@ def code_changes(folder: Path | None = None) -> list[str] | None:
     except (OSError, subprocess.SubprocessError):
         return None
     paths = [line[3:].split(" -> ")[-1].strip('"') for line in listed if line.strip()]
-    return [p for p in paths if "results/" not in f"/{p}" and not p.endswith(".md")]
+    return [p for p in paths if not _not_code(p)]
 
 
 def write_result(path: Path, text: str, root: Path | None = None) -> Path:
