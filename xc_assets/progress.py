@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -109,14 +109,25 @@ class StepProgress:
             self.times_file.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def watcher(progress: StepProgress | None, instance: dg.DagsterInstance, dataset: str,
+            method: str | None = None) -> Callable[[str], None] | None:
+    """What ``xc_assets.launch.execute`` takes as ``watch``: ``progress`` following that run (None: no lines)."""
+    if progress is None:
+        return None
+    return lambda run_id: progress.watch(instance, run_id, dataset, method)
+
+
 def _read_times(path: Path | None) -> dict[str, float]:
+    """The previous run's step times. They only feed the estimate, so an unreadable file is reported in the log and
+    the run goes on without an estimate; the file is rewritten at the end of the run."""
     if path is None or not path.exists():
         return {}
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # an estimate only: a damaged file means no estimate, never a failed run
-    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+        return {str(k): float(v) for k, v in found.items()}
+    except (OSError, ValueError, AttributeError, TypeError) as err:
+        print(f"{path}: unreadable step times ({err}); no estimate this run", file=sys.stderr)
+        return {}
 
 
 @contextmanager

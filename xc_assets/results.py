@@ -31,7 +31,7 @@ from xc_assets.launch import (
     named_job,
     run_failure,
 )
-from xc_assets.progress import StepProgress
+from xc_assets.progress import StepProgress, watcher
 from xc_core.evaluation.costs import TIMED_QUERIES
 from xc_core.provenance import home_key
 from xc_core.stages.results import (
@@ -72,8 +72,8 @@ def ensure_lineage(instance: dg.DagsterInstance, dataset: str, home: Path, profi
     why = _lineage_current(instance, dataset, home, profile)
     if why is not None:
         log.warning("%s: building the data lineage (%s)", dataset, why)
-        watch = None if progress is None else (lambda run_id: progress.watch(instance, run_id, dataset))
-        result = materialize_lineage(instance, dataset, home, profile, tags={"xc/job": "results"}, watch=watch)
+        result = materialize_lineage(instance, dataset, home, profile, tags={"xc/job": "results"},
+                                     watch=watcher(progress, instance, dataset))
         failed = [e.asset_check_key.to_user_string() for e in result.get_asset_check_evaluations()
                   if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]  # a WARN check only advises
         if failed or not result.success:
@@ -135,8 +135,7 @@ def _materialize(job: str, steps: list[dg.AssetsDefinition], run_config: dict[st
                  progress: StepProgress | None = None) -> None:
     """``steps`` as the named ``job`` (the UI filters by it); ``progress`` follows its steps."""
     dataset = tags.get("xc/dataset", "")
-    watch = None if progress is None else (
-        lambda run_id: progress.watch(instance, run_id, dataset or "results", partition))
+    watch = watcher(progress, instance, dataset or "results", partition)
     result = execute(named_job(job, steps, home), instance, partition_key=partition, run_config=run_config,
                      tags=tags, watch=watch)
     if not result.success:

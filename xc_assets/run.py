@@ -31,7 +31,7 @@ from xc_assets.launch import (
     run_failure,
     step_names,
 )
-from xc_assets.progress import STEP_TIMES, StepProgress, step_label
+from xc_assets.progress import STEP_TIMES, StepProgress, step_label, watcher
 from xc_core.datasets.registry import get_dataset_spec
 
 SUMMARY_KEYS = ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "documents", "labels",
@@ -69,10 +69,7 @@ class RunJobs:
                 *self.steps("report"), *(s for m in methods for s in self.steps("promotion", m))]
 
     def watcher(self, instance: dg.DagsterInstance, method: str | None = None) -> Callable[[str], None] | None:
-        if self.progress is None:
-            return None
-        progress = self.progress
-        return lambda run_id: progress.watch(instance, run_id, self.dataset, method)
+        return watcher(self.progress, instance, self.dataset, method)
 
 
 def _method_run(jobs: RunJobs, profile: str, method: str, instance: dg.DagsterInstance,
