@@ -21,11 +21,14 @@ import statistics
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR, peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.measure import peak_rss_mb
 from xc_core.provenance import write_result
 from xc_core.simulate import World
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 RESULTS = RESULTS_DIR / "bench_abtest.json"
 GOAL_QUERIES_PER_S = 10_000

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
 from xc_core.provenance import write_result
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 RESULTS = RESULTS_DIR / "bench_classifier.json"
 GOAL_RATIO = 1.3

@@ -24,66 +24,22 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from xc_core.measure import machine, tree_rss_mb
+from xc_core.provenance import checkout_stamp, write_result
+from xc_core.simulate.bulk_store import DAYS, FIRST_DAY, bulk_event_store
 
-from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
-from bench_serve import git_head, machine
-from xc_core.provenance import write_result
-
-RESULT = RESULTS_DIR / "engines_graph_tables.json"
-DAYS, TRAIN_DAYS = 30, 20
-FIRST_DAY = date(2026, 1, 1)
+RESULT = Path(__file__).resolve().parent / "results" / "engines_graph_tables.json"
+TRAIN_DAYS = 20
 
 
 def _same_store(a: dict[str, Any] | None, b: dict[str, Any]) -> bool:
     """Two simulated stores are the same when all but their build time agree (same size and seed)."""
     return a is not None and {k: v for k, v in a.items() if k != "seconds"} == {
         k: v for k, v in b.items() if k != "seconds"}
-
-
-def simulate_store(home: Path, n_events: int, seed: int) -> dict[str, Any]:
-    """``n_events`` rows in the event store's layout; what was written."""
-    import polars as pl
-
-    from xc_core.logs.schema import EVENT_SCHEMA
-
-    rng = np.random.default_rng(seed)
-    n_users, n_queries, n_items = max(n_events // 50, 10), max(n_events // 20, 10), max(n_events // 100, 10)
-    started, per_day = time.perf_counter(), n_events // DAYS
-    for d in range(DAYS):
-        rows = per_day + (n_events % DAYS if d == DAYS - 1 else 0)
-        day = FIRST_DAY + timedelta(days=d)
-        users = _zipf(rng, n_users, rows)
-        session = users * 8 + rng.integers(0, 8, rows)  # ~8 sessions a user a day
-        clicked = rng.random(rows) < 1 / 3
-        ts = (datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1e6
-              + rng.integers(0, 86_400_000_000, rows)).astype("datetime64[us]")
-        frame = pl.DataFrame({
-            "event_id": pl.Series(np.arange(rows)).cast(pl.String).str.replace(r"^", f"{d}-"),
-            "ts": pl.Series(ts).dt.replace_time_zone("UTC"),
-            "user_id": pl.Series(users).cast(pl.String),
-            "session_id": pl.Series(session).cast(pl.String).str.replace(r"^", f"{d}-"),
-            "market": "en-US",
-            "query_text": pl.Series(_zipf(rng, n_queries, rows)).cast(pl.String).str.replace(r"^", "query "),
-            "item_id": pl.Series(_zipf(rng, n_items, rows)).cast(pl.String).str.replace(r"^", "item-"),
-            "item_text": None, "position": pl.Series(rng.integers(1, 11, rows), dtype=pl.Int32),
-            "impressed": True, "clicked": pl.Series(clicked), "brand": None, "location": None, "bid": None,
-        }).cast({k: v for k, v in EVENT_SCHEMA.items()})
-        folder = home / "events" / f"day={day.isoformat()}"
-        folder.mkdir(parents=True, exist_ok=True)
-        frame.select(list(EVENT_SCHEMA)).write_parquet(folder / "events.parquet")
-    size = sum(p.stat().st_size for p in (home / "events").rglob("*.parquet"))
-    return {"events": n_events, "users": n_users, "queries": n_queries, "items": n_items,
-            "parquet_mb": round(size / 2**20, 1), "seconds": round(time.perf_counter() - started, 1)}
-
-
-def _zipf(rng: np.random.Generator, n: int, size: int, exponent: float = 1.1) -> np.ndarray:
-    """Ids in [0, n) with a Zipf-like head (search logs: a few queries and items take most events)."""
-    return (rng.zipf(exponent, size) - 1) % n
 
 
 def build(home: Path, engine: str) -> dict[str, Any]:
@@ -96,20 +52,6 @@ def build(home: Path, engine: str) -> dict[str, Any]:
                                  start + timedelta(days=TRAIN_DAYS), GraphConfig(engine=engine),  # type: ignore[arg-type]
                                  register=False)
     return summary.to_dict()
-
-
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and its descendants (Spark's JVM is a child of the Python driver)."""
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            status = Path(f"/proc/{current}/status").read_text()
-            total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-            todo += [int(c) for c in Path(f"/proc/{current}/task/{current}/children").read_text().split()]
-        except (OSError, StopIteration):
-            continue
-    return total / 1024
 
 
 def measure(home: Path, engine: str) -> dict[str, Any]:
@@ -152,13 +94,13 @@ def main() -> None:
         print(json.dumps(build(args.work, args.child)))
         return
     result = json.loads(RESULT.read_text()) if RESULT.exists() else {"sizes": {}}
-    result.update({"machine": machine(), "code": git_head(), "days": DAYS, "train_days": TRAIN_DAYS,
+    result.update({"machine": machine(), "code": checkout_stamp(), "days": DAYS, "train_days": TRAIN_DAYS,
                    "spark_master": "local[2]"})
     for n in (int(x) for x in args.events.split(",")):
         home = args.work / f"events-{n}"
         shutil.rmtree(home, ignore_errors=True)
-        store = simulate_store(home, n, args.seed)
-        runs = {engine: {**measure(home, engine), "commit": git_head()["commit"]}
+        store = bulk_event_store(home, n, args.seed)
+        runs = {engine: {**measure(home, engine), "commit": checkout_stamp()["commit"]}
                 for engine in args.engines.split(",")}
         earlier = result["sizes"].get(str(n), {})
         if _same_store(earlier.get("store"), store):  # the same seeded store: keep the engines not run this time

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from _common import peak_rss_mb, reset_peak_rss  # benchmarks run as scripts from this folder
 from xc_core.evaluation.metrics import evaluate, inverse_propensity
+from xc_core.measure import peak_rss_mb, reset_peak_rss
 from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_eval.json"

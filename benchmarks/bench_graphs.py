@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from _common import peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.measure import peak_rss_mb
 from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_graphs.json"

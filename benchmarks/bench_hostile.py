@@ -29,36 +29,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
-from bench_serve import Server, git_head, machine, registry_targets
-from xc_core.provenance import write_result
+from xc_core.measure import machine, rss_mb
+from xc_core.provenance import checkout_stamp, write_result
+from xc_core.serving.load import ServeProcess, http_get, raw_post, registry_targets
 
 CHUNK = b" " * 65536
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def post(port: int, headers: dict[str, str], send: Any, timeout: float = 30) -> tuple[int, Any, bytes]:
-    """One request written by hand (``send(connection)`` writes the body): status, headers, body."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        connection.putrequest("POST", "/predict", skip_accept_encoding=True)
-        for name, value in headers.items():
-            connection.putheader(name, value)
-        connection.endheaders()
-        try:
-            send(connection)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # refused before the body was all sent: the answer is waiting in the socket
-        response = connection.getresponse()
-        return response.status, response.headers, response.read()
-    finally:
-        connection.close()
 
 
 def _json(body: bytes) -> dict[str, Any]:
@@ -83,9 +58,17 @@ HOSTILE: dict[str, tuple[dict[str, str], Any, int]] = {
 }
 
 
-def hostile(server: Server, n: int) -> dict[str, Any]:
+def resident_mb(pid: int) -> float:
+    """The server's resident memory now; it must be alive (a bench that lost its server stops here)."""
+    found = rss_mb(pid)
+    if found is None:
+        raise RuntimeError(f"no VmRSS for pid {pid}: the server is gone")
+    return found
+
+
+def hostile(server: ServeProcess, n: int) -> dict[str, Any]:
     pid = server.proc.pid  # type: ignore[union-attr]
-    before = rss_mb(pid)
+    before = resident_mb(pid)
     kinds = list(HOSTILE)
     wrong: Counter[str] = Counter()
     one_line = True
@@ -93,18 +76,18 @@ def hostile(server: Server, n: int) -> dict[str, Any]:
     for i in range(n):
         kind = kinds[i % len(kinds)]
         headers, send, want = HOSTILE[kind]
-        status, _, body = post(server.port, headers, send)
+        status, _, body = raw_post(server.port, headers, send)
         if status != want:
             wrong[f"{kind}: {status}"] += 1
         one_line &= "\n" not in json.loads(body).get("error", "\n")
     seconds = time.perf_counter() - started
-    after = rss_mb(pid)
+    after = resident_mb(pid)
     return {"requests": n, "kinds": kinds, "seconds": round(seconds, 1), "rss_before_mb": before,
             "rss_after_mb": after, "rss_ratio": round(after / before, 3), "wrong_status": dict(wrong),
             "every_error_one_line": one_line, "goal_rss_within_10pct": after <= before * 1.10}
 
 
-def overload(server: Server, texts: list[str], clients: int, batch: int, seconds: float,
+def overload(server: ServeProcess, texts: list[str], clients: int, batch: int, seconds: float,
              deadline_ms: float) -> dict[str, Any]:
     answers: list[tuple[int, float, bool]] = []  # status, seconds, Retry-After present
     stop = time.perf_counter() + seconds
@@ -113,7 +96,7 @@ def overload(server: Server, texts: list[str], clients: int, batch: int, seconds
         body = json.dumps({"queries": [texts[(offset + j) % len(texts)] for j in range(batch)], "k": 10}).encode()
         while time.perf_counter() < stop:
             sent = time.perf_counter()
-            status, headers, _ = post(server.port, _json(body), lambda c: c.send(body))
+            status, headers, _ = raw_post(server.port, _json(body), lambda c: c.send(body))
             answers.append((status, time.perf_counter() - sent, headers.get("Retry-After") is not None))
             if status == 503 and headers.get("Retry-After"):  # a well-behaved client backs off as told
                 time.sleep(min(float(headers["Retry-After"]), max(stop - time.perf_counter(), 0)))
@@ -123,9 +106,7 @@ def overload(server: Server, texts: list[str], clients: int, batch: int, seconds
         thread.start()
     for thread in threads:
         thread.join()
-    from bench_serve import get
-
-    metrics = get(server.port, "/metrics")[1].decode()
+    metrics = http_get(server.port, "/metrics")[1].decode()
     refused = {line.split('reason="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
                for line in metrics.splitlines() if line.startswith("xc_serve_refused_total{")}
     statuses = Counter(str(s) for s, _, _ in answers)
@@ -168,12 +149,12 @@ def main() -> None:
     test_texts = XCDataset.load(args.home / "datasets" / dataset_slug(args.dataset)).test_texts
     texts = [t for t in test_texts if len(t) <= 512][:512]
     options = ("--max-queue", str(args.max_queue), "--deadline-ms", str(args.deadline_ms))
-    with Server(args.home, args.dataset, target["version"], 300.0, options) as server:
-        result = {"machine": machine(), "code": git_head(), "target": target, "server": {"options": options},
+    with ServeProcess(args.home, args.dataset, target["version"], 300.0, options) as server:
+        result = {"machine": machine(), "code": checkout_stamp(), "target": target, "server": {"options": options},
                   "hostile": hostile(server, args.hostile),
                   "overload": overload(server, texts, args.clients, args.batch, args.seconds, args.deadline_ms)}
     result["server"].update(server.facts)
-    out = RESULTS_DIR / f"serve_hostile_{args.dataset}.json"
+    out = Path(__file__).resolve().parent / "results" / f"serve_hostile_{args.dataset}.json"
     write_result(out, json.dumps(result, indent=1) + "\n")
     h, o = result["hostile"], result["overload"]
     print(f"hostile: {h['requests']} requests, wrong {h['wrong_status'] or 'none'}, RSS {h['rss_before_mb']} → "

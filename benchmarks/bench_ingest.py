@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import peak_rss_mb  # benchmarks run as scripts from this folder
-from bench_serve import git_head
-from xc_core.provenance import write_result
+from xc_core.measure import peak_rss_mb
+from xc_core.provenance import checkout_stamp, write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_ingest.json"
 
@@ -222,7 +221,7 @@ def main() -> None:
 
 
 def write(results: dict[str, Any], out: Path) -> None:
-    results["git"] = git_head()
+    results["git"] = checkout_stamp()
     out.parent.mkdir(parents=True, exist_ok=True)
     write_result(out, json.dumps(results, indent=2) + "\n")
     print(json.dumps(results))

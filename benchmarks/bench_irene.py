@@ -29,9 +29,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from _common import RESULTS_DIR, peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.measure import peak_rss_mb
 from xc_core.paths import dataset_dir, index_dir, resolve_home
 from xc_core.provenance import write_result
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 RESULTS = RESULTS_DIR / "bench_irene.json"
 GOAL_MS_PER_KEYWORD = 1.0

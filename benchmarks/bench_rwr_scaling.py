@@ -5,8 +5,8 @@ machine, since it has no distributed implementation yet.
 
 For each size, in a subprocess of its own (so its peak memory is its own):
 
-1. a simulated event store of that many events (``bench_engines.simulate_store``: 30 days, Zipf users, queries
-   and items, one shown item in three clicked, sessions already cut);
+1. a simulated event store of that many events (``xc_core.simulate.bulk_store.bulk_event_store``: 30 days, Zipf
+   users, queries and items, one shown item in three clicked, sessions already cut);
 2. the train-window graph tables with duckdb (``build_graph_tables``, the default engine);
 3. the XC data set over them (``build_events_dataset``, default settings: the last 7 days are test, 20 native
    co-session anchors per train query), which holds the co-session anchor set
@@ -41,22 +41,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and the other benchmarks, when imported
-from _common import RESULTS_DIR, peak_rss_mb, reset_peak_rss
-from bench_engines import DAYS, simulate_store
-from bench_serve import git_head, machine
-from xc_core.provenance import write_result
+from xc_core.measure import machine, peak_rss_mb, reset_peak_rss, rss_mb
+from xc_core.provenance import checkout_stamp, write_result
+from xc_core.simulate.bulk_store import DAYS, bulk_event_store
 
-RESULT = RESULTS_DIR / "rwr_scaling.json"
+RESULT = Path(__file__).resolve().parent / "results" / "rwr_scaling.json"
 ANCHOR_SET = "cosession_queries"
-
-
-def rss_mb() -> float:
-    """This process's resident memory now (VmRSS)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def available_mb() -> float:
@@ -82,7 +72,7 @@ def run_size(home: Path, n_events: int, seed: int) -> dict[str, Any]:
     from xc_core.logs.store import EventStore
 
     started = time.perf_counter()
-    store_info = simulate_store(home, n_events, seed)
+    store_info = bulk_event_store(home, n_events, seed)
     store, cfg = EventStore(home), EventsDatasetConfig(name="rwr-scaling")
     first, split, end = event_window(store, cfg)
     t = time.perf_counter()
@@ -96,7 +86,7 @@ def run_size(home: Path, n_events: int, seed: int) -> dict[str, Any]:
     graph = anchor_graph(native, n_docs, n_labels)
     rwr_cfg = RWRConfig()
     peak_before = peak_rss_mb()  # steps 1-3 (duckdb's tables, the data set)
-    rss_before, peak_reset = rss_mb(), reset_peak_rss()
+    rss_before, peak_reset = rss_mb() or 0.0, reset_peak_rss()
     t, cpu = time.perf_counter(), cpu_seconds()
     expanded = expand_anchor_set(dataset, ANCHOR_SET, rwr_cfg)
     rwr_s, rwr_cpu = time.perf_counter() - t, cpu_seconds() - cpu
@@ -174,7 +164,7 @@ def main() -> None:
         print(json.dumps(run_size(args.work, args.child, args.seed)))
         return
     result = json.loads(RESULT.read_text()) if RESULT.exists() else {"sizes": {}, "not_run": {}}
-    result.update({"machine": machine(), "code": git_head(), "days": DAYS, "cpu_count": os.cpu_count(),
+    result.update({"machine": machine(), "code": checkout_stamp(), "days": DAYS, "cpu_count": os.cpu_count(),
                    "niceness": os.nice(0), "budget_seconds": args.budget_s})
     previous: dict[str, Any] | None = None
     for n in sorted(int(x) for x in args.events.split(",")):

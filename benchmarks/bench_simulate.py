@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import peak_rss_mb  # benchmarks run as scripts from this folder
+from xc_core.measure import peak_rss_mb
 from xc_core.provenance import write_result
 
 RESULTS = Path(__file__).parent / "results" / "bench_simulate.json"

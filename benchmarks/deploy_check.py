@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,9 +42,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS_DIR  # benchmarks run as scripts from this folder
-
 REPO = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DATASET = "synthetic"
 #: the environment the venv's processes see: how to reach the package index (this machine's settings), no more
 PASSED_ENV = ("HOME", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
@@ -229,12 +227,6 @@ def probe(venv: Path, folder: Path, queries: list[str], k: int, cwd: Path, log: 
 # -- serving and Docker from the venv ---------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def post(url: str, body: dict[str, Any]) -> Any:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
@@ -259,6 +251,8 @@ def wait_ping(url: str, process: subprocess.Popen[bytes], seconds: float = 300) 
 
 def serve(venv: Path, folder: Path, query: str, k: int, cwd: Path, log: Path) -> dict[str, Any]:
     """The venv's ``mlflow models serve`` on the folder answers one query over HTTP; stopped by its PID."""
+    from xc_core.measure import free_port
+
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with log.open("a") as out:

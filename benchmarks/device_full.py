@@ -206,27 +206,10 @@ def _evaluate(data: Any, top: np.ndarray, scores: np.ndarray, out: Path, method:
     return EvaluationRecord.load(out), summary
 
 
-def merge_returned(folders: list[Path]) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]]]:
-    """(one summary, each data set's arrays) of the folders that runs sharing one GPU returned: the runs and
-    arrays side by side, the device seconds the longest of them (they ran at the same time)."""
-    summary: dict[str, Any] = {"runs": {}, "skipped": []}
-    arrays: dict[str, dict[str, np.ndarray]] = {}
-    for folder in folders:
-        part = json.loads((folder / "summary.json").read_text())
-        summary["device"] = part["device"]
-        summary["seconds"] = max(summary.get("seconds") or 0, part.get("seconds") or 0) or None
-        summary["runs"].update(part["runs"])
-        summary["skipped"] += part["skipped"]
-        for npz in sorted(folder.glob("*.npz")):
-            loaded = np.load(npz)
-            arrays.setdefault(npz.stem, {}).update({key: loaded[key] for key in loaded.files})
-    return summary, arrays
-
-
 def score(home: Path, returned: list[Path], demo_home: Path | None) -> dict[str, Any]:
     """Evaluate the returned rankings (and the untrained encoder ranked here from float32 and float16 weights)
     into ``<home>/eval``; pair every method with the untrained one, the methods with each other, PECOS where
-    ``benchmarks/peer_eval.py`` has scored it, and the demo-profile model of ``demo_home``."""
+    ``xc_core.stages.peer`` has scored it, and the demo-profile model of ``demo_home``."""
     import tempfile
 
     from xc_core.encoders.text import default_model_path
@@ -235,6 +218,7 @@ def score(home: Path, returned: list[Path], demo_home: Path | None) -> dict[str,
     from xc_core.paths import eval_dir
     from xc_core.profiles import get_profile
     from xc_core.stages.anchor_sets import load_with_anchors
+    from xc_core.stages.device import merge_returned
     from xc_core.stages.evaluate import PEERS
     from xc_core.stages.results import paired_rows
 

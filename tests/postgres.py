@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from xc_core.measure import free_port
+
 #: the server refuses to run as root: as root, the tests run it as this unprivileged user
 SERVER_USER = "nobody"
 
@@ -32,19 +34,13 @@ def server_binaries() -> Path:
                        "pgserver's binaries) or `apt-get install postgresql`")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PostgresServer:
     """One server with its data in a fresh temporary folder (removed by :meth:`stop`); :attr:`url` is what
     ``XC_POSTGRES_URL`` takes. Not under pytest's ``tmp_path``: as root the server runs as :data:`SERVER_USER`, who
     must reach its folder, and pytest's are private to root."""
 
     def __init__(self) -> None:
-        self.folder, self.port = Path(tempfile.mkdtemp(prefix="xc-postgres-")), _free_port()
+        self.folder, self.port = Path(tempfile.mkdtemp(prefix="xc-postgres-")), free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.user = SERVER_USER if os.geteuid() == 0 else None
 

@@ -2,10 +2,10 @@
 
 The layers, lowest first (a package imports only from the layers before it):
 
-1. ``paths``, ``seeds``, ``provenance``, ``storage``, ``progress`` — the home's layout, named random streams, the
-   code version, where the run history and registry live (SQLite or PostgreSQL) and the progress bars; import
-   nothing of xc_core; ``engines`` — what runs a stage on engines beside the process (Spark; dask for embedding),
-   given SQL, files or an encoder factory, blind to what they mean
+1. ``paths``, ``seeds``, ``provenance``, ``storage``, ``progress``, ``measure`` — the home's layout, named random
+   streams, the code version, where the run history and registry live (SQLite or PostgreSQL), the progress bars and
+   what benchmarks measure with; import nothing of xc_core; ``engines`` — what runs a stage on engines beside the
+   process (Spark; dask for embedding), given SQL, files or an encoder factory, blind to what they mean
 2. ``logs`` → ``simulate`` → ``datasets`` (the container, graph tables, the data-set registry) → ``quality``
 3. ``encoders``, ``index`` — text encoders and label indexes, blind to data sets
 4. ``graphs`` (anchor sets) → ``evaluation`` (metrics, analyses, report) → ``training`` (the trainer) →
@@ -30,6 +30,7 @@ counted: Python initialises a package before any module in it, so that import or
 from __future__ import annotations
 
 import ast
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -41,9 +42,9 @@ ROOT = Path(xc_core.__file__).parent
 PACKAGES = (ROOT, Path(xc_assets.__file__).parent)
 #: the layers above, lowest first; a package may import only from packages in earlier layers
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("paths", "seeds", "provenance", "storage", "progress"), ("engines",), ("logs",), ("simulate",), ("datasets",),
-    ("quality",), ("encoders", "index"), ("graphs",), ("evaluation",), ("training",), ("classifier",), ("profiles",),
-    ("tracking",), ("methods",), ("abtest",), ("serving",), ("stages",), ("cli",))
+    ("paths", "seeds", "provenance", "storage", "progress", "measure"), ("engines",), ("logs",), ("simulate",),
+    ("datasets",), ("quality",), ("encoders", "index"), ("graphs",), ("evaluation",), ("training",), ("classifier",),
+    ("profiles",), ("tracking",), ("methods",), ("abtest",), ("serving",), ("stages",), ("cli",))
 
 Edge = tuple[str, str]
 
@@ -272,3 +273,70 @@ def test_no_private_name_is_imported_across_packages() -> None:
     repo = ROOT.parent
     found = private_cross_imports((ROOT, Path(xc_assets.__file__).parent, repo / "benchmarks", repo / "experiments"))
     assert not found, "private names imported from another package (make them public):\n" + "\n".join(found)
+
+
+# -- scripts: benchmarks and experiments run as programs, never imported ------------------------------------------
+
+#: where the scripts live (each ``*.py`` under them is a program: ``python benchmarks/bench_train.py …``)
+SCRIPT_FOLDERS = ("benchmarks", "experiments")
+
+
+def script_names(repo: Path) -> set[str]:
+    """The module names a script could be imported by (its file's stem), from every script folder of ``repo``."""
+    return {p.stem for folder in SCRIPT_FOLDERS for p in (repo / folder).rglob("*.py")} - set(
+        sys.stdlib_module_names)
+
+
+def script_imports(roots: tuple[Path, ...], repo: Path = ROOT.parent) -> list[str]:
+    """``file:line what`` for every way a file under ``roots`` reaches a script as a module: an import of a name
+    that is a script's stem, a ``sys.path`` entry made to a script folder (``"benchmarks"``, ``"experiments"`` or
+    the file's own folder), and ``runpy.run_path(...)[name]`` (a script's function taken out of it). Running a
+    script (``runpy`` with ``run_name="__main__"``, a subprocess) is not importing it. Paths relative to ``repo``."""
+    scripts, found = script_names(repo), []
+    for base in roots:
+        for path in sorted(base.rglob("*.py")):
+            source = path.read_text()
+            where = f"{path.relative_to(repo)}"
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "level", 0) == 0:
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    found += [f"{where}:{node.lineno} import {n}" for n in names if n.split(".")[0] in scripts]
+                elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.path.insert", "sys.path.append"):
+                    text = ast.unparse(node)
+                    if any(f"'{folder}'" in text for folder in SCRIPT_FOLDERS) or ".parent))" in text:
+                        found.append(f"{where}:{node.lineno} {text}")
+                elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) and ast.unparse(
+                        node.value.func).endswith("run_path"):
+                    found.append(f"{where}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_a_script_reaching_another_script_is_found(tmp_path: Path) -> None:
+    """The check below can fail: an import of a sibling script, a path made to reach one, a function run out of
+    one — each is caught; an import of the library and a script run as a program are not."""
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "experiments" / "q").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "bench_a.py").write_text("from xc_core.measure import free_port\n")
+    (tmp_path / "experiments" / "q" / "grid.py").write_text(
+        "import sys\nfrom pathlib import Path\nsys.path.insert(0, str(Path(__file__).parent))\n"
+        "from bench_a import free_port\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "import runpy\nimport sys\nsys.path.insert(0, 'benchmarks')\nimport grid\n"
+        "f = runpy.run_path('benchmarks/bench_a.py')['free_port']\nrunpy.run_path('benchmarks/bench_a.py', "
+        "run_name='__main__')\n")
+    roots = (tmp_path / "benchmarks", tmp_path / "experiments", tmp_path / "tests")
+    assert sorted(script_imports(roots, repo=tmp_path)) == [
+        "experiments/q/grid.py:3 sys.path.insert(0, str(Path(__file__).parent))",
+        "experiments/q/grid.py:4 import bench_a",
+        "tests/test_x.py:3 sys.path.insert(0, 'benchmarks')",
+        "tests/test_x.py:4 import grid",
+        "tests/test_x.py:5 runpy.run_path('benchmarks/bench_a.py')['free_port']"]
+
+
+def test_no_script_imports_another_and_no_test_imports_a_script() -> None:
+    """What scripts share lives in the library (``xc_core.measure``, ``xc_core.serving.load`` …): a script is a
+    program, run by a user or by a test as a subprocess, and a test of its logic tests the library it calls."""
+    repo = ROOT.parent
+    found = script_imports(tuple(repo / folder for folder in (*SCRIPT_FOLDERS, "tests")))
+    assert not found, "scripts reached as modules (move what they share into xc_core):\n" + "\n".join(found)

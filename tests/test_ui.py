@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,13 +16,9 @@ from typing import Any
 
 import pytest
 
+from xc_core.measure import free_port
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _graphql(port: int, query: str, variables: dict[str, object] | None = None) -> dict[str, Any]:
@@ -37,7 +32,7 @@ def _graphql(port: int, query: str, variables: dict[str, object] | None = None) 
 def server(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("ui")
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "XC_HOME": str(home / "xc")}
     process = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml",
                                 "-h", "127.0.0.1", "-p", str(port)], cwd=REPO, env=env, start_new_session=True,

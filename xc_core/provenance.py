@@ -66,6 +66,15 @@ def git_state(folder: Path | None = None) -> tuple[str, bool] | None:
     return head, dirty
 
 
+def checkout_stamp() -> dict[str, Any]:
+    """The commit of the xc_core that runs, whether its checkout is dirty, and the folder it came from: what a
+    benchmark's result records (``PYTHONPATH`` may point at a clean worktree of a commit while the main checkout
+    has uncommitted edits; subprocesses such as ``xc serve`` inherit the same path)."""
+    code = SOURCE_ROOT.parent
+    head, dirty = git_state(code) or ("unknown", True)
+    return {"commit": head[:7], "dirty": dirty, "xc_core_from": str(code)}
+
+
 def _not_code(path: str) -> bool:
     """A result file (anything under a ``results/`` folder) or a Markdown page."""
     return "results/" in f"/{path}" or path.endswith(".md")

@@ -2,7 +2,7 @@
 
     .venv-peers/bin/python benchmarks/peers/pecos_peer.py FOLDER [--topk 100] [--seed 0] [--features tfidf|hybrid]
 
-FOLDER is an XC-repository-style exchange folder written by xc (``benchmarks/peer_eval.py``):
+FOLDER is an XC-repository-style exchange folder written by xc (``xc_core/stages/peer.py``):
 ``trn_X.txt`` / ``tst_X.txt`` (one document text per line), ``trn_X_Y.npz`` (train document × label CSR)
 and ``meta.json`` (``n_labels``). Writes ``tst_scores.npz``: the test documents' top-``topk`` label
 scores as a CSR matrix, plus ``peer.json`` (settings and seconds). xc scores it with its own metrics, so

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,8 @@ from typing import Any
 import dagster as dg
 import numpy as np
 import pytest
+
+from xc_core.measure import free_port
 
 pytest.importorskip("dagster_dask", reason="the optional extra `scale` (make test installs it)")
 
@@ -42,12 +43,6 @@ class Homes:
 
     in_process: Path
     on_dask: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -82,7 +77,7 @@ def _connected_workers(address: str, expected: int) -> dict[str, int]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """``dask scheduler`` and two ``dask worker --nthreads 1`` processes; no nanny, so each worker's PID is the one
     started here, and no dashboard, so nothing listens beyond the scheduler and the workers on 127.0.0.1."""
-    logs, port = tmp_path_factory.mktemp("dask"), _free_port()
+    logs, port = tmp_path_factory.mktemp("dask"), free_port()
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}  # the run's instance ref says where it is
     address = f"tcp://127.0.0.1:{port}"
     processes = [_start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
@@ -192,6 +187,6 @@ def test_xc_run_checks_the_cluster_before_any_stage(cluster: Cluster) -> None:
 
     args = build_parser().parse_args(["run", "--executor", "dask", "--dask-address", cluster.address])
     assert _dask_address(args) == cluster.address and check_cluster(cluster.address) == 2
-    nobody = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there: refused at once, not a run that hangs
+    nobody = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there: refused at once, not a run that hangs
     with pytest.raises(RuntimeError, match=f"no dask scheduler answers at {nobody}"):
         check_cluster(nobody, timeout=2)

@@ -34,12 +34,10 @@ from xc_core.engines.embedding import (
 )
 from xc_core.index import IndexConfig, LabelIndex, ShardedIndex, recall_against_exact
 from xc_core.index.ties import rankings_agree
+from xc_core.simulate.ad_texts import ad_texts
 
 pytest.importorskip("distributed", reason="sharded embedding runs on dask: the optional extra `scale`")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-from bench_serve_1m import ad_texts  # a benchmark script, imported from its folder
 
 
 @pytest.fixture(scope="module")

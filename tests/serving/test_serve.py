@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from xc_core.datasets.container import XCDataset
+from xc_core.measure import free_port
 
 DATASET, PROFILE = "synthetic", "tiny"
 
@@ -66,12 +66,6 @@ def _set_champion(home: Path, version: str) -> None:
     from xc_core.tracking.registry import CHAMPION, model_name
 
     mlflow.MlflowClient(_uri(home)).set_registered_model_alias(model_name(DATASET), CHAMPION, version)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _call(url: str, body: bytes | None = None, timeout: float = 30) -> tuple[int, Any]:
@@ -123,7 +117,7 @@ def _start(command: list[str], env: dict[str, str] | None = None) -> subprocess.
 @pytest.fixture(scope="module")
 def xc_server(home: Path) -> Iterator[str]:
     """`xc serve` on the home, following @champion every 0.3 s; its base URL."""
-    port = _free_port()
+    port = free_port()
     process = _start([sys.executable, "-m", "xc_core.cli", "serve", "--dataset", DATASET, "--home", str(home),
                       "--port", str(port), "--poll-seconds", "0.3", "--max-queries", "8", "--max-chars", "64",
                       "--quiet"])
@@ -201,7 +195,7 @@ def test_the_served_encoder_runs_on_onnx_runtime_and_ranks_as_torch_does(home: P
 
 
 def test_mlflow_models_serve_on_the_champion_answers_ads(home: Path) -> None:
-    port = _free_port()
+    port = free_port()
     venv_bin = str(Path(sys.executable).parent)  # mlflow starts `uvicorn` from PATH
     process = _start([sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/xc-encoder-synthetic@champion",
                       "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)],
@@ -241,7 +235,7 @@ def test_xc_serve_answers_single_and_batched_queries_and_reports_itself(home: Pa
 
     port = int(xc_server.rsplit(":", 1)[1])  # what the promotion's Dagster metadata reports about serving
     assert live_status(DATASET, home, port)["live_version"] == "1"
-    assert live_status(DATASET, home, _free_port())["live_version"] == "not running"
+    assert live_status(DATASET, home, free_port())["live_version"] == "not running"
 
 
 @pytest.mark.parametrize(("body", "status", "says"), [
@@ -370,10 +364,9 @@ def test_xc_serve_refuses_a_public_address_and_an_unknown_model(home: Path, tmp_
 def _raw(url: str, send: Any, headers: dict[str, str]) -> tuple[int, Any, Any]:
     """A request written by hand (``send(connection)`` writes the body; the hostile-input benchmark's client):
     the status, headers (case-insensitive) and JSON body, also when the server answers before the body is sent."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from bench_hostile import post  # a benchmark script, imported from its folder
+    from xc_core.serving.load import raw_post
 
-    status, answer_headers, body = post(int(url.rsplit(":", 1)[1]), headers, send)
+    status, answer_headers, body = raw_post(int(url.rsplit(":", 1)[1]), headers, send)
     return status, answer_headers, json.loads(body)
 
 
@@ -412,7 +405,7 @@ def test_a_body_that_is_not_json_is_a_415(xc_server: str) -> None:
 def test_overload_is_refused_with_retry_after_and_counted(home: Path) -> None:
     """A queue of one and a 50 ms deadline under 12 clients sending full batches: every answer is a 200 or a
     one-line 503 with Retry-After, some are refused, and /metrics counts each refusal by its reason."""
-    port = _free_port()
+    port = free_port()
     process = _start([sys.executable, "-m", "xc_core.cli", "serve", "--dataset", DATASET, "--home", str(home),
                       "--port", str(port), "--max-queue", "1", "--deadline-ms", "50", "--max-batch", "8", "--quiet"])
     url = f"http://127.0.0.1:{port}"

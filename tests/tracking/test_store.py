@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,13 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from xc_core.measure import free_port
 from xc_core.tracking.store import activate, ensure_experiment, tracking_uri
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_default_is_the_homes_sqlite_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,7 +25,7 @@ def test_default_is_the_homes_sqlite_store(tmp_path: Path, monkeypatch: pytest.M
 
 def test_a_configured_server_that_is_down_is_an_error_not_a_fallback(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     with pytest.raises(ConnectionError, match="not reachable.*make mlflow-ui.*unset MLFLOW_TRACKING_URI"):
         ensure_experiment("xc-test", tmp_path)
     assert not (tmp_path / "mlflow").exists()  # nothing went to the local store instead
@@ -42,7 +36,7 @@ def test_runs_go_to_a_configured_mlflow_server(tmp_path: Path, monkeypatch: pyte
     import mlflow
 
     previous = mlflow.get_tracking_uri()
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",

@@ -85,17 +85,17 @@ def test_score_merges_the_folders_of_runs_that_shared_the_gpu(tmp_path: Path) ->
     """Two train processes (one data set split by method) come back as two folders; ``score`` reads them as one:
     every method's arrays under its data set, every run, the longest process as the device seconds."""
     import json
-    import runpy
 
     import numpy as np
 
-    merge = runpy.run_path(str(ROOT / "benchmarks" / "device_full.py"))["merge_returned"]
+    from xc_core.stages.device import merge_returned
+
     for folder, method, seconds in (("a", "pretrained", 50.0), ("b", "ramen", 120.0)):
         (tmp_path / folder).mkdir()
         arrays: dict[str, np.ndarray] = {f"{method}/top": np.arange(6).reshape(2, 3)}
         np.savez(tmp_path / folder / "wiki.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub: savez(file, *args, allow_pickle=..)
         (tmp_path / folder / "summary.json").write_text(json.dumps(
             {"device": {"gpu": "x"}, "seconds": seconds, "skipped": [], "runs": {f"wiki/{method}": {"epochs": 1}}}))
-    summary, arrays = merge([tmp_path / "a", tmp_path / "b"])
-    assert sorted(arrays["wiki"]) == ["pretrained/top", "ramen/top"]
+    summary, merged = merge_returned([tmp_path / "a", tmp_path / "b"])
+    assert sorted(merged["wiki"]) == ["pretrained/top", "ramen/top"]
     assert sorted(summary["runs"]) == ["wiki/pretrained", "wiki/ramen"] and summary["seconds"] == 120.0

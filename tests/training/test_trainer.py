@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from xc_core.datasets.container import XCDataset
+from xc_core.measure import free_port
 
 
 def _launch(home: Path, anchors: Path, out: Path, digest: Path, *extra: str) -> subprocess.Popen[str]:
@@ -65,17 +65,10 @@ def test_resume_after_sigkill_ends_with_the_same_parameters(tiny_home: Path, tmp
     assert (tmp_path / "db" / "rank0.txt").read_text() == (tmp_path / "da" / "rank0.txt").read_text()
 
 
-def _free_port() -> int:
-    """A port nothing listens on now: a fixed one is taken by a parallel worker's or another checkout's run."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_two_gloo_ranks_train_in_sync(tiny_home: Path, tmp_path: Path) -> None:
     from xc_core.paths import anchors_dir
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
            "-m", "xc_core.stages.launch", "--anchors", str(anchors_dir(tiny_home, "synthetic")),
            "--method", "ramen", "--profile", "tiny", "--home", str(tiny_home), "--no-mlflow",
            "--out", str(tmp_path / "ddp"), "--digest-dir", str(tmp_path / "digest"), "--last-epoch"]

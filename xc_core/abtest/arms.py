@@ -13,7 +13,7 @@ score — so the ad selection, the clicks and the metrics are the same code for 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -206,6 +206,47 @@ def scorer_candidates(world: World, rows: np.ndarray, k: int, scorer: Any, label
     s = scores[inverse]
     kw[(kw < 0) | (world.kw_market[np.maximum(kw, 0)] != world.q_market[rows][:, None])] = -1
     return _compact(s, kw, k)
+
+
+@dataclass
+class EncoderArm:
+    """An encoder folder scored as the encoder methods serve it (cosine over the data set's labels ``label_ids`` /
+    ``label_texts``), with exact search instead of the label index: an arm for any saved encoder (an epoch's
+    checkpoint, a variant's served encoder) without a trained method around it."""
+
+    name: str
+    folder: Path
+    label_ids: list[str]
+    label_texts: list[str]
+    max_length: int = 32
+    _vectors: np.ndarray | None = field(default=None, repr=False)
+    _encoder: Any = field(default=None, repr=False)
+
+    def encoder(self) -> Any:
+        """The text encoder of :attr:`folder` (loaded once)."""
+        if self._encoder is None:
+            from xc_core.encoders.text import encoder_for
+
+            self._encoder = encoder_for(self.folder, self.max_length)
+        return self._encoder
+
+    def search(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores float32, label positions int64), both (len(texts), k), best first: exact cosine search over
+        the labels (their vectors encoded once)."""
+        if self._vectors is None:
+            self._vectors = self.encoder().encode(self.label_texts)
+        queries = self.encoder().encode(texts)
+        scores = queries @ self._vectors.T
+        ids = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(scores, ids, axis=1).astype(np.float32), ids.astype(np.int64)
+
+    def candidates(self, world: World, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The model arm's own candidate step (:func:`scorer_candidates`: distinct texts once, enough to keep k in
+        the query's market) over :meth:`search`."""
+        return scorer_candidates(world, rows, k, self.search, self.label_ids, batch=len(rows) or 1)
+
+    def describe(self) -> dict[str, str]:
+        return {"arm": self.name, "kind": "encoder folder (exact search)", "folder": str(self.folder)}
 
 
 def _logged_model_id(client: Any, uri: str) -> str | None:

@@ -33,6 +33,8 @@ METRICS: dict[str, tuple[str, str, float]] = {
     "clicks": ("clicks", "queries", 1.0),
     "impressions": ("impressions", "queries", 1.0),
 }
+#: the arm metrics a comparison across models reads: the bad-match rates, IY, CTR and revenue
+AB_METRICS = ("brand_bmr", "location_bmr", "iy", "ctr", "revenue")
 #: for these a rise is bad (the BMR guard and the report's colours read it)
 LOWER_IS_BETTER = ("brand_bmr", "location_bmr", "quickback_rate")
 

@@ -4,7 +4,7 @@ Why: where a label is a site, its text is the host's words ("bankofamerica", "00
 name out ("bank of america", "www.bankofamerica.com", "bankofamerica online") names that label, yet neither the
 encoder's subword vectors nor the TF-IDF n-grams (cut at spaces) see the unsegmented name in the query. Compared
 without spaces, they match. Measured on aol-1000's out-of-fold blocks before it was built in
-(``benchmarks/name_match.py``, ``docs/results/issue-40.md``): added to the stage's own fusion, cross-fitted.
+(``experiments/name_match/name_match.py``, ``docs/results/issue-40.md``): added to the stage's own fusion, cross-fitted.
 
 The score of (query, label), with ``q`` and ``n`` the two texts lower-cased without whitespace (:func:`name_key`):
 when the shorter of the two (4 characters or more) occurs in the longer, ``(len(shorter) / len(longer))²``, else 0.

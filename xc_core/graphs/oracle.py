@@ -5,7 +5,7 @@ the same query text clicks in the *test* period.
 with it is a result of xc. It answers one question before any verdict on a real graph: can the regularizer carry
 information it is handed? If ``ramen`` trained with this set does not beat ``dual_encoder`` on the test queries the
 set covers, the training loop cannot absorb the answers, and no real graph can help it
-(``benchmarks/graph_oracle.py``, ``tests/training/test_tower.py``).
+(``experiments/graph_oracle/graph_oracle.py``, ``tests/training/test_tower.py``).
 """
 
 from __future__ import annotations

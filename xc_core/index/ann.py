@@ -96,6 +96,23 @@ class LabelIndex:
         cast(faiss.IndexHNSW, faiss.downcast_index(self.index.index)).hnsw.efSearch = ef_search
         self.cfg = self.cfg.model_copy(update={"ef_search": ef_search})
 
+    def set_nprobe(self, nprobe: int) -> None:
+        """Trade IVF recall for speed at query time: the inverted lists searched per query (kept in the manifest
+        on the next save, as ``ivf_probe``)."""
+        import faiss
+
+        if self.cfg.kind != "ivf":
+            raise IndexError_(f"nprobe applies to IVF indexes, this one is {self.cfg.kind}")
+        cast(faiss.IndexIVF, faiss.downcast_index(self.index.index)).nprobe = nprobe  # IVF, checked above
+        self.cfg = self.cfg.model_copy(update={"ivf_probe": nprobe})
+
+    def set_search_breadth(self, value: int) -> None:
+        """The approximate search's one knob, whichever the kind: efSearch (HNSW) or nprobe (IVF)."""
+        if self.cfg.kind == "ivf":
+            self.set_nprobe(value)
+        else:
+            self.set_ef_search(value)
+
     @property
     def count(self) -> int:
         return int(self.index.ntotal)

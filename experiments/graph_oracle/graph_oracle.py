@@ -1,0 +1,206 @@
+"""Can RAMEN's regularizer carry information at all? An oracle anchor set, dosed (issue #43, "or a measured
+explanation of why not").
+
+    .venv/bin/python experiments/graph_oracle/graph_oracle.py --home /work/exp50/s20 --dataset synthetic \
+        --profile demo --shares 1.0 0.25 [--novel-only] [--fixed-lambda 1.0] --out-root /work/exp50/oracle \
+        --json experiments/graph_oracle/results/graph_oracle-synthetic.json [--baseline-home HOME] [--repair]
+
+**A diagnostic, never a method**: the oracle set links each training query to the labels the same query text clicks
+in the *test* period, so it reads the test split on purpose, and no number from it is a result of xc. It asks one
+question: at the profile's training budget, if an anchor set carried the very positives a query will be judged on,
+how much would ``ramen`` gain over ``dual_encoder``? If the answer is large, the real sets' small gains come from what
+they carry (the check's "beyond text" novelty); if it is small, the regularizer cannot pass information on at this
+budget, whatever the graph holds.
+
+For each share ``s`` a seeded ``s`` of the oracle's edges is kept; ``--novel-only`` keeps only the labels the query
+has no training pair with (most of a repeated query's test-period labels are its training labels, which the task
+loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it. The
+source home's data set is copied into a fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc
+train --method ramen`` runs there with every set at its starting λ (``graph_worth=false``: this is about the
+regularizer, not the check) and held-out anchors kept (``exclude_heldout_anchors=false``: the filter that keeps
+validation and test query texts from acting as anchors would drop every oracle label whose text is also a test
+query's). That home has no ``dual_encoder`` run, so the text-only fallback is not applied and the trained encoder is
+the one measured; its epoch is still chosen on validation. ``dual_encoder`` is the source home's (same data set,
+seed and profile). Paired P@1 on the same test queries, all and the tail half (``evaluation/graph_gain.py``), beside
+the check's novelty and beyond-text novelty of the oracle at that share (``xc anchors``' own function).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from xc_core.graphs.oracle import ORACLE, covered_queries, oracle_set
+from xc_core.provenance import write_result
+
+#: ``ramen``'s overrides here: the oracle's anchors are test-period labels, and synthetic's label texts are often a
+#: test query's text too, so the held-out filter would drop most of them (the set has no ``anchor_spaces`` entry, so
+#: it counts as a document-space set; declaring it a label space would also keep the filter off it); every set at its
+#: starting λ
+TRAIN_SETTINGS = {"graph_worth": False, "exclude_heldout_anchors": False}
+
+
+#: the subset of test queries whose text is a training query's (the positive control's criterion, issue #62)
+COVERED = "oracle-covered"
+
+
+def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path, name: str,
+                novel_only: bool) -> Path:
+    """A fresh home holding the source's data set with the oracle (at ``share``) as its only anchor set."""
+    from dataclasses import replace
+
+    from xc_core.datasets.container import XCDataset
+    from xc_core.paths import anchors_dir
+
+    home = root / name
+    if home.exists():
+        shutil.rmtree(home)
+    data = XCDataset.load(anchors_dir(source, dataset))
+    oracle = replace(data, anchor_sets={ORACLE: oracle_set(data, share, seed, novel_only)})
+    oracle.save(anchors_dir(home, dataset))
+    shutil.copytree(source / "datasets" / dataset, home / "datasets" / dataset)
+    return home
+
+
+def xc(*args: str) -> None:
+    subprocess.run([str(Path(sys.executable).with_name("xc")), *args], check=True)
+
+
+def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
+            settings: dict[str, Any]) -> dict[str, Any]:
+    """``ramen`` trained and evaluated in ``home``, paired with ``baseline``'s ``dual_encoder`` on the test queries."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.paths import anchors_dir, model_dir
+    from xc_core.profiles import get_profile
+    from xc_core.stages.anchor_sets import assess_graph
+
+    common = ["--dataset", dataset, "--profile", profile, "--home", str(home)]
+    xc("train", "--method", "ramen", "--seed", str(seed), *common,
+       *(f"--set={k}={json.dumps(v)}" for k, v in settings.items()))
+    xc("eval", "--method", "ramen", *common)
+    data = XCDataset.load(anchors_dir(home, dataset))
+    summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
+    return {"home": str(home), "baseline_home": str(baseline), "rows": paired([(home, baseline)], dataset, profile),
+            "check": assess_graph(data, home, get_profile(profile), overrides=settings),
+            "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
+            "heldout_anchor_edges": summary.get("heldout_anchor_edges"), "settings": settings,
+            "git_commit": summary.get("git_commit")}
+
+
+def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
+           baseline_method: str = "dual_encoder") -> list[dict[str, Any]]:
+    """``ramen`` of each (oracle home, baseline home) pair − the baseline's ``dual_encoder`` (or its
+    ``baseline_method``: ``ramen`` for one oracle variant against another): paired P@1 on all test queries and on
+    the tail half. With several pairs (one per seed) the per-query metrics are averaged over them first
+    (``xc_core.evaluation.seed_homes.seed_average``: the seed noise averaged out, the interval over test queries)."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.evaluation.graph_gain import gain_rows
+    from xc_core.evaluation.seed_homes import seed_average
+    from xc_core.paths import anchors_dir
+
+    per_row = {}
+    for role, method, homes in (("ramen", "ramen", [h for h, _ in entries]),
+                                ("dual_encoder", baseline_method, [b for _, b in entries])):
+        rows, found = seed_average(homes, dataset, method, profile)
+        if found < len(homes):
+            raise SystemExit(f"{homes}: not every home has a per-query evaluation of {method} ({profile}): run "
+                             "`xc eval` there first")
+        per_row[role] = rows  # gain_rows pairs its roles: the graph run against the text-only one
+    data = XCDataset.load(anchors_dir(entries[0][0], dataset))
+    covered = {COVERED: covered_queries(data)}  # the test queries the oracle can reach (issue #62)
+    return [r for r in gain_rows(data, per_row, extra_subsets=covered)
+            if r["subset"] in ("all", "tail half (deciles 5–9)", COVERED)]
+
+
+
+def _run(done: dict[str, Any], path: Path, key: str) -> dict[str, Any]:
+    """The recorded run ``key`` of the results file, or a clear error naming the runs it holds."""
+    if key not in done["shares"]:
+        raise SystemExit(f"{path}: no recorded run '{key}'; it holds: {'; '.join(done['shares']) or 'none'}")
+    return done["shares"][key]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, required=True, help="a home with the data set's anchor stage and an "
+                        "evaluated dual_encoder of --seed")
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shares", type=float, nargs="+", default=[1.0, 0.25])
+    parser.add_argument("--novel-only", action="store_true", help="only test-period labels the query has no "
+                        "training pair with")
+    parser.add_argument("--fixed-lambda", type=float, help="the oracle's λ held fixed (no bandit) at this value")
+    parser.add_argument("--train-set", action="append", default=[], metavar="KEY=VALUE", help="more training "
+                        "overrides for ramen (as xc train --set; VALUE read as JSON), e.g. a larger budget; train the "
+                        "--baseline-home dual_encoder with the same")
+    parser.add_argument("--baseline-home", type=Path, help="the home whose dual_encoder evaluation ramen is paired "
+                        "with (default --home); train it with the same code as the oracle runs")
+    parser.add_argument("--seed-average", metavar="KEY;KEY;…", help="train nothing: average the recorded runs of "
+                        "these keys (one per seed) per query and pair them; written under 'seed_averaged'")
+    parser.add_argument("--against", metavar="KEY;KEY;…", help="with --seed-average: pair against these recorded "
+                        "runs' ramen (one per seed, in the same order) instead of the baselines' dual_encoder — one "
+                        "oracle variant against another; written under 'seed_averaged' as 'A vs B'")
+    parser.add_argument("--repair", action="store_true", help="train nothing: pair every recorded run again with "
+                        "--baseline-home's dual_encoder")
+    parser.add_argument("--out-root", type=Path, required=True)
+    parser.add_argument("--json", type=Path, required=True, help="results, rewritten after every share (resumable)")
+    args = parser.parse_args(argv)
+    done = json.loads(args.json.read_text()) if args.json.exists() else {"shares": {}}
+    done.update({"dataset": args.dataset, "profile": args.profile, "seed": args.seed, "source_home": str(args.home)})
+    baseline = args.baseline_home or args.home
+    if args.seed_average:
+        keys = args.seed_average.split(";")
+        name = " + ".join(keys)
+        if args.against:
+            versus = args.against.split(";")
+            if len(versus) != len(keys):
+                raise SystemExit(f"--against names {len(versus)} runs for {len(keys)} in --seed-average: one each")
+            name = f"{name} vs {' + '.join(versus)}"
+            entries = [(Path(_run(done, args.json, k)["home"]), Path(_run(done, args.json, v)["home"]))
+                       for k, v in zip(keys, versus, strict=True)]
+            rows = paired(entries, args.dataset, args.profile, baseline_method="ramen")
+        else:
+            rows = paired([(Path(_run(done, args.json, k)["home"]), Path(_run(done, args.json, k)["baseline_home"]))
+                           for k in keys],
+                          args.dataset, args.profile)
+        done.setdefault("seed_averaged", {})[name] = rows
+        write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
+        for row in done["seed_averaged"][name]:
+            d, lo, hi = (100 * v for v in row["P@1"])
+            print(f"averaged over {len(keys)} seeds, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
+        return
+    if args.repair:
+        for entry in done["shares"].values():
+            entry["rows"] = paired([(Path(entry["home"]), baseline)], args.dataset, args.profile)
+            entry["baseline_home"] = str(baseline)
+        write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
+        return
+    settings: dict[str, Any] = dict(TRAIN_SETTINGS)
+    if args.fixed_lambda is not None:
+        settings.update(bandit=False, lambda_reg=args.fixed_lambda)
+    extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.train_set)}
+    settings.update(extra)
+    for share in args.shares:
+        key = (f"{share:g}" + (" novel only" if args.novel_only else "")
+               + (f" λ {args.fixed_lambda:g} fixed" if args.fixed_lambda is not None else "")
+               + "".join(f" {k} {v}" for k, v in extra.items()) + (f" seed {args.seed}" if args.seed else ""))
+        if key in done["shares"]:
+            continue
+        home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root, key.replace(" ", "-"),
+                           args.novel_only)
+        done["shares"][key] = measure(baseline, home, args.dataset, args.profile, args.seed, settings)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
+        for row in done["shares"][key]["rows"]:
+            d, lo, hi = (100 * v for v in row["P@1"])
+            print(f"{key}: ramen − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The linear peers on xc's splits, scored by xc: PECOS XR-Linear on TF-IDF (``pecos``), and on xc's own features
+[TF-IDF ⊕ the untrained encoder's vectors] (``pecos-xc``: XR-Transformer's recipe, no fine-tuning).
+
+    make peers   # once: .venv-peers with libpecos 1.2.8 (numpy<2, scipy<1.14; never in xc's environment)
+    .venv/bin/python -m xc_core.stages.peer --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 /tmp/xc-s1
+    .venv/bin/python -m xc_core.stages.peer --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 --peer pecos-xc
+
+Writes the data set's training and test documents and the training labels as an XC-repository-style folder
+(``<first home>/peers/<data set>/``, ``peers/<data set>-xc/`` for ``pecos-xc`` with the encoder's vectors as
+``trn_dense.npy`` / ``tst_dense.npy``), runs ``benchmarks/peers/pecos_peer.py`` on it in ``.venv-peers``, reads
+back its test score matrix and evaluates it exactly as ``xc eval`` evaluates a method (filter pairs removed,
+the same propensities, per-query rows for paired intervals) into ``eval/<data set>/pecos-<profile>`` of every
+home, so ``xc report``, ``xc results`` and the seed tables list the peer beside the methods. PECOS has no
+training seed here: the same result goes to each home. A finished peer run for the same split is reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    from xc_core.datasets.container import XCDataset
+
+#: the checkout: the peer's environment and its script are the repository's (``make peers``), not the package's
+ROOT = Path(__file__).resolve().parents[2]
+PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+PEER_SCRIPT = ROOT / "benchmarks" / "peers" / "pecos_peer.py"
+#: peer name → (the feature set pecos_peer.py builds, the exchange folder's suffix)
+PEERS = {"pecos": ("tfidf", ""), "pecos-xc": ("hybrid", "-xc")}
+
+
+def _line(text: str) -> str:
+    return " ".join(text.split())  # one document per line: no newline may survive in a text
+
+
+def export(dataset: XCDataset, folder: Path, split: str, features: str = "tfidf") -> None:
+    """The XC-repository-style exchange folder the peer reads (and the untrained encoder's vectors for ``hybrid``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if features == "hybrid":
+        from xc_core.encoders.text import default_model_path, encoder_for
+
+        encoder = encoder_for(default_model_path())
+        np.save(folder / "trn_dense.npy", encoder.encode(dataset.train_texts, progress=True, desc="train documents"))
+        np.save(folder / "tst_dense.npy", encoder.encode(dataset.test_texts, progress=True, desc="test documents"))
+    (folder / "trn_X.txt").write_text("".join(_line(t) + "\n" for t in dataset.train_texts), encoding="utf-8")
+    (folder / "tst_X.txt").write_text("".join(_line(t) + "\n" for t in dataset.test_texts), encoding="utf-8")
+    sp.save_npz(folder / "trn_X_Y.npz", sp.csr_matrix(dataset.y_train, dtype=np.float32))
+    (folder / "meta.json").write_text(json.dumps({"dataset": dataset.name, "n_labels": dataset.n_labels,
+                                                  "test_split": split}) + "\n")
+
+
+def run_peer(dataset: XCDataset, folder: Path, features: str = "tfidf") -> tuple[sp.csr_matrix, dict[str, Any]]:
+    """(the peer's test score matrix, what it reports of its run) for ``dataset``: run in ``.venv-peers`` on the
+    exchange folder, or read back when the folder already holds a finished run for the same test split."""
+    from xc_core.evaluation.record import fingerprint_test_split
+
+    split = fingerprint_test_split(dataset)
+    meta = folder / "meta.json"
+    fresh = (meta.exists() and json.loads(meta.read_text()).get("test_split") == split
+             and (folder / "tst_scores.npz").exists() and (folder / "peer.json").exists())
+    if not fresh:
+        if not PEER_PYTHON.exists():
+            raise SystemExit(f"{PEER_PYTHON} missing: run `make peers` first (libpecos lives in its own venv)")
+        (folder / "tst_scores.npz").unlink(missing_ok=True)
+        export(dataset, folder, split, features)
+        subprocess.run([str(PEER_PYTHON), str(PEER_SCRIPT), str(folder), "--features", features], check=True)
+    scores = sp.load_npz(folder / "tst_scores.npz").tocsr()
+    if scores.shape != (len(dataset.test_texts), dataset.n_labels):
+        raise SystemExit(f"{folder}/tst_scores.npz is {scores.shape}, expected "
+                         f"({len(dataset.test_texts)}, {dataset.n_labels}); delete the folder and rerun")
+    return scores, json.loads((folder / "peer.json").read_text())
+
+
+def evaluate_peer(dataset_name: str, profile: str, homes: list[Path], peer: str = "pecos") -> dict[str, Any]:
+    """Score ``peer`` (a key of :data:`PEERS`) on the data set of the first home and write its evaluation into
+    ``eval/<data set>/<peer>-<profile>`` of every home; the evaluation's summary (metrics with their intervals)."""
+    from xc_core.paths import eval_dir
+    from xc_core.stages.anchor_sets import load_with_anchors
+    from xc_core.stages.evaluate import evaluate_scores
+
+    dataset = load_with_anchors(homes[0], dataset_name)
+    started = time.perf_counter()
+    features, suffix = PEERS[peer]
+    scores, info = run_peer(dataset, homes[0] / "peers" / f"{dataset_name}{suffix}", features)
+    summary: dict[str, Any] = {}
+    for home in homes:
+        summary, _ = evaluate_scores(dataset, scores, eval_dir(home, dataset_name, peer, profile),
+                                     {"dataset": dataset_name, "method": peer, "profile": profile, "peer": info},
+                                     started)
+    summary.pop("subsets", None)
+    return summary
+
+
+def main() -> None:
+    """The command line: score one peer on one data set into the homes' eval folders; its summary on stdout."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", required=True, help="the profile whose eval folders the peer joins")
+    parser.add_argument("--homes", type=Path, nargs="+", required=True)
+    parser.add_argument("--peer", choices=sorted(PEERS), default="pecos")
+    args = parser.parse_args()
+    json.dump(evaluate_peer(args.dataset, args.profile, args.homes, args.peer), sys.stdout, indent=2, default=float)
+    print()
+
+
+if __name__ == "__main__":
+    main()
