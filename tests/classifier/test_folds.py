@@ -5,6 +5,7 @@ elsewhere; rows the encoder trained on are never scored."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,3 +67,30 @@ def test_temporal_blocks_are_added_before_the_first_until_the_rows_can_show_a_ga
     assert len(capped) == 3  # max_blocks bounds the refits, however short of rows
     enough = out_of_fold(tiny_data, folds=10, max_rows=10_000, seed=0, time_blocks=2, min_rows=rows, max_blocks=6)
     assert [f.name for f in enough] == [f.name for f in base]
+
+
+def _fusion_test(data: XCDataset, home: Path, out: Path, fold_workers: int) -> tuple[list, dict]:
+    """The stage's out-of-fold grid and the fusion test it printed, the folds refit ``fold_workers`` at a time."""
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.stage import fit_classifier_stage
+    from xc_core.profiles import encoder_config, get_profile
+
+    encoder = Path(encoder_config(get_profile("tiny"), home).model_path or "")
+    # test-sized refits and a small grid: what is compared is the fold threads, not the grid's breadth
+    cfg = ClassifierConfig(folds=2, epochs=1, random_negatives=256, fold_workers=fold_workers,
+                           alphas=(0.5, 1.0), untrained_offsets=(0.0, 0.1), linear_weights=(0.0, 0.4),
+                           memory_weights=(0.0, 1.6), popularity_weights=(0.0, 0.1), name_weights=(0.0, 0.4),
+                           tail_offsets=(0.0, 0.1))
+    fused = fit_classifier_stage(data, encoder, 16, cfg, out)
+    return fused.info["alpha_curve"], fused.info["fallback_tests"]["fusion"]
+
+
+def test_folds_refit_two_at_a_time_give_the_grid_and_test_of_one_at_a_time(tiny_data: XCDataset, tiny_home: Path,
+                                                                           tmp_path: Path) -> None:
+    """The refits are independent: the threads change the wall time, never the curve, the served fusion or its
+    out-of-fold test."""
+    curve, test = _fusion_test(tiny_data, tiny_home, tmp_path / "two", fold_workers=2)
+    alone_curve, alone = _fusion_test(tiny_data, tiny_home, tmp_path / "one", fold_workers=1)
+    assert len(curve) > 1 and test["folds"] >= 2
+    assert alone_curve == curve and alone["served"] == test["served"]
+    assert (alone["gain"], alone["low"], alone["high"]) == (test["gain"], test["low"], test["high"])
