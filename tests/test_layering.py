@@ -30,6 +30,7 @@ counted: Python initialises a package before any module in it, so that import or
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -340,3 +341,32 @@ def test_no_script_imports_another_and_no_test_imports_a_script() -> None:
     repo = ROOT.parent
     found = script_imports(tuple(repo / folder for folder in (*SCRIPT_FOLDERS, "tests")))
     assert not found, "scripts reached as modules (move what they share into xc_core):\n" + "\n".join(found)
+
+
+# -- the library's text states contracts; its history is in docs/results/ ------------------------------------------
+
+#: an issue or session named in the code: ``issue #43``, ``(#18)``, ``issue 43``, ``session 53``; a link to the page
+#: that holds its history (``docs/results/issue-43.md``) is where the reader should go, and is no mention
+HISTORY = re.compile(r"\bissue ?#?\d+|\(#\d+\b|#\d{2,3}'s\b|\bsession \d+", re.IGNORECASE)
+PAGE = re.compile(r"issue-\d+\.md")
+
+
+def history_mentions(roots: tuple[Path, ...], repo: Path = ROOT.parent) -> list[str]:
+    """``file:line`` for every line of the packages' sources naming an issue or a session."""
+    return [f"{path.relative_to(repo)}:{number}" for base in roots for path in sorted(base.rglob("*.py"))
+            for number, line in enumerate(path.read_text().splitlines(), start=1)
+            if HISTORY.search(PAGE.sub("", line))]
+
+
+def test_a_docstring_naming_an_issue_is_found(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    source = '"""The stage (issue #18)."""\nCOLOR = "#1f77b4"  # docs/results/issue-18.md\n'
+    (tmp_path / "pkg" / "mod.py").write_text(source)
+    assert history_mentions((tmp_path / "pkg",), repo=tmp_path) == ["pkg/mod.py:1"]
+
+
+def test_no_issue_or_session_is_named_in_the_library_or_the_dagster_layer() -> None:
+    """Issue #65: a docstring says what its code takes, returns and guarantees, and why; which issue asked for it and
+    what was measured live in docs/results/ (the tests and the experiments may name them)."""
+    found = history_mentions((ROOT, Path(xc_assets.__file__).parent))
+    assert not found, "name the reason, not the issue (history goes to docs/results/):\n" + "\n".join(found)

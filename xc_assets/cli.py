@@ -52,8 +52,8 @@ def _watched(args: argparse.Namespace, home: Path) -> Iterator[TextIO | None]:
     """What a command that runs Dagster shows while it works. By default: a line per step on stdout (the stream
     given to the block; none with ``--json``, whose stdout is one JSON line), the libraries' bars on a terminal, and
     everything written to stderr (Dagster's event log, torch's and MLflow's notices) in ``<home>/last-run.log``;
-    a run that stops names that log (and ``xc run`` prints its last lines when a step failed). ``--quiet``: as
-    before issue #66, the Dagster log on stderr and nothing else until the table."""
+    a run that stops names that log (and ``xc run`` prints its last lines when a step failed). ``--quiet``: the
+    Dagster log on stderr and nothing else until the table."""
     from xc_assets.progress import stderr_to
     from xc_core.progress import bars_to
 

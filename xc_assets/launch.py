@@ -1,4 +1,4 @@
-"""How xc launches its Dagster work, in one place (issue #44): the data set's assets, the lineage a run
+"""How xc launches its Dagster work, in one place: the data set's assets, the lineage a run
 materializes with its ingest config and partition range, a method partition's steps and their run config, the
 promotion's run config, and why a run failed. ``xc run``, ``xc promote``, ``xc results``, the jobs and the sensors
 all derive from these, so the chain is described once.

@@ -46,11 +46,11 @@ class _Recipe(TypedDict):
     attribute_anchor_filter: bool
 
 
-#: The fine-tuning recipe every real profile shares, chosen on validation (issue #11; docs/training.md):
+#: The fine-tuning recipe every real profile shares, chosen on validation (docs/training.md):
 #: the full shipped encoder as the start, in-batch softmax loss, lr 2e-5 with 10% warm-up, random batches
 #: (NGAME clusters of similar queries make unrecorded positives the negatives on sparse-label sets), and the
-#: best validation epoch kept, the starting encoder included. Brand- and location-safe (issue #32,
-#: docs/results/issue-32.md): per branded / located training query 10 mined labels of another brand / place as
+#: best validation epoch kept, the starting encoder included. Brand- and location-safe
+#: (docs/results/issue-32.md): per branded / located training query 10 mined labels of another brand / place as
 #: negatives, and no anchor edge between two different brands / places — item metadata and query text only, so a
 #: no-op on data sets without item metadata.
 RECIPE: _Recipe = {"loss": "softmax", "lr": 2e-5, "batching": "random", "select_best": True,

@@ -101,7 +101,7 @@ def code_changes(folder: Path | None = None) -> list[str] | None:
 def write_result(path: Path, text: str, root: Path | None = None) -> Path:
     """Write ``text`` to ``path``, a result file; inside the checkout (a file the repository keeps) only from
     committed code. Refused, naming the changed files and the fix, when :func:`code_changes` finds any or the tree
-    is not a git checkout (issue #64: every figure names the commit that made it, so the commit must be the code).
+    is not a git checkout (every figure names the commit that made it, so the commit must be the code).
     A path outside the checkout (scratch output) is written as is."""
     checkout = (root or SOURCE_ROOT.parent).resolve()
     if path.resolve().is_relative_to(checkout):

@@ -28,7 +28,7 @@ LINEAGE_MODULES = ("xc_core.stages.ingest", "xc_core.stages.simulate", "xc_core.
 #: modules the lineage imports that change none of its tables: the later stages' settings (the typed profiles hold
 #: them) and the validation split the dataset stage only *prints* a share of (``seen_query_text``). Without this
 #: stop every edit to the classifier or the trainer rebuilt every home's data sets and anchors (aol-1000: ~25 min).
-#: The trainer and the gradient agreement are stops too: the anchor stage's graph-worth check (issue #43) builds a
+#: The trainer and the gradient agreement are stops too: the anchor stage's graph-worth check builds a
 #: Trainer to measure how each set's regularizer gradient agrees with the task's, which changes no table; a trainer
 #: edit leaves the anchor sets current (the check is advice: `xc anchors` again refreshes its agreement column).
 LATER_STAGES = ("xc_core.training.config", "xc_core.training.validation", "xc_core.classifier.config",

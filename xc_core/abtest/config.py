@@ -45,7 +45,7 @@ class ABConfig(BaseModel):
     alpha: float = Field(default=0.05, gt=0, lt=1, description="significance level of the reported intervals")
     period: Literal["test", "validation"] = Field(default="test", description=(
         "whose traffic: the test period's (a result, read once), or the as many days before it — the promotion "
-        "split the registry gate's A/B test runs on, so a decision never reads the test period (issue #64); a "
+        "split the registry gate's A/B test runs on, so a decision never reads the test period; a "
         "replay reads the evaluation of the same split"))
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     outcomes: OutcomeConfig = Field(default_factory=OutcomeConfig)

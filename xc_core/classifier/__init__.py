@@ -1,4 +1,4 @@
-"""The classifier stage (issue #18): per-label vectors on top of any encoder, fused with it at search time.
+"""The classifier stage: per-label vectors on top of any encoder, fused with it at search time.
 
 ``train.py`` learns the vectors over cached embeddings, ``lexical.py`` the TF-IDF nearest-document channel,
 ``fusion.py`` is the one search path (label index ∪ classifier index ∪ lexical shortlist, re-scored; the union of

@@ -15,7 +15,7 @@ SELECTABLE = tuple(f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in r
 
 #: what a fusion may not lose against the encoder alone out of fold: the gate's primary metric and its guards (PSP@5,
 #: the tail bin's P@5: ``tracking.registry.PromotionPolicy``) and PSP@1, so the stage never builds a model the gate
-#: must reject (issue #63)
+#: must reject
 FUSION_GUARDS = ("P@1", "PSP@1", "PSP@5", "tail_P@5")
 
 

@@ -1,6 +1,6 @@
 """Out-of-fold rows for the classifier stage: every scored training document is ranked by a W (and a lexical
 channel) refit without it, so the fusion is chosen and tested on thousands of rows instead of a small validation
-split (issue #39).
+split.
 
 Folds follow the data set's split kind, so a validation row meets the model as a test query does:
 
@@ -141,7 +141,7 @@ def temporal_folds(dataset: XCDataset, folds: int, width: int, max_rows: int, se
         before, inside = days[days[:, 2] < start], days[(days[:, 2] >= start) & (days[:, 2] < start + width)]
         y_fit = binary_pairs(before, shape)
         candidates = np.unique(inside[:, 0])
-        # the block's own mix of repeated and new queries: never the test period's (issue #64)
+        # the block's own mix of repeated and new queries: never the test period's
         rows = _sample(candidates[~never[candidates]], max_rows // folds, seed, i)
         truth = binary_pairs(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,

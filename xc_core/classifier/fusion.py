@@ -8,7 +8,7 @@ With a lexical channel (``lexical.py``, kept only when validation gives it a wei
 the shortlist and ``lexical_weight * lexical`` is added to every candidate's score; it needs the query texts.
 Labels without a training positive (W is their text vector, so they score by text alone whatever alpha) get
 ``untrained_offset`` added: their own calibration against the trained labels' fused score, chosen on validation.
-With the hybrid channel (``linear.py``: XR-Linear on TF-IDF ⊕ the encoder's vector, issue #40) its beam's labels
+With the hybrid channel (``linear.py``: XR-Linear on TF-IDF ⊕ the encoder's vector) its beam's labels
 join the shortlist too and ``linear_weight * linear`` is added (0 outside its beam); it needs the query texts.
 The click memory (``memory.py``) adds ``memory_weight`` times a repeated query's remembered click days (its labels
 join the shortlist; it needs the query texts), and ``popularity_weight`` times each label's click popularity joins
@@ -16,7 +16,7 @@ the per-label offsets. The name channel (``names.py``) adds ``name_weight`` time
 label's name (the labels it names join the shortlist; it needs the query texts). The trained labels of the
 tail frequency bin (``label_quantiles``' bin 0 over W's training documents, with every label W saw no positive for)
 get ``tail_offset`` added: the channels that lift head labels (memory, popularity, W) push rare labels the encoder
-ranked well down, and the offset, chosen out of fold under the gate's tail guard, puts them back (issue #63).
+ranked well down, and the offset, chosen out of fold under the gate's tail guard, puts them back.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Why: the dense channels (label text, W) compress a label into one 384-d vector; a head label reached by
 thousands of differently worded queries (misspellings, site names, ``login`` variants) is where a linear
-TF-IDF classifier still wins (issue #18's decile table). A sparse nearest-neighbour vote remembers those
-surface forms: a query's ``neighbours`` most TF-IDF-similar training documents (cosine, word 1..n-grams)
+TF-IDF classifier still wins (docs/results/issue-18.md, the decile table). A sparse nearest-neighbour vote
+remembers those surface forms: a query's ``neighbours`` most TF-IDF-similar training documents (cosine, word 1..n-grams)
 vote for their labels with weight ``cosine ** power``; a label's lexical score is its vote divided by the
 row's largest vote, so it lies in [0, 1] like the cosines it is added to. Its top labels join the shortlist,
 and the fused score becomes ``alpha * encoder + (1 - alpha) * classifier + weight * lexical`` with the weight

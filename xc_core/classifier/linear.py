@@ -1,4 +1,4 @@
-"""The hybrid channel of the fused search: XR-Linear on sparse ⊕ dense features, inside xc (issue #40).
+"""The hybrid channel of the fused search: XR-Linear on sparse ⊕ dense features, inside xc.
 
 Why: W (``train.py``) is one 384-d vector per label over the frozen sentence vectors and forgets the surface forms
 (site names, misspellings, codes) a sparse linear model keeps; on the labels with training positives a one-minute
@@ -19,8 +19,8 @@ numpy < 2, so xc carries the method (Yu et al., "PECOS", JMLR 2022), with PECOS'
   ``exp(-max(0, 1 - s) ** 3)`` (PECOS's ``l3-hinge``) along its path, in (0, 1]. Labels without a training positive
   have no classifier and are never in the beam.
 
-On out-of-fold rows of synthetic and wikispeedia (docs/results/issue-40.md) this solver is level with libpecos
-on the same features. Stored as plain arrays (vocabularies JSON, idf, one ``.npz`` per layer), never a pickle.
+The solver is checked against libpecos on the same features (``experiments/solver_parity/``). Stored as plain
+arrays (vocabularies JSON, idf, one ``.npz`` per layer), never a pickle.
 """
 
 from __future__ import annotations

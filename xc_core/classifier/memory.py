@@ -1,4 +1,4 @@
-"""Two channels of the fused search that remember the clicks themselves (issue #40): the click memory of repeated
+"""Two channels of the fused search that remember the clicks themselves: the click memory of repeated
 queries and the labels' popularity.
 
 Why: every other channel ranks from a training label *set* — the data set's label matrix is 0/1, so a query that
@@ -40,9 +40,9 @@ POPULARITY_FILE = "popularity.npy"  # per label, beside fusion.json, only when t
 
 
 def memory_key(text: str) -> str:
-    """The form in which a query matches a training document: lower-cased, whitespace collapsed. (Its distinct
-    words as a sorted set remembered +0.07 P@1 more on aol-1000's out-of-fold blocks, within noise, and cost P@5
-    −0.32 [−0.48, −0.17] on synthetic's test, paired with the model before it. Not kept; session 53.)"""
+    """The form in which a query matches a training document: lower-cased, whitespace collapsed. Word order
+    counts: a sorted set of the distinct words was tried and cost P@5 for no significant gain
+    (docs/results/issue-40.md)."""
     return " ".join(text.lower().split())
 
 

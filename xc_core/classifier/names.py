@@ -1,10 +1,10 @@
-"""The name channel of the fused search (issue #40): a label whose name the query writes out.
+"""The name channel of the fused search: a label whose name the query writes out.
 
 Why: where a label is a site, its text is the host's words ("bankofamerica", "007museum"). A query that spells the
 name out ("bank of america", "www.bankofamerica.com", "bankofamerica online") names that label, yet neither the
 encoder's subword vectors nor the TF-IDF n-grams (cut at spaces) see the unsegmented name in the query. Compared
-without spaces, they match. Measured on aol-1000's out-of-fold blocks before it was built in
-(``experiments/name_match/name_match.py``, ``docs/results/issue-40.md``): added to the stage's own fusion, cross-fitted.
+without spaces, they match. The channel is one more weight of the stage's own fusion, chosen and tested cross-fitted
+like the others (what it gained before it was built in: ``experiments/name_match/``).
 
 The score of (query, label), with ``q`` and ``n`` the two texts lower-cased without whitespace (:func:`name_key`):
 when the shorter of the two (4 characters or more) occurs in the longer, ``(len(shorter) / len(longer))²``, else 0.

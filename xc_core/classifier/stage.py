@@ -3,8 +3,8 @@
 The fusion (α, the lexical weight γ, the offset β on untrained labels, the hybrid channel's weight δ, the click
 memory's weight μ and the label popularity's ρ — ``memory.py`` — and the name channel's ν — ``names.py``) is chosen
 on
-*out-of-fold* training documents (``classifier/folds.py``, issue #39): W, the lexical and the hybrid channel
-(``linear.py``, issue #40) are refit ``folds`` times, each without the rows it then scores — by blocks of days for
+*out-of-fold* training documents (``classifier/folds.py``): W, the lexical and the hybrid channel
+(``linear.py``) are refit ``folds`` times, each without the rows it then scores — by blocks of days for
 event logs (rolling origin: a repeated query meets W as in the test period), by document folds elsewhere — so
 thousands of rows decide, not a small validation split. The whole choice is tested
 once against the encoder alone (α = 1, γ = β = δ = 0), cross-fitted over those folds
@@ -268,8 +268,8 @@ def fusion_selector(oof: OutOfFoldGrid, cfg: ClassifierConfig) -> Callable[[np.n
 
     def select(rows: np.ndarray) -> Fusion:
         # only fusions that keep every guard metric at least at the encoder's on these rows are candidates: a pick
-        # by P@1 alone may buy head labels with the tail (wikispeedia: +4.8 P@1 out of fold, PSP@1 lost, fallback;
-        # synthetic: +11 P@1 on the test split with the tail bin's P@5 13% down, rejected by the gate)
+        # by P@1 alone may buy head labels with the tail, which the gate's guards then reject
+        # (docs/results/issue-63.md)
         floor = {g: oof.value(ENCODER_ONLY, g, rows) for g in guards}
 
         def keeps(fusion: Fusion) -> bool:
@@ -300,8 +300,8 @@ def fusion_selector(oof: OutOfFoldGrid, cfg: ClassifierConfig) -> Callable[[np.n
                   if settled(_fusion(alpha, weight, b, linear, memory, p, name)) is not None] or [(0.0, 0.0)]
         # popularity orders the labels with clicks among themselves, so its weight is chosen where only they rank
         # (the seen-label view, where the offset moves nothing); the offset then places the untrained labels among
-        # them, on all labels. Chosen together on all labels, the pair traded the one against the other: on aol-1000's
-        # out-of-fold blocks the same all-label P@1 (30.28 against 30.25) and +0.18 in the seen view (session 53)
+        # them, on all labels. Chosen together on all labels, the pair traded the one against the other (the same
+        # all-label P@1, less in the seen view)
         popularity = max({p for p, _ in shifts}, key=lambda p: (
             value(_fusion(alpha, weight, 0.0, linear, memory, p, name), seen=True), -p))
         offset = max((b for p, b in shifts if p == popularity),

@@ -152,7 +152,7 @@ class XCDataset:
     label_attributes: dict[str, list[str | None]] = field(default_factory=dict)
     #: (train document, label, day) for every day a training pair was clicked, days counted from the train window's
     #: first day: event logs only (empty elsewhere). Out-of-fold decisions cut time blocks with it, so a
-    #: validation row meets the model as a test query does (issue #39); every pair is one of the data set's own
+    #: validation row meets the model as a test query does; every pair is one of the data set's own
     #: ``y_train`` pairs (a method that rewrites ``y_train`` for its training keeps the clicks' days).
     train_pair_days: np.ndarray = field(default_factory=lambda: np.empty((0, 3), dtype=np.int64))
 

@@ -11,7 +11,7 @@ Anchor sets come from the train-window graph tables (:mod:`xc_core.datasets.grap
   edges (``AnchorSet.test_edges``, the graph at inference only): the queries asked before a test query in the
   session of its first test-window ask (:func:`~xc_core.datasets.graph_tables.test_window_cosession`) that are
   already anchors of the set, at most ``doc_anchors`` — the session context a serving system has when the query
-  arrives (issue #64: no later session, nothing typed after it). The train
+  arrives (no later session, nothing typed after it). The train
   tables and the train-document edges never see the test window.
 - ``click_graph`` — anchors are query texts. Label side: the train queries that clicked the item. Named for
   what it is: these (query, item) pairs are training pairs, so this set adds labelled pairs a subsampled
@@ -198,7 +198,7 @@ def window_deciles(con: duckdb.DuckDBPyConnection, source: str, params: list[obj
                    split: datetime) -> dict[str, int]:
     """Query decile by traffic (RAMEN Table 1) in the training window (events before ``split``): queries sorted by
     frequency, each decile ~10% of the window's events. A query the window never saw is not here (the caller's 9,
-    the tail). The test period's own counts never enter (issue #64): a served model knows only the window."""
+    the tail). The test period's own counts never enter: a served model knows only the window."""
     freq = _frame(con, f"SELECT query_text AS q, count(*) AS n FROM {source} WHERE ts < ? GROUP BY 1 "
                        "ORDER BY n DESC, q", [*params, split])
     share = freq.get_column("n").cum_sum() / freq.get_column("n").sum()

@@ -206,7 +206,7 @@ def _build_on_spark(store: EventStore, queries: dict[str, str], tmps: dict[str, 
 def test_window_cosession(con: duckdb.DuckDBPyConnection, events: str, params: list[object], test_start: datetime,
                           test_end: datetime, cfg: GraphConfig) -> pl.DataFrame:
     """``q1, q2, sessions, users, test_start, test_end``: the graph at inference of the test queries, as of each
-    query's time (issue #64). A test query ``q1`` is linked to the queries ``q2`` asked *before* it in the session
+    query's time. A test query ``q1`` is linked to the queries ``q2`` asked *before* it in the session
     of its first ask in the test window ``[test_start, test_end)`` — what a served model has when ``q1`` arrives:
     never a later session, nor what the user typed after it. Sessions keep the train tables' size limit; the
     support threshold (``min_sessions``) cannot apply to one session, so every such pair counts once. In memory

@@ -1,4 +1,4 @@
-"""Label and query embedding as a batch job on a dask cluster (issue #42, item 3): N workers, vectors in shards.
+"""Label and query embedding as a batch job on a dask cluster: N workers, vectors in shards.
 
 A table of texts (label texts, query texts: a list, or a column of a Parquet file such as a data set's
 ``labels.parquet``) is cut into contiguous row ranges, one per shard; each range is a dask task that encodes its

@@ -1,4 +1,4 @@
-"""The graph tables and the sessions on Apache Spark (issue #42): the same SQL as the duckdb build, run by Spark SQL.
+"""The graph tables and the sessions on Apache Spark: the same SQL as the duckdb build, run by Spark SQL.
 
 duckdb is the default and stays so (one machine, no JVM). Spark is for an ads team whose logs already live on a
 Spark cluster: ``GraphConfig(engine="spark", spark_master="spark://host:7077")`` (or ``yarn``, ``k8s://…``)

@@ -3,7 +3,7 @@
 A stage that *learns* a choice — the classifier's fusion (α < 1, the lexical channel's weight γ > 0, an offset on
 untrained labels) against the encoder alone, a trained epoch against epoch 0 (the starting encoder), IRENE against
 its encoder, TextGNN/OAK against their start — serves its candidate only when the *selection procedure* that picked
-it beats the fallback out of sample, on every scored row (issue #39: power before verdicts):
+it beats the fallback out of sample, on every scored row (power before verdicts):
 
 - the rows are cut into folds; for each fold the procedure picks its candidate on the *other* folds' rows, and the
   fold's rows get that candidate's ranking (a cross-fitted test of the whole procedure: no row is ranked by a

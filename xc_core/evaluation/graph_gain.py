@@ -1,4 +1,4 @@
-"""Where the graph should pay, measured (issue #43, item 4): ``ramen`` − ``dual_encoder`` (and their ``-clf``s) on the
+"""Where the graph should pay, measured: ``ramen`` − ``dual_encoder`` (and their ``-clf``s) on the
 same test queries, on all of them, on the tail half and per query-frequency decile, beside the graph-worth check's
 prediction for the data set.
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 #: cut-offs of the rates: the first label, the A/B's slots, a wider list, and the A/B's candidate depth (it shows 5
-#: of an arm's top-100 ads by score × bid: on the synthetic world the @100 rate ranks models as both BMRs do, issue #32)
+#: of an arm's top-100 ads by score × bid: on the synthetic world the @100 rate ranks models as both BMRs do)
 MISMATCH_KS = (1, 5, 10, 100)
 #: the cut-off with a bootstrap interval (the A/B shows up to 5 ads)
 HEADLINE_K = 5

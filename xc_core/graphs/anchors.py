@@ -34,11 +34,9 @@ class AnchorConfig(BaseModel):
     prune: bool = Field(default=True, description="prune with the encoder (cosine > threshold)")
     prune_threshold: float = Field(default=0.0, description="RAMEN keeps anchors with cosine > 0")
     # Mean-pooled MiniLM embeddings are anisotropic (a large component shared by every text), so RAMEN's raw
-    # "cosine > 0" keeps everything. Measured on wikispeedia links (`bench_graphs.py --part prune`): with MiniLM
-    # cut to 3 layers the 5th percentile of the link-edge cosine is 0.473 and the median random document–anchor
-    # pair 0.566, so 100% of both pass; after subtracting the mean embedding 74% of link edges and 46% of random
-    # pairs pass (81% vs 45% for true vs random document–label pairs). Full MiniLM-L6: raw 99.7% vs 96.3%,
-    # centred 77% vs 45%.
+    # "cosine > 0" keeps everything: true and random pairs alike pass. Centred on the mean embedding, the
+    # threshold separates link edges from random pairs (`benchmarks/bench_graphs.py --part prune` measures both;
+    # docs/graphs.md has the figures).
     prune_center: bool = Field(default=True, description="centre embeddings on their mean before the cosine "
                                "(corrects the anisotropy of mean-pooled embeddings); False: RAMEN's raw cosine")
 

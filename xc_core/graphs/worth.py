@@ -1,9 +1,9 @@
-"""Will this graph help? A check of every anchor set before RAMEN trains on it (issue #43).
+"""Will this graph help? A check of every anchor set before RAMEN trains on it.
 
 RAMEN's regularizer pulls a document (label) toward its anchors. That can only help retrieval where the anchors say
-something the training labels do not: issue #11 found aol-1000's click-graph set equal to the training labels (the
-regularizer repeats the task loss) and #32 found co-session anchors that name another brand. This module measures,
-per set and from training and validation rows only (never the test split):
+something the training labels do not: a click-graph set equal to the training labels only repeats the task loss, and
+co-session anchors that name another brand pull toward the wrong label (docs/results/issue-11.md, issue-32.md).
+This module measures, per set and from training and validation rows only (never the test split):
 
 - **novelty**: the share of the validation documents' held-out positives that the set reaches — within two hops of
   the document's text through the set's edges (at least one hop a set edge, the other may be a training pair) — and

@@ -210,7 +210,7 @@ RankRows = Callable[[slice, int], tuple[np.ndarray, np.ndarray]]
 @dataclass(frozen=True)
 class ExactRanking:
     """Offline evaluation's ranking, scored exactly over the whole label space, with the serving (ANN) path's
-    agreement beside it: evaluation compares models, not two approximate graphs (issue #63)."""
+    agreement beside it: evaluation compares models, not two approximate graphs."""
 
     scores: np.ndarray  # (queries, k) exact similarities, best first
     ids: np.ndarray  # (queries, k) label ids, −1 padded

@@ -1,4 +1,4 @@
-"""The label index as shards searched as one (issue #42, item 3).
+"""The label index as shards searched as one.
 
 Each shard is an xc :class:`LabelIndex` over one shard of the label vectors (``engines/embedding.py`` writes them,
 one per worker): flat (exact), HNSW or IVF, with its own manifest and checks. A search asks every shard for its

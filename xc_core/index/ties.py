@@ -5,8 +5,8 @@ Why not equal ids: two float paths to one ranking (torch vs ONNX Runtime for the
 kernels) differ in the last bits, and the order of labels whose scores differ by no more than that is noise, not
 the model. On the tiny synthetic data set such ties are frequent and exact: 38 label texts occur more than once,
 their copies have one vector and so one score for every query (58 of 193 test queries have a tie at rank 1), and
-which copy faiss's HNSW returns first is its visiting order's choice — issue #41 saw labels 233 and 302, both
-"achilles heel brace", swap places between the served model and the scorer on another machine.
+which copy faiss's HNSW returns first is its visiting order's choice — two copies of one
+label text can swap places between the served model and the scorer on another machine.
 
 Why not a float tolerance alone: a real divergence must still show. OAK's query fed another query's graph
 neighbours moves its label scores by about 1e-3, with no neighbours by about 1e-2; ONNX vs torch moved them by

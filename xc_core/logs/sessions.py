@@ -144,7 +144,7 @@ def assign_sessions(events: pl.DataFrame, gap_minutes: float, context: pl.DataFr
     return events.with_columns(session_ids(events, gap_minutes, last_session_per_user(context)))
 
 
-# -- the same sessions as one SQL definition (issue #42) ------------------------------------------------------------
+# -- the same sessions as one SQL definition ------------------------------------------------------------
 # Ingestion cuts sessions incrementally above (polars, a day at a time, continuing each user's tail). An engine that
 # holds a whole span of events at once (Spark, where an ads team's logs live; duckdb) cuts them with this one query:
 # per user in time order, a row starts a session when it is the user's first or comes more than the gap after the

@@ -1,4 +1,4 @@
-"""Ingestion with Spark as its engine (issue #42): the same validation, on Spark's executors, into the same store.
+"""Ingestion with Spark as its engine: the same validation, on Spark's executors, into the same store.
 
 What runs where:
 

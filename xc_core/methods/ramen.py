@@ -1,7 +1,7 @@
 """``ramen``: dual encoder + graph regularizers on every anchor set, both sides, with pruning and the
 bandit-tuned λs (Mittal et al., "Graph Regularized Encoder Training for Extreme Classification").
 
-Two rules of issue #43 around the paper's method: only the anchor sets the graph-worth check finds adding
+Two rules around the paper's method: only the anchor sets the graph-worth check finds adding
 information keep their starting λ (``TrainConfig.graph_worth``), and the trained encoder is served only when it beats
 ``dual_encoder``'s on the validation rows (``EncoderMethod.text_only``), else ``dual_encoder``'s is."""
 

@@ -46,7 +46,7 @@ def materialize_dataset(name: str, home: Path, seed: int = 0,
 def seen_text_shares(dataset: XCDataset) -> dict[str, Any]:
     """Per split, the share of its queries whose text was trained on (validation: the default split settings, seed 0;
     training/validation.py). Printed for the reader after the fact: validation keeps the training window's own mix,
-    and no choice reads the test's (issue #64); a wide gap says the test period differs from the window's end."""
+    and no choice reads the test's; a wide gap says the test period differs from the window's end."""
     import numpy as np
 
     from xc_core.training.config import TrainConfig

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: the linear peers, scored by xc_core.stages.peer into the same folders: every method is paired with them.
 #: ``pecos``: XR-Linear on TF-IDF; ``pecos-xc``: XR-Linear on xc's own features, [TF-IDF ⊕ the untrained encoder's
-#: vectors] (the XR-Transformer-style peer of issue #40)
+#: vectors] (the XR-Transformer-style peer)
 PEERS = ("pecos", "pecos-xc")
 
 

@@ -51,7 +51,7 @@ def ingest_files(sources: list[Source], home: Path, cfg: IngestConfig,
     from xc_core.logs.errors import NothingStoredError
     from xc_core.logs.ingest import ingest
 
-    if cfg.engine == "spark":  # each file validated by a Spark task, the same store (issue #42)
+    if cfg.engine == "spark":  # each file validated by a Spark task, the same store
         from xc_core.logs.spark_ingest import ingest_on_spark
 
         summary = ingest_on_spark(sources, home, cfg, window=window, master=cfg.spark_master)

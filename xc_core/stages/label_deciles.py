@@ -1,4 +1,4 @@
-"""The tail in view (issue #63): each method's P@5 by label-frequency decile, and the best classifier stage's paired
+"""The tail in view: each method's P@5 by label-frequency decile, and the best classifier stage's paired
 difference to its own encoder per decile (RAMEN Table 8 reads the tail by decile; PSP hides what a decile shows).
 
 Deciles are :func:`~xc_core.evaluation.analyses.label_quantiles` with 10 bins over the training positives (0 = tail,

@@ -349,7 +349,7 @@ def dataset_results(data: XCDataset, home: Path, profile: str, methods: tuple[st
 def _graph(data: XCDataset, home: Path, records: dict[str, EvaluationRecord],
            trained: dict[str, TrainedModel]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The graph-worth check of ``data``'s anchor sets (its table and what it predicts) and the measured ramen −
-    dual_encoder (issue #43): {} / [] where the anchor stage recorded no check or the pair was not evaluated."""
+    dual_encoder: {} / [] where the anchor stage recorded no check or the pair was not evaluated."""
     from xc_core.evaluation.graph_gain import gain_rows
     from xc_core.graphs.worth import kept_sets, worth_table
     from xc_core.paths import anchors_dir

@@ -1,6 +1,6 @@
 """The results page as Markdown (``RESULTS.md``), and :class:`DatasetResults`, what it shows for one data set: the
 headline table, each data set's metrics, paired differences, learned choices, graph check, peers and costs.
-Gathering the records is ``stages/results.py``'s work; this module only lays them out (split from it, issue #44)."""
+Gathering the records is ``stages/results.py``'s work; this module only lays them out."""
 
 from __future__ import annotations
 

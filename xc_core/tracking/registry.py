@@ -6,12 +6,12 @@ there is no champion yet, or when the challenger's primary metric is strictly be
 the policy's confidence on the same queries (paired bootstrap, :func:`paired_lead`), the lead is at
 least the policy's ``min_lead``, and no guard metric (PSP@5, the tail bin's P@5) is *significantly* worse than the
 champion's: each guard is a paired test on the same queries, and a difference whose interval holds 0 is a
-tie band, reported with its interval — not a fixed margin on two point estimates (issue #63). The decision, both
+tie band, reported with its interval — not a fixed margin on two point estimates. The decision, both
 metric sets, the paired intervals and the reason are written as version tags.
 
 The gate decides on the **promotion split** (``PROMOTION_SPLIT``: each model's validation rows, scored with the
 test protocol), never on the test split: the winner among versions, scored on the rows that chose it, would be a
-biased figure (issue #64). A version carries its test scores as ``test_metric.*`` tags, shown beside the decision
+biased figure. A version carries its test scores as ``test_metric.*`` tags, shown beside the decision
 (:meth:`Decision.test_view`, which says when the test disagrees) and read by no rule.
 
 Metrics are fractions in [0, 1] (reports print them ×100 as points), and so are ``min_lead`` and the
@@ -32,7 +32,7 @@ CHAMPION, CHALLENGER = "champion", "challenger"
 
 #: the split the gate decides on: each model's validation rows (an event log's last days before the test period, a
 #: held-out slice of an XC folder's training documents), scored with the test protocol. The test split is only shown
-#: beside a decision (``test_metric.*`` tags), never read by it (issue #64)
+#: beside a decision (``test_metric.*`` tags), never read by it
 PROMOTION_SPLIT = "validation"
 SPLIT_TAG, TEST_PREFIX = "promotion.split", "test_"
 

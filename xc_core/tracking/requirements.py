@@ -1,4 +1,4 @@
-"""What a logged pyfunc model carries so that it loads outside xc's checkout and environment (issue #41).
+"""What a logged pyfunc model carries so that it loads outside xc's checkout and environment.
 
 Requirements are explicit (MLflow does not infer them, which is fast) and pinned at log time to the versions installed
 in the logging environment (``importlib.metadata``), so a model reinstalls exactly what it was logged and checked

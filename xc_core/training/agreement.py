@@ -1,4 +1,4 @@
-"""Gradient agreement of each anchor set with the task (issue #43, the graph-worth check's part (b)).
+"""Gradient agreement of each anchor set with the task (the graph-worth check's part (b)).
 
 At the starting encoder, for each regularizer term of ``ramen``'s objective (one per anchor set and side), the
 cosine between its gradient on *training* batches — the direction training would move the encoder for that set —

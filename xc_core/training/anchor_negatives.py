@@ -1,4 +1,4 @@
-"""Hard negatives for RAMEN's graph regularizers (``TrainConfig.anchor_negatives``, issue #43).
+"""Hard negatives for RAMEN's graph regularizers (``TrainConfig.anchor_negatives``).
 
 RAMEN's regularizer asks a node (a training document, or a label) to pick its own anchor among the batch's other
 rows' anchors. Those are random texts, which an untrained encoder already tells apart from the node's anchor: the
@@ -12,9 +12,8 @@ drawn uniformly, to the row's regularizer softmax (``batches.BatchBuilder``, ``l
 Candidates are the set's anchors that some node of that side reaches, so a set restricted to a training
 subsample is mined over its own neighbourhood, not over every anchor text of the data set.
 
-Measured (docs/results/issue-43.md, "Hard negatives in the regularizer"): on the oracle anchor set the negatives
-raise the regularizer's loss 6–9-fold and move test P@1 by −0.04 [−0.53, +0.44] (synthetic, 2 seeds), so the
-option stays off by default.
+Off by default: on the oracle anchor set the negatives raise the regularizer's loss but did not move test P@1
+(docs/results/issue-43.md, "Hard negatives in the regularizer", has the figures).
 """
 
 from __future__ import annotations

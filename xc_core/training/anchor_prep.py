@@ -1,7 +1,7 @@
-"""The anchor sets as the trainer reads them (split from the trainer, issue #44): the data set's sets without
+"""The anchor sets as the trainer reads them: the data set's sets without
 edges to held-out texts, cut to what a batch can reach, without attribute-crossing edges, optionally turned into
 labelled pairs (the ``anchor_pairs`` control), checked against the method's request, and muted where the
-graph-worth check found no information (issue #43)."""
+graph-worth check found no information."""
 
 from __future__ import annotations
 

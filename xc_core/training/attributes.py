@@ -1,4 +1,4 @@
-"""Brand- and location-safe training from item metadata and query text (issue #32).
+"""Brand- and location-safe training from item metadata and query text.
 
 Two switches of :class:`~xc_core.training.config.TrainConfig` use what a real ads log has — the items' ``brand`` /
 ``location`` (``XCDataset.label_attributes``) and the query text — never a simulator's hidden grades:

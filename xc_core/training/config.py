@@ -47,14 +47,14 @@ class TrainConfig(BaseModel):
     anchor_pairs: bool = Field(default=False, description="control for label-side anchor sets of documents (e.g. "
                                "the click graph): add each (anchor document, label) edge as a training pair instead "
                                "of a regularizer, so 'more labelled pairs' and 'graph signal' can be told apart")
-    attribute_negatives: int = Field(default=0, ge=0, description="brand/location-safe hard negatives (issue #32, "
-                                     "training/attributes.py): every attribute_refresh_every epochs, per training "
+    attribute_negatives: int = Field(default=0, ge=0, description="brand/location-safe hard negatives "
+                                     "(training/attributes.py): every attribute_refresh_every epochs, per training "
                                      "document whose text names a brand or place some label carries, mine this many of "
                                      "the encoder's most "
                                      "similar labels carrying another value; each step adds one to the row's softmax "
                                      "(0: off; nothing changes on data sets without item metadata; softmax loss only)")
-    anchor_negatives: int = Field(default=0, ge=0, description="hard negatives in the graph regularizers (issue "
-                                  "#43's hypothesis: in-batch anchors are random texts, easy to tell from a node's "
+    anchor_negatives: int = Field(default=0, ge=0, description="hard negatives in the graph regularizers (the "
+                                  "hypothesis: in-batch anchors are random texts, easy to tell from a node's "
                                   "own): before every epoch, per regularized node, mine this many of the current "
                                   "encoder's most similar anchors of the set that are not its own "
                                   "(training/anchor_negatives.py); each step adds one to the row's regularizer "
@@ -74,7 +74,7 @@ class TrainConfig(BaseModel):
     shortlist_refresh_every: int = Field(default=5, ge=1, description="epochs between shortlist refreshes "
                                          "(NGAME: 5)")
     attribute_anchor_filter: bool = Field(default=False, description="drop anchor edges whose two ends carry "
-                                          "different brands / places (item metadata, query text; issue #32); a no-op "
+                                          "different brands / places (item metadata, query text); a no-op "
                                           "on data sets without item metadata")
     graph_worth: bool = Field(default=True, description="start the regularizer of every anchor set the graph-worth "
                               "check (graphs/worth.py, recorded by `xc anchors`) does not find adding information at "

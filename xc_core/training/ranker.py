@@ -1,4 +1,4 @@
-"""How the trainer ranks its validation rows (split from the trainer, issue #44): the validation label space, an
+"""How the trainer ranks its validation rows: the validation label space, an
 encoder's exact top-k over it (ties ranked as the test ranks them), the selection metrics, the brand / place
 mismatch of the ranking, and the epoch choice those rows decide (``selection.EpochChoice``)."""
 
@@ -72,7 +72,7 @@ class ValidationRanker:
 
     def mismatch(self, top: np.ndarray) -> dict[str, float]:
         """Brand / place mismatch@k of the validation documents naming one (evaluation/mismatch.py: ranks models
-        as the A/B's bad-match rates do, issue #32), from item metadata and query text; {} without metadata."""
+        as the A/B's bad-match rates do), from item metadata and query text; {} without metadata."""
         if self.attributes is None:
             return {}
         from xc_core.evaluation.mismatch import mismatch_counts

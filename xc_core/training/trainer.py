@@ -368,7 +368,7 @@ class Trainer:
 
     def against_encoder(self, folder: Path, name: str) -> Decision:
         """The never-worse rule between this trainer's served encoder and another method's trained one (``folder``)
-        on the same validation rows: ``ramen`` against ``dual_encoder`` (issue #43) — the graph is served only when
+        on the same validation rows: ``ramen`` against ``dual_encoder`` — the graph is served only when
         it beats the text-only encoder on the epoch choice's metric and loses no guard. A plain paired test: both
         encoders chose their epoch on these rows, a bias the two share (docs/graphs.md, "Will this graph help?")."""
         from xc_core.evaluation.fallback import against_fallback
@@ -402,7 +402,7 @@ class Trainer:
     def validation_task_loss(self) -> float:
         """The bandit's reward: the task loss L on a fixed mini-batch of *training-side* rows (see bandit.py) —
         never a validation row, which would let the rows that pick the epoch and test it against epoch 0 steer
-        training (issue #39)."""
+        training."""
         import torch
 
         rng = seeds.rng(self.cfg.seed, Stream.BANDIT_REWARD_BATCH)

@@ -1,7 +1,7 @@
 """The validation rows every trainer and selection shares: the split of the training documents, the label space they
 are scored in, exact top-k search and recall — below the trainer and the checkpoint selection, which both use them.
 
-Validation is built as the data set's test split is (issue #39), by :func:`validation_split`:
+Validation is built as the data set's test split is, by :func:`validation_split`:
 
 - **documents** (XC folders, wikispeedia: a test document was never trained on): a seeded share of the training
   documents, held out of training entirely (:func:`split_validation`);
@@ -10,7 +10,7 @@ Validation is built as the data set's test split is (issue #39), by :func:`valid
   the clicks before them — so a query asked before is a *repeated* query, trained on with its earlier clicks, and a
   query first asked in those days is new. The rows are a seeded sample of those days' queries in the mix of
   repeated and new texts the days themselves hold: the training window's own stand-in for the period after it.
-  Nothing here reads the test split (issue #64) — the test period's make-up is not known when a model ships, and
+  Nothing here reads the test split — the test period's make-up is not known when a model ships, and
   a selection steered by it (the former "test mix": synthetic 89% repeated, aol-1000 13%) is tuned to the test.
 
 Both are sized for power, not a fixed 5%: the share ``val_fraction`` with a floor (``val_min`` rows, at most
@@ -93,7 +93,7 @@ class ValidationSplit:
         training rows only (a documents split's validation rows keep no label; a temporal split's keep their clicks
         before the validation days) and the click days before those days. Rows keep their indices, so a stage that
         fits on this view (the classifier stage) can be scored on the validation rows out of sample — the promotion
-        split the gate decides on (issue #64)."""
+        split the gate decides on."""
         keep = np.zeros(len(dataset.train_texts), dtype=bool)
         keep[self.train_rows] = True
         labels = sp.diags(keep.astype(np.float32)) @ sp.csr_matrix(self.y_fit)
@@ -130,7 +130,7 @@ def validation_split(dataset: XCDataset, cfg: TrainConfig) -> ValidationSplit:
 
 
 def _validation_size(n: int, cfg: TrainConfig) -> int:
-    floor = min(cfg.val_min, int(n * cfg.val_min_share))  # sized for power where the data allows (issue #39)
+    floor = min(cfg.val_min, int(n * cfg.val_min_share))  # sized for power where the data allows
     return int(min(cfg.val_max, max(10, round(n * cfg.val_fraction), floor)))
 
 
@@ -176,7 +176,7 @@ def split_validation(n: int, cfg: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
     order = rng.permutation(n)
     n_val = _validation_size(n, cfg)
     if cfg.val_from_unused and cfg.max_train_docs is not None:
-        # documents the seeded subsample would never train on validate instead, up to val_max (issue #32)
+        # documents the seeded subsample would never train on validate instead, up to val_max
         n_val = int(max(n_val, min(cfg.val_max, n - cfg.max_train_docs)))
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 

@@ -28,9 +28,9 @@ class EncoderMethod:
     transform: Callable[[XCDataset, TrainConfig], XCDataset] | None = None  # e.g. AugGT's label propagation
     needs_anchor_sets: bool = False  # trains on the graph: refuse to run without materialized anchor sets
     encoder_overrides: dict[str, Any] = field(default_factory=dict)  # EncoderConfig fields this method sets
-    classifier: bool = False  # ends with the classifier stage: per-label vectors fused with the encoder (#18)
+    classifier: bool = False  # ends with the classifier stage: per-label vectors fused with the encoder
     #: the method whose trained encoder this one must beat on validation, else that encoder is served (``ramen``:
-    #: ``dual_encoder`` — a graph that does not pay is not served; issue #43); it should also be in ``requires``
+    #: ``dual_encoder`` — a graph that does not pay is not served); it should also be in ``requires``
     text_only: str | None = None
 
     @property

@@ -166,7 +166,7 @@ def _text_only_base(home: Path, dataset: str, method: EncoderMethod, profile: st
 
 def _against_text_only(trainer: Any, method: EncoderMethod, encoder_dir: Path,
                        text_only: dict[str, Any] | None) -> dict[str, Any]:
-    """The never-worse rule between the trained encoder and ``method.text_only``'s (issue #43): when the test does not
+    """The never-worse rule between the trained encoder and ``method.text_only``'s: when the test does not
     keep this method's encoder, the text-only one is copied in its place and served. Recorded in the summary, MLflow
     and the results page (a fallback test like the epoch's)."""
     import logging

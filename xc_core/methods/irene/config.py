@@ -1,6 +1,6 @@
 """IRENE's stage-II settings (IRENE, Table 10 for the paper's values). The same defaults for every data set; the
 association threshold τ0, how seen labels associate, the combiner's loss — and whether the encoder alone serves
-better — are chosen out of fold (issue #39: stage II refit per fold of the training queries, scoring only queries the
+better — are chosen out of fold (stage II refit per fold of the training queries, scoring only queries the
 encoder never trained on), with held-out seen labels standing in for novel ones; never on the test split."""
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def choose(vecs: dict[str, np.ndarray], folds: list[Fold], seen_rows: np.ndarray
            own_label_pairs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
            inv_propensity: np.ndarray | None = None,
            novel_rows: np.ndarray | None = None) -> tuple[Choice, list[dict[str, Any]], dict[str, Any]]:
-    """IRENE's settings out of fold (issue #39): a share of the seen labels is held out as pseudo-novel; for each
+    """IRENE's settings out of fold: a share of the seen labels is held out as pseudo-novel; for each
     fold (``classifier/folds.py``: blocks of days for event logs, document folds elsewhere) stage II is refit on the
     fold's fit rows once per (loss, way of associating seen labels), without the held-out labels, and every candidate
     — each τ0 of the grid, and no association — ranks every seen label for the fold's scored rows as serving does

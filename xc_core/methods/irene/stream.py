@@ -1,4 +1,4 @@
-"""Novel keywords streamed into IRENE's serving index after training (issue #14): new keywords arrive every day
+"""Novel keywords streamed into IRENE's serving index after training: new keywords arrive every day
 without a click, and retraining or rebuilding the index for each would leave them unserved for hours.
 
 Each keyword is represented zero-shot exactly as training represented the data set's novel labels — the frozen

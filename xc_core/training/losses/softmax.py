@@ -49,7 +49,7 @@ class InBatchSoftmaxLoss(nn.Module):
     Suggestion for Smart Reply") and sentence-transformers' ``MultipleNegativesRankingLoss`` (scale 20);
     InfoNCE (van den Oord et al. 2018). xc uses it instead of RAMEN's hardest-negative triplet loss because on
     sparse-label sets the hardest in-batch "negatives" are often unrecorded positives; the softmax spreads the
-    push over every negative in proportion to its score (measured in issue #11: a text-only fine-tune with this
+    push over every negative in proportion to its score (docs/training.md: a text-only fine-tune with this
     loss beat the untrained encoder where the triplet loss fell below it).
 
     Formula: with s_ij = cos(x_i, z_j) and N_i the in-batch labels that are not positives of x_i,
