@@ -162,6 +162,16 @@ def top_k(y_score: sp.spmatrix, k: int) -> np.ndarray:
     Ties go to the lower label index; only stored entries are candidates (see the module docstring).
     Rows are sorted as dense blocks of rows with similar entry counts (one block per power of two,
     so padding at most doubles the work), not one Python iteration per row.
+
+    Args:
+        y_score: (rows, labels) scores; duplicates are summed, explicit zeros are candidates.
+        k: labels per row, at least 1.
+
+    Returns:
+        (rows, k) label indices, best first, -1 where a row has fewer than k stored entries.
+
+    Raises:
+        ValueError: ``k < 1`` or a score is NaN.
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -328,6 +338,19 @@ def evaluate(y_true: sp.csr_matrix, y_score: sp.csr_matrix, k: int = 5,
     :func:`inverse_propensity` on the train labels) is given. Definitions, empty rows, ties: module
     docstring. Filter reciprocal pairs first with :func:`filter_predictions` where the data has them.
     Rows are summed in chunks of :data:`CHUNK_CELLS` cells; totals add up, so chunking changes nothing.
+
+    Args:
+        y_true: (queries, labels) positives; any stored non-zero entry is a positive.
+        y_score: (queries, labels) scores of the same shape; only stored entries are candidates.
+        k: the deepest rank scored (keys ``@1`` .. ``@k``).
+        inv_propensity: one inverse propensity per label, or None for no PS metrics.
+
+    Returns:
+        ``{"P@1": …, "nDCG@1": …, "R@1": …, ["PSP@1": …, "PSnDCG@1": …]}`` for ranks 1..k, each in [0, 1].
+
+    Raises:
+        ValueError: the two matrices differ in shape, a score is NaN, or ``inv_propensity`` is not one weight
+            per label.
     """
     if y_true.shape != y_score.shape:
         raise ValueError(f"y_true {y_true.shape} and y_score {y_score.shape} differ in shape")

@@ -87,7 +87,19 @@ def _top_k_counts(keys: np.ndarray, n: int, k: int | None) -> TopK:
 def random_walk_with_restart(adjacency: sp.csr_matrix, starts: np.ndarray, candidates: np.ndarray,
                              cfg: RWRConfig | None = None, progress: bool = False) -> TopK:
     """Visited candidate nodes (never the start itself) for each start, the ``cfg.top_k`` most visited or all
-    of them; ``TopK.start`` indexes ``starts`` positionally and ``score`` is the visit count."""
+    of them; ``TopK.start`` indexes ``starts`` positionally and ``score`` is the visit count.
+
+    Args:
+        adjacency: (n, n) graph; a walker moves to a uniformly drawn stored neighbour (weights are ignored).
+        starts: node ids, one walker each; a walker on a node without neighbours restarts.
+        candidates: (n,) bool: the nodes whose visits count.
+        cfg: walk length, restart probability, chunking, top_k and the seed; :class:`RWRConfig` defaults if None.
+        progress: show a bar over the chunks of starts.
+
+    Returns:
+        The visits as a :class:`TopK` of flat arrays (start position, node, visit count), grouped by start;
+        the same seed and inputs give the same walks.
+    """
     cfg = cfg or RWRConfig()
     adjacency = sp.csr_matrix(adjacency)
     indptr, indices = adjacency.indptr.astype(np.int64), adjacency.indices.astype(np.int64)
@@ -234,7 +246,20 @@ def expand_anchor_set(dataset: XCDataset, name: str, cfg: RWRConfig | None = Non
                       progress: bool = False) -> AnchorSet:
     """RWR-expanded copy of ``dataset.anchor_sets[name]``: each doc/label keeps every edge it has and gains
     the anchors its walks visit (all of them, or the ``cfg.top_k`` most visited). Edges come out
-    deduplicated and sorted by (node, anchor); proxy flags of the kept edges are carried over."""
+    deduplicated and sorted by (node, anchor); proxy flags of the kept edges are carried over.
+
+    Args:
+        dataset: the data set holding the anchor set; it is not modified.
+        name: a key of ``dataset.anchor_sets``.
+        cfg: the walks' settings (:func:`random_walk_with_restart`); defaults if None.
+        progress: show a bar over the walks.
+
+    Returns:
+        A new :class:`AnchorSet` with the same anchor texts and the expanded document and label edges.
+
+    Raises:
+        KeyError: ``name`` is not one of the data set's anchor sets.
+    """
     cfg = cfg or RWRConfig()
     native = dataset.anchor_sets[name]
     n_docs, n_labels = len(dataset.train_texts), dataset.n_labels
