@@ -29,7 +29,8 @@ DATASET, PROFILE = "synthetic", "tiny"
 @pytest.fixture(scope="module")
 def home(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home of its own (the session's data set and anchors, no registry): v1 = pretrained (champion),
-    v2 = pretrained-clf with its fusion forced to alpha 0.5, so the two versions rank differently."""
+    v2 = pretrained-clf with its fusion forced to alpha 0.5 (no other channel), so the two versions rank
+    differently."""
     from xc_core.evaluation.fallback import FallbackPolicy
     from xc_core.paths import anchors_dir
     from xc_core.profiles import get_profile
@@ -42,7 +43,10 @@ def home(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
                                                                     "models", "indexes", "eval", "serving"))
     data = XCDataset.load(anchors_dir(home, DATASET))
     profile = get_profile(PROFILE)
-    forced = {"alphas": (0.5,), "fallback": FallbackPolicy(enabled=False)}
+    # one fusion, no grid to search: α 0.5 on W and the label text, every other channel at weight 0
+    forced = {"alphas": (0.5,), "fallback": FallbackPolicy(enabled=False), "untrained_offsets": (0.0,),
+              "linear_weights": (0.0,), "memory_weights": (0.0,), "popularity_weights": (0.0,), "name_weights": (0.0,),
+              "tail_offsets": (0.0,), "lexical": profile.classifier.lexical.model_copy(update={"weights": (0.0,)})}
     clf_profile = profile.model_copy(update={"classifier": profile.classifier.model_copy(update=forced)})
     for method, method_profile in (("pretrained", profile), ("pretrained-clf", clf_profile)):
         train_method(data, method, method_profile, home)
