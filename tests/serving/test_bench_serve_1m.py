@@ -61,6 +61,10 @@ def test_an_approximate_index_is_registered_served_and_recalls(tiny_home: Path, 
     cfg = IndexConfig(kind="hnsw", hnsw_m=8, ef_construction=40)
     index, build = bench.build_index(vectors, cfg, trained.model_uri, SERVED_AS)
     assert build["build_seconds"] >= 0
+    from xc_core.measure import reset_peak_rss
+
+    if reset_peak_rss():  # where the kernel lets a peak be reset, the build's own peak is read
+        assert build["peak_rss_during_build_mb"] is not None and build["peak_rss_during_build_mb"] > 0, build
     rows = bench.sweep(index, "hnsw", [8, 64], tune, held)
     chosen = bench.choose(rows, GOAL_RECALL)
     assert chosen["value"] in (8, 64) and chosen["recall_at_10_tuning"] >= GOAL_RECALL

@@ -145,7 +145,7 @@ def build_index(vectors: np.ndarray, cfg: Any, model_uri: str, dataset: str) -> 
     seconds = time.perf_counter() - started
     facts = {"config": cfg.model_dump(), "build_seconds": round(seconds, 1),
              "faiss_threads": faiss.omp_get_max_threads(),
-             "rss_before_mb": rss_before, "peak_rss_during_build_mb": rss_mb("VmHWM") if reset else None,
+             "rss_before_mb": rss_before, "peak_rss_during_build_mb": rss_mb("self", "VmHWM") if reset else None,
              "rss_after_mb": rss_mb(),
              "peak_rss_note": "the bench process's peak while building (the label vectors, memory-mapped, included)"}
     return index, facts
