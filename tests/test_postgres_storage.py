@@ -30,13 +30,10 @@ def test_a_server_url_with_a_database_is_refused_with_the_form_to_give(monkeypat
 
 
 def test_a_server_that_does_not_answer_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import socket
-
+    from xc_core.measure import free_port
     from xc_core.storage import database_url
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("XC_POSTGRES_URL", f"postgresql://xc:secret@127.0.0.1:{port}")
     with pytest.raises(ConnectionError, match=rf"127\.0\.0\.1:{port} is not reachable.*unset XC_POSTGRES_URL") as err:
         database_url("mlflow")

@@ -117,11 +117,9 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     kept = second["champion"] or first["champion"]  # the table names the registry's champion, unchanged
     assert champion.startswith(f"champion: {kept['method']} v{kept['version']} (unchanged, "), champion
     # a registration that errors (tracking server down) fails the command and says why; it is no rejection
-    import socket
+    from xc_core.measure import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{s.getsockname()[1]}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     assert main(["promote", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
                  "--methods", "ramen", "--json"]) == 1
     [broken] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["promotion"]

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from xc_core.evaluation.seed_homes import METRICS, evaluated, metric_ci, metric_value, paired_diff, seed_average
+from xc_core.measure import signed_interval
 from xc_core.provenance import write_result
 
 #: the floor every variant is paired against (trained once, in the seed home)
@@ -156,8 +157,8 @@ def build(root: Path, dataset: str, profile: str, seeds: list[int], methods: lis
 
 
 def _pct(cell: list[float]) -> str:
-    value, low, high = (100 * c for c in cell[:3])
-    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+    value, low, high = cell[:3]
+    return signed_interval(value, low, high, scale=100)
 
 
 def _mean(values: list[Any]) -> str:

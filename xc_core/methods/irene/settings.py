@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import XCDataset
+from xc_core.measure import signed_interval
 
 KS = (1, 5, 10, 100)
 Representations = Callable[[np.ndarray, np.ndarray | None], np.ndarray]  # (novel text vecs, revealed) → reps
@@ -89,7 +90,7 @@ def _paired(rows: dict[str, np.ndarray], base: dict[str, np.ndarray]) -> dict[st
         found = paired_metric_diff(rows, base, key) if rows and base else None
         if found is not None:
             diff, low, high, _ = found
-            out[f"Δ{key} vs encoder"] = f"{100 * diff:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]"
+            out[f"Δ{key} vs encoder"] = signed_interval(diff, low, high, scale=100)
     return out
 
 
