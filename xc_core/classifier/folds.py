@@ -54,6 +54,8 @@ class Fold:
     #: how the fold was cut: a block of days (rolling origin) or a document fold — an event log whose window is too
     #: short for its blocks (e.g. once the validation days are held out) gets document folds
     kind: Literal["temporal", "documents"] = "documents"
+    #: a block of days: its first day (days from the window's start); None for a document fold
+    first_day: int | None = None
 
     @property
     def fit_clicks(self) -> sp.csr_matrix:
@@ -145,7 +147,7 @@ def temporal_folds(dataset: XCDataset, folds: int, width: int, max_rows: int, se
         rows = _sample(candidates[~never[candidates]], max_rows // folds, seed, i)
         truth = binary_pairs(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
-                        rows, truth, click_days(dataset, before_day=start), "temporal"))
+                        rows, truth, click_days(dataset, before_day=start), "temporal", start))
     return out
 
 

@@ -62,7 +62,7 @@ def main() -> None:
                          default=str), flush=True)
         return
     method = encoder_method(args.method)
-    cfg = train_config(method, profile, overrides)
+    cfg = train_config(method, profile, overrides, dataset)
     out = Path(args.out) if args.out else model_dir(home, dataset.name, method.name, profile.name) / f"rank{rank}"
     trainer = Trainer(method.prepare(dataset, cfg), encoder_config(profile, home), cfg, out, val_truth=dataset.y_train)
     trainer.fit(resume=args.resume)

@@ -114,6 +114,15 @@ class TrainConfig(BaseModel):
     train_share: float = Field(default=1.0, gt=0, le=1, description="seeded share of the training documents the "
                                "encoder trains on; the rest are never trained on, so the classifier stage of a "
                                "'-clf' method can score them out of fold (it never scores the encoder's own rows)")
+    stage_cutoff: bool = Field(default=False, description="event logs: the encoder trains on every document's "
+                               "clicks before the classifier stage's first out-of-fold block of days (its "
+                               "``train_before_day``, set by the encoder methods), instead of a ``train_share`` of "
+                               "the documents, so the stage scores every query of its blocks as a test query meets "
+                               "the encoder (repeated ones trained on, new ones not); data sets without click days, "
+                               "or whose stage folds documents, keep ``train_share``")
+    train_before_day: int | None = Field(default=None, ge=1, description="train only on the clicks before this "
+                                         "day of the window (days from its start; None: every click before the "
+                                         "validation days). Set from ``stage_cutoff``")
     checkpoint_every_steps: int = Field(default=0, ge=0, description="also checkpoint every N steps (0: epochs)")
     log_every_steps: int = Field(default=10, ge=1)
     seed: int = 0

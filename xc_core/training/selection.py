@@ -103,7 +103,7 @@ def split(dataset: XCDataset, cfg: TrainConfig) -> ValidationSplit:
     keeps them and scores them 0, as the trainer does)."""
     from xc_core.training.validation import train_subsample, validation_split
 
-    found = validation_split(dataset, cfg)
+    found = validation_split(dataset, cfg).trained_before(cfg.train_before_day, dataset)
     train = train_subsample(found.train_rows, cfg)
     labelled = np.diff(sp.csr_matrix(found.y_fit).indptr) > 0
     return dataclasses.replace(found, train_rows=train[labelled[train]])

@@ -90,7 +90,7 @@ class Trainer:
         methods that rewrite the training labels (AugGT) pass the original so every method is scored alike. With a
         temporal validation split (event logs) training reads only the clicks before the validation days and
         validation the clicks in them (:func:`~xc_core.training.validation.validation_split`)."""
-        self.split = validation_split(dataset, cfg)
+        self.split = validation_split(dataset, cfg).trained_before(cfg.train_before_day, dataset)
         self.data, self.cfg, self.out = self.split.fit_view(dataset), cfg, Path(out_dir)
         self.val_truth = self.split.y_val if self.split.kind == "temporal" or val_truth is None else val_truth
         self.sink, self.progress = sink or _NullSink(), progress

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 #: the TrainConfig fields that fix a model's validation rows: recorded with every trained model (``validation_split``
 #: in its record), read back by ``xc eval --split validation``, IRENE and the classifier stage
 SPLIT_FIELDS = ("seed", "val_split", "val_fraction", "val_min", "val_min_share", "val_max", "val_from_unused",
-                "max_train_docs", "train_share")
+                "max_train_docs", "train_share", "train_before_day")
 
 
 def train_subsample(rows: np.ndarray, cfg: TrainConfig) -> np.ndarray:
@@ -104,6 +104,24 @@ class ValidationSplit:
         if self.first_day is not None and len(days):
             kept_days &= days[:, 2] < self.first_day
         return replace(dataset, y_train=labels, train_pair_days=days[kept_days])
+
+    def trained_before(self, day: int | None, dataset: XCDataset) -> ValidationSplit:
+        """This split with training limited to the clicks before ``day`` of the window (a temporal split; None or a
+        documents split: the split itself). A pair first clicked on or after ``day`` is not trained on and a row
+        left without a pair is no training row; a pair without a click day (one a method added) stays. The
+        validation rows and their truth do not change. The encoder of the CPU profiles trains so on event logs
+        (``TrainConfig.stage_cutoff``): the classifier stage's out-of-fold blocks then lie after everything it
+        trained on, and the stage can score every query of a block as the test period meets it."""
+        if day is None or self.kind != "temporal" or (self.first_day is not None and day >= self.first_day):
+            return self
+        days = dataset.train_pair_days
+        shape = self.y_fit.shape
+        later = binary_pairs(days[days[:, 2] >= day], shape)
+        later_only = (later - later.multiply(binary_pairs(days[days[:, 2] < day], shape))).tocsr()
+        y_fit = sp.csr_matrix(self.y_fit - sp.csr_matrix(self.y_fit).multiply(later_only))
+        y_fit.eliminate_zeros()
+        labelled = np.diff(y_fit.indptr) > 0
+        return replace(self, train_rows=self.train_rows[labelled[self.train_rows]], y_fit=y_fit)
 
     @property
     def truth(self) -> sp.csr_matrix:

@@ -63,9 +63,38 @@ def _curves(history: list[dict[str, float]], trajectory: list[dict[str, Any]], o
     return out
 
 
-def train_config(method: EncoderMethod, profile: Profile, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Profile (one recipe for every data set) → caller's overrides → the method's own switches, in that order."""
-    return method.configure(train_settings(profile).model_copy(update=overrides or {}))
+def train_config(method: EncoderMethod, profile: Profile, overrides: dict[str, Any] | None = None,
+                 dataset: XCDataset | None = None) -> TrainConfig:
+    """Profile (one recipe for every data set) → caller's overrides → the method's own switches, in that order;
+    with ``dataset``, ``stage_cutoff`` resolved to its day (:func:`with_stage_cutoff`)."""
+    cfg = method.configure(train_settings(profile).model_copy(update=overrides or {}))
+    return cfg if dataset is None else with_stage_cutoff(cfg, dataset, profile.classifier)
+
+
+def stage_cutoff_day(dataset: XCDataset, cfg: TrainConfig, clf_cfg: Any) -> int | None:
+    """The first day of the classifier stage's first out-of-fold block of days, as the stage of a ``-clf`` method on
+    this encoder cuts them (the same view, settings and seed, no row left unscored); None when the stage folds
+    documents (no click days, or a window too short for its blocks)."""
+    from xc_core.classifier.folds import out_of_fold
+    from xc_core.training.validation import validation_split
+
+    seen = validation_split(dataset, cfg).holdout_view(dataset) if clf_cfg.hold_out_validation else dataset
+    c = clf_cfg.model_copy(update={"seed": cfg.seed})
+    folds = out_of_fold(seen, c.folds, c.oof_max_rows, c.seed, c.fold_kind, c.temporal_span, None, c.time_blocks,
+                        c.oof_min_rows, c.max_time_blocks)
+    starts = [f.first_day for f in folds if f.first_day is not None]
+    return min(starts) if starts and len(starts) == len(folds) else None
+
+
+def with_stage_cutoff(cfg: TrainConfig, dataset: XCDataset, clf_cfg: Any) -> TrainConfig:
+    """``cfg`` with ``stage_cutoff`` resolved: every document's clicks before the stage's first block are trained on
+    (``train_before_day``; ``train_share`` 1), or ``cfg`` itself where the stage folds documents or the day is set.
+    Every encoder method resolves it alike, so ``ramen`` and ``dual_encoder`` train on the same clicks and a ``-clf``
+    reuses its base's encoder (the settings stamp includes the day)."""
+    if not cfg.stage_cutoff or cfg.train_before_day is not None:
+        return cfg
+    day = stage_cutoff_day(dataset, cfg, clf_cfg)
+    return cfg if day is None else cfg.model_copy(update={"train_before_day": day, "train_share": 1.0})
 
 
 def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
@@ -74,7 +103,7 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
     import mlflow
 
     profile, out = job.profile, job.out
-    cfg = train_config(method, profile, job.overrides)
+    cfg = train_config(method, profile, job.overrides, job.dataset)
     enc_cfg = encoder_config(profile, job.home).model_copy(update=method.encoder_overrides)
     data = method.prepare(job.dataset, cfg)
     stamp = config_stamp(cfg, enc_cfg)
@@ -96,6 +125,10 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
 
         clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
         rows = fine_tuned_rows(job.dataset, cfg, summary)
+        if rows is not None and cfg.train_before_day is not None:
+            # the encoder trained on clicks before the stage's first block only: a block's query it trained on is a
+            # repeated query, as in the test period, so the stage scores it (nothing is left out)
+            rows = rows[:0]
         # the stage never sees what the validation rows are scored on, as the encoder never does: the gate decides
         # on those rows (the promotion split), so a -clf's score there must be out of sample
         seen = validation_split(job.dataset, cfg).holdout_view(job.dataset) if clf_cfg.hold_out_validation \
