@@ -6,6 +6,10 @@ methods: the tables of experiments/stage_cutoff/README.md.
         --methods pretrained,dual_encoder,pretrained-clf,dual_encoder-clf \\
         --pair dual_encoder:pretrained --pair dual_encoder-clf:pretrained-clf --out results/synthetic-seed0.json
 
+With several ``--base`` / ``--new`` homes (one pair per seed, in the same order) the seeds are pooled: the test
+split's per-query values are averaged over the seeds (the same queries in every home), the validation rows, which
+each seed draws anew, are concatenated; the intervals are then over queries (test) or seed-rows (validation).
+
 Validation (the promotion split, the last days of the training window) is what a choice is made on; the test
 split is printed once, beside it, and read by no rule.
 """
@@ -20,16 +24,23 @@ from typing import Any
 SPLITS = ("validation", "test")
 
 
-def _rows(home: Path, dataset: str, method: str, profile: str, split: str) -> dict[str, Any] | None:
+def _rows(homes: list[Path], dataset: str, method: str, profile: str, split: str) -> dict[str, Any] | None:
+    """One method's per-row values in ``homes`` (see the module docstring for how seeds pool); None unless every home
+    evaluated it on ``split``."""
     import numpy as np
 
     from xc_core.paths import eval_dir
 
-    path = eval_dir(home, dataset, method, profile, split) / "per_row.npz"
-    if not path.exists():
-        return None
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
+    found = []
+    for home in homes:
+        path = eval_dir(home, dataset, method, profile, split) / "per_row.npz"
+        if not path.exists():
+            return None
+        with np.load(path) as data:
+            found.append({k: data[k].astype(np.float64) for k in data.files})
+    if split == "test":
+        return {k: np.mean([f[k] for f in found], axis=0) for k in found[0]}
+    return {k: np.concatenate([f[k] for f in found]) for k in found[0]}
 
 
 def _cell(a: dict[str, Any], b: dict[str, Any], metric: str) -> dict[str, float] | None:
@@ -49,10 +60,29 @@ def _mean(rows: dict[str, Any], metric: str) -> float | None:
     return None if num is None or den is None else round(100 * float(num.sum() / den.sum()), 2)
 
 
+def _training_commits(homes: dict[str, list[Path]], dataset: str, methods: list[str],
+                      profile: str) -> dict[str, list[str]]:
+    """The commits that trained each home's models (every published figure names the commit that trained it)."""
+    from xc_core.paths import model_dir
+    from xc_core.training.record import SUMMARY
+
+    out: dict[str, list[str]] = {}
+    for name, found in homes.items():
+        commits = set()
+        for home in found:
+            for method in methods:
+                path = model_dir(home, dataset, method, profile) / SUMMARY
+                if path.exists():
+                    commits.add(str(json.loads(path.read_text()).get("git_commit", "unknown"))[:7])
+        out[name] = sorted(commits)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", type=Path, required=True, help="the home trained by the former code")
-    parser.add_argument("--new", type=Path, required=True, help="the home trained by the code under test")
+    parser.add_argument("--base", type=Path, nargs="+", required=True, help="the home(s) trained by the former code")
+    parser.add_argument("--new", type=Path, nargs="+", required=True, help="the home(s) trained by the code under "
+                        "test: one per --base home, the same seed")
     parser.add_argument("--dataset", default="synthetic")
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--methods", required=True, help="comma-separated: each paired new − base")
@@ -64,9 +94,11 @@ def main() -> None:
     from xc_core.provenance import checkout_stamp
 
     metrics = args.metrics.split(",")
+    if len(args.base) != len(args.new):
+        parser.error("give one --new home per --base home (the same seed, in the same order)")
     homes = {"base": args.base, "new": args.new}
-    table: dict[str, Any] = {"dataset": args.dataset, "profile": args.profile, "homes": {k: str(v) for k, v in
-                                                                                          homes.items()},
+    table: dict[str, Any] = {"dataset": args.dataset, "profile": args.profile,
+                             "homes": {k: [str(h) for h in v] for k, v in homes.items()},
                              "means": {}, "new_minus_base": {}, "pairs": {}, "code": checkout_stamp()}
     for split in SPLITS:
         rows = {(h, m): _rows(home, args.dataset, m, args.profile, split) for h, home in homes.items()
@@ -86,6 +118,7 @@ def main() -> None:
                 if a is not None and b is not None:
                     table["pairs"].setdefault(split, {}).setdefault(home_name, {})[pair] = {
                         m: _cell(a, b, m) for m in metrics}
+    table["trained_at"] = _training_commits(homes, args.dataset, args.methods.split(","), args.profile)
     text = json.dumps(table, indent=1)
     print(text)
     if args.out:
