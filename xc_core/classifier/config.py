@@ -83,6 +83,13 @@ class ClassifierConfig(BaseModel):
                                  "add up to (each is one more refit of W)")
     oof_max_rows: int = Field(default=6000, ge=10, description="out-of-fold rows scored at most (a seeded sample, "
                               "split over the folds): the fusion grid's cost; ~6,000 rows detect ~1.5 P@1")
+    new_query_fallback: bool = Field(default=True, description=(
+        "the never-worse rule per query kind: when the served fusion uses the click memory, test it against the "
+        "encoder alone on the out-of-fold rows whose query the memory does not know (cross-fitted, as the fusion's "
+        "own test); unless it beats the encoder there, such queries are ranked by the encoder alone. False: one "
+        "fusion for every query"))
+    new_query_min_rows: int = Field(default=200, ge=10, description="out-of-fold rows of new queries the test "
+                                    "needs (fewer: no test, one fusion for every query)")
     fold_kind: Literal["auto", "temporal", "documents"] = Field(
         default="auto", description="auto: blocks of days (rolling origin) where the data set records click days "
         "(event logs), else document folds — as each data set's test split is built")

@@ -17,6 +17,9 @@ label's name (the labels it names join the shortlist; it needs the query texts).
 tail frequency bin (``label_quantiles``' bin 0 over W's training documents, with every label W saw no positive for)
 get ``tail_offset`` added: the channels that lift head labels (memory, popularity, W) push rare labels the encoder
 ranked well down, and the offset, chosen out of fold under the gate's tail guard, puts them back.
+With ``new_queries_encoder`` a query the click memory does not know (a text never asked in the training window) is
+ranked by the encoder alone: the stage sets it when, on the out-of-fold rows of such queries, the fusion chosen for
+all rows does not beat the encoder alone (the never-worse rule, per query kind).
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class FusedClassifier:
     name_weight: float = 0.0  # share of the name score added to the fused one (0: channel unused)
     tail_offset: float = 0.0  # added to the score of every trained label of the tail frequency bin
     tail: np.ndarray | None = None  # (n_labels,) bool: in the tail bin of W's training documents (untrained ones too)
+    #: rank a query the click memory does not know by the encoder alone (needs the memory channel)
+    new_queries_encoder: bool = False
 
     def label_offsets(self) -> np.ndarray | None:
         """Per-label additive score (the offsets on untrained and on tail labels, the weighted popularity), or None
@@ -99,6 +104,12 @@ class FusedClassifier:
         return self.names if self.name_weight > 0 else None
 
     @property
+    def routes_new_queries(self) -> bool:
+        """Whether a query the click memory does not know is ranked by the encoder alone (the memory, which tells
+        such queries apart, takes part in the score)."""
+        return self.new_queries_encoder and self.active_memory is not None
+
+    @property
     def uses_texts(self) -> bool:
         """Whether a search needs the query texts (a lexical, hybrid, memory or name channel)."""
         return (self.uses_lexical or self.active_linear is not None or self.active_memory is not None
@@ -117,7 +128,8 @@ class FusedClassifier:
         (folder / FUSION_FILE).write_text(json.dumps(
             {"alpha": self.alpha, "search_k": self.search_k, "lexical_weight": weight, "untrained_offset": offset,
              "linear_weight": linear_weight, "memory_weight": memory_weight, "popularity_weight": popularity_weight,
-             "name_weight": name_weight, "tail_offset": tail_offset, **self.info}, indent=2, default=float) + "\n")
+             "name_weight": name_weight, "tail_offset": tail_offset,
+             "new_queries_encoder": self.routes_new_queries, **self.info}, indent=2, default=float) + "\n")
         if offset != 0.0 and self.untrained is not None:
             np.save(folder / UNTRAINED_FILE, np.asarray(self.untrained, bool))
         if tail_offset != 0.0 and self.tail is not None:
@@ -160,6 +172,7 @@ class FusedClassifier:
         popularity_weight = float(meta.pop("popularity_weight", 0.0))
         name_weight = float(meta.pop("name_weight", 0.0))  # absent in folders saved before the channel existed
         tail_offset = float(meta.pop("tail_offset", 0.0))  # absent in folders saved before the offset existed
+        new_queries_encoder = bool(meta.pop("new_queries_encoder", False))  # absent in folders saved before it
         for value, name in ((memory_weight, MEMORY_DIR + "/"), (popularity_weight, POPULARITY_FILE),
                             (name_weight, NAMES_FILE), (abs(tail_offset), TAIL_FILE)):
             if value > 0 and not (folder / name).exists():
@@ -171,7 +184,7 @@ class FusedClassifier:
         tail = np.load(folder / TAIL_FILE) if tail_offset != 0.0 else None
         return cls(np.load(folder / WEIGHTS_FILE), alpha, search_k, meta, lexical, weight, offset, untrained,
                    linear, linear_weight, memory, memory_weight, popularity, popularity_weight, names, name_weight,
-                   tail_offset, tail)
+                   tail_offset, tail, new_queries_encoder)
 
     def with_alpha(self, alpha: float, lexical_weight: float | None = None, untrained_offset: float | None = None,
                    linear_weight: float | None = None, memory_weight: float | None = None,
@@ -294,10 +307,27 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
         linear = scores_on(linear_ids, linear_scores, candidates)
     if memory_ids is not None:
         memory = scores_on(memory_ids, memory_scores, candidates)
-    return rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
-                   lexical_weight=fused.lexical_weight, offsets=offsets, linear=linear,
-                   linear_weight=fused.linear_weight, memory=memory, memory_weight=fused.memory_weight,
-                   names=name_scores, name_weight=fused.name_weight)
+    scores, ids = rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, lexical=lexical,
+                          lexical_weight=fused.lexical_weight, offsets=offsets, linear=linear,
+                          linear_weight=fused.linear_weight, memory=memory, memory_weight=fused.memory_weight,
+                          names=name_scores, name_weight=fused.name_weight)
+    if fused.routes_new_queries and memory_ids is not None:
+        scores, ids = _encoder_for_new(queries, label_index, scores, ids, ~np.asarray((memory_ids >= 0).any(axis=1)))
+    return scores, ids
+
+
+def _encoder_for_new(queries: np.ndarray, label_index: Any, scores: np.ndarray, ids: np.ndarray,
+                     new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``scores`` / ``ids`` with the ``new`` rows replaced by the encoder's own ranking (cosines, −1 padded)."""
+    if not new.any():
+        return scores, ids
+    found_scores, found_ids = label_index.search(queries[new], ids.shape[1])
+    scores, ids = scores.copy(), ids.copy()
+    width = min(ids.shape[1], found_ids.shape[1])
+    scores[new], ids[new] = -np.inf, -1
+    scores[np.ix_(new, np.arange(width))] = found_scores[:, :width]
+    ids[np.ix_(new, np.arange(width))] = found_ids[:, :width]
+    return scores, ids
 
 
 def drop_pairs(scores: np.ndarray, ids: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,6 +37,9 @@ from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.analyses import TAIL_BIN, TAIL_P5, TAIL_PREFIX, tail_truth
 from xc_core.seeds import Stream
+
+if TYPE_CHECKING:
+    from xc_core.evaluation.fallback import Decision
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +83,12 @@ class FusionGrid:
         if linear is not None:
             linear_scores, linear_ids = linear.search(texts or [], queries, depth)
             self.candidates = union_ids(self.candidates, linear_ids)
+        #: per row: does the click memory know its query (None without a memory)
+        self.remembered: np.ndarray | None = None
         if memory is not None:
             memory_scores, memory_ids = memory.search(texts or [], depth)
             self.candidates = union_ids(self.candidates, memory_ids)
+            self.remembered = np.asarray((memory_ids >= 0).any(axis=1))
         if names is not None:
             self.candidates = union_ids(self.candidates, names.search(texts or [], depth)[1])
         if lexical is not None:
@@ -155,6 +161,9 @@ class OutOfFoldGrid:
         self.has_lexical = any(p.has_lexical for p in parts)
         self.has_linear = any(p.has_linear for p in parts)
         self.has_memory = any(p.memory_scores is not None for p in parts)
+        #: per row: does its fold's click memory know its query (None unless every fold has a memory)
+        self.remembered = (np.concatenate([p.remembered for p in parts]) if parts and all(
+            p.remembered is not None for p in parts) else None)
         self.has_popularity = any(p.popularity is not None for p in parts)
         self.has_names = any(p.name_scores is not None for p in parts)
         self.untrained_any = any(p.on_untrained.any() for p in parts)
@@ -234,7 +243,38 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     curve = [{"alpha": a, "lexical_weight": w, **({"linear_weight": d} if oof.has_linear else {}),
               **oof.metrics(_fusion(a, w, linear=d))} for a, w, d in _triples(oof, cfg)]
     best = {**oof.metrics(chosen), **_as_row(chosen)}
-    return best, {"fusion": record}, curve
+    decisions = {"fusion": record}
+    new_queries = _new_queries_test(oof, cfg, select, folds, chosen) if served is not None else None
+    if new_queries is not None:
+        decisions["new_queries"] = new_queries.as_dict()
+    best["new_queries_encoder"] = float(new_queries is not None and not new_queries.kept)
+    return best, decisions, curve
+
+
+def _new_queries_test(oof: OutOfFoldGrid, cfg: ClassifierConfig, select: Callable[[np.ndarray], Fusion],
+                      folds: list[np.ndarray], chosen: Fusion) -> Decision | None:
+    """The never-worse rule for the queries the click memory does not know: on the out-of-fold rows of such queries,
+    each ranked by the fusion the procedure picks without its fold (as the main test ranks them), against the encoder
+    alone. None when it does not apply (no memory in the served fusion, the test off, too few such rows)."""
+    from xc_core.evaluation.fallback import against_fallback
+
+    if not cfg.new_query_fallback or oof.remembered is None or chosen[4] <= 0:
+        return None
+    new = np.flatnonzero(~oof.remembered)
+    if len(new) < cfg.new_query_min_rows:
+        return None
+    everything = np.arange(oof.truth.shape[0])
+    procedure = oof.top(ENCODER_ONLY).copy()
+    for fold in folds:
+        rest = np.setdiff1d(everything, fold, assume_unique=True) if len(folds) > 1 else everything
+        procedure[fold] = oof.top(select(rest))[fold]
+    tail = oof.tail_truth[new] if oof.tail_truth is not None else None
+    decision = against_fallback("fusion on new queries", procedure[new], oof.top(ENCODER_ONLY)[new],
+                                oof.truth[new], oof.inv_propensity, cfg.select_metric, cfg.fallback,
+                                picked_on_rows=len(everything), candidate=_pair(_as_row(chosen)), tail=tail)
+    log.info("classifier: the fusion on %d out-of-fold rows of new queries vs the encoder alone: %s", len(new),
+             decision.reason)
+    return decision
 
 
 def _fusion(alpha: float, weight: float, offset: float = 0.0, linear: float = 0.0, memory: float = 0.0,
@@ -479,7 +519,8 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
         memory if best["memory_weight"] > 0 else None, best["memory_weight"],
         popularity if best["popularity_weight"] > 0 else None, best["popularity_weight"],
         _fit_names(dataset, cfg) if best["name_weight"] > 0 else None, best["name_weight"],
-        best["tail_offset"], tail if best["tail_offset"] != 0 else None)
+        best["tail_offset"], tail if best["tail_offset"] != 0 else None,
+        new_queries_encoder=bool(best.get("new_queries_encoder", 0.0)))
     fused.save(out_dir)
     np.save(label_vectors_path(out_dir), label_vecs)
     return fused
