@@ -333,6 +333,7 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, enco
                         "classifier/popularity_weight": fused.popularity_weight,
                         "classifier/name_weight": fused.name_weight,
                         "classifier/tail_offset": fused.tail_offset,
+                        "classifier/new_queries_encoder": float(fused.routes_new_queries),
                         "classifier/weights_mb": fused.megabytes,
                         "classifier/train_seconds": fused.info["train_seconds"]})
     tests = fused.info.get("fallback_tests", {})
@@ -342,6 +343,7 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, enco
                     "untrained_offset": fused.untrained_offset, "linear_weight": fused.linear_weight,
                     "memory_weight": fused.memory_weight, "popularity_weight": fused.popularity_weight,
                     "name_weight": fused.name_weight, "tail_offset": fused.tail_offset,
+                    "new_queries_encoder": fused.routes_new_queries,
                     "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
                     "alpha_curve": curve, "fallback_tests": tests,
                     **({"classifier_from_run": twin["mlflow_run_id"]} if twin is not None else {})}
