@@ -1,16 +1,22 @@
-"""The never-worse rule per query kind: a fusion chosen on every out-of-fold row is tested again on the rows whose
-query the click memory does not know, against the encoder alone; unless it beats the encoder there, a served model
-ranks such queries by the encoder alone (classifier/stage.py ``_new_queries_test``, fusion.py ``fused_search``)."""
+"""New queries by the encoder alone (``ClassifierConfig.new_query_fallback``, off by default): on the out-of-fold rows
+whose query the click memory does not know, the encoder alone is tested against the fusion chosen on every row (the
+fallback); when it beats it there, a served model ranks such queries by the encoder alone (classifier/stage.py
+``_new_queries_test``, fusion.py ``fused_search``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from xc_core.classifier.memory import ClickMemory
+
+if TYPE_CHECKING:
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.stage import FusionGrid
 
 N_LABELS, DIM, REPEATED, NEW = 100, 32, 300, 300
 
@@ -20,9 +26,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def _rows(w_helps_new: bool) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray, np.ndarray, list[str], ClickMemory]:
-    """Repeated rows (labels 0-49): the encoder ranks a decoy first, the memory remembers the truth. New rows (labels
-    50-99): the memory knows nothing; W ranks the truth first (``w_helps_new``) or a wrong label, where the encoder
-    is right."""
+    """Repeated rows (labels 0-49): the encoder and W rank a decoy first, the memory remembers the truth. New rows
+    (labels 50-99): the memory knows nothing; W ranks the truth first (``w_helps_new``) or a wrong label, where the
+    encoder is right."""
     rng = np.random.default_rng(0)
     labels = _unit(rng.normal(size=(N_LABELS, DIM)))
     weights = labels.copy()
@@ -45,25 +51,57 @@ def _rows(w_helps_new: bool) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray, np.
     return queries, truth, labels, weights, texts, ClickMemory.fit(texts, clicks)
 
 
-@pytest.mark.parametrize("w_helps_new", [False, True])
-def test_new_queries_keep_the_encoder_unless_the_fusion_beats_it_on_them(w_helps_new: bool) -> None:
-    from xc_core.classifier import ClassifierConfig
-    from xc_core.classifier.lexical import LexicalConfig
-    from xc_core.classifier.stage import FusionGrid, choose_fusion
+def _grid(w_helps_new: bool) -> FusionGrid:
+    from xc_core.classifier.stage import FusionGrid
 
     queries, truth, labels, weights, texts, memory = _rows(w_helps_new)
     grid = FusionGrid(queries, truth, labels, weights, 20, np.empty((0, 2), np.int64), np.ones(N_LABELS),
                       texts=texts, memory=memory)
     assert grid.remembered is not None and grid.remembered.tolist() == [True] * REPEATED + [False] * NEW
-    cfg = ClassifierConfig(alphas=(0.0,), lexical=LexicalConfig(weights=(0.0,)), popularity_weights=(0.0,),
-                           name_weights=(0.0,), linear_weights=(0.0,), untrained_offsets=(0.0,), tail_offsets=(0.0,))
-    served, tests, _ = choose_fusion(grid, cfg)
+    return grid
+
+
+def _config(on: bool) -> ClassifierConfig:
+    from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.lexical import LexicalConfig
+
+    return ClassifierConfig(alphas=(0.0,), lexical=LexicalConfig(weights=(0.0,)), popularity_weights=(0.0,),
+                            name_weights=(0.0,), linear_weights=(0.0,), untrained_offsets=(0.0,),
+                            tail_offsets=(0.0,), new_query_fallback=on)
+
+
+@pytest.mark.parametrize("w_helps_new", [False, True])
+def test_the_encoder_takes_new_queries_only_where_it_beats_the_fusion_on_them(w_helps_new: bool) -> None:
+    """The rule given a served fusion that uses W and the memory (the selector's choice held fixed): where W ranks
+    the new rows wrongly the encoder alone wins on them and takes them; where W ranks them rightly it does not."""
+    from xc_core.classifier.stage import OutOfFoldGrid, _fusion, _new_queries_test
+    from xc_core.evaluation.fallback import row_folds
+    from xc_core.seeds import Stream
+
+    oof = OutOfFoldGrid([_grid(w_helps_new)])
+    fusion = _fusion(0.0, 0.0, memory=0.8)  # W and the memory, no encoder
+    folds = row_folds(oof.truth.shape[0], 5, 0, Stream.FUSION_HALVES)
+    decision = _new_queries_test(oof, _config(True), lambda rows: fusion, folds, fusion)
+    assert decision is not None and decision.as_dict()["tested_on_rows"] == NEW
+    assert decision.kept is not w_helps_new, decision.reason
+    # the rule off (the default), or a fusion without the memory (nothing tells new queries apart): no test
+    assert _new_queries_test(oof, _config(False), lambda rows: fusion, folds, fusion) is None
+    no_memory = _fusion(0.0, 0.0)
+    assert _new_queries_test(oof, _config(True), lambda rows: no_memory, folds, no_memory) is None
+
+
+def test_the_stage_records_the_rule_and_serves_one_fusion_when_it_loses() -> None:
+    """Through the stage's selection: the fusion it serves (W and the memory) ranks the new rows better than the
+    encoder alone, so the rule's test is recorded, lost, and every query gets the one fusion; off, no test."""
+    from xc_core.classifier.stage import choose_fusion
+
+    grid = _grid(w_helps_new=True)
+    served, tests, _ = choose_fusion(grid, _config(True))
     assert tests["fusion"]["kept"] and served["memory_weight"] > 0, tests["fusion"]["reason"]
     new_test = tests["new_queries"]
-    assert new_test["tested_on_rows"] == NEW and new_test["kept"] is w_helps_new, new_test["reason"]
-    assert served["new_queries_encoder"] == (0.0 if w_helps_new else 1.0)
-    # off: one fusion for every query, and no test
-    served, tests, _ = choose_fusion(grid, cfg.model_copy(update={"new_query_fallback": False}))
+    assert new_test["tested_on_rows"] == NEW and not new_test["kept"], new_test["reason"]
+    assert served["new_queries_encoder"] == 0.0
+    served, tests, _ = choose_fusion(grid, _config(False))
     assert "new_queries" not in tests and served["new_queries_encoder"] == 0.0
 
 

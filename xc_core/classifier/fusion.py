@@ -18,8 +18,8 @@ tail frequency bin (``label_quantiles``' bin 0 over W's training documents, with
 get ``tail_offset`` added: the channels that lift head labels (memory, popularity, W) push rare labels the encoder
 ranked well down, and the offset, chosen out of fold under the gate's tail guard, puts them back.
 With ``new_queries_encoder`` a query the click memory does not know (a text never asked in the training window) is
-ranked by the encoder alone: the stage sets it when, on the out-of-fold rows of such queries, the fusion chosen for
-all rows does not beat the encoder alone (the never-worse rule, per query kind).
+ranked by the encoder alone: the stage sets it (``ClassifierConfig.new_query_fallback``, off by default) when, on the
+out-of-fold rows of such queries, the encoder alone beats the fusion chosen for all rows.
 """
 
 from __future__ import annotations

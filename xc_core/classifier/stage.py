@@ -247,15 +247,16 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     new_queries = _new_queries_test(oof, cfg, select, folds, chosen) if served is not None else None
     if new_queries is not None:
         decisions["new_queries"] = new_queries.as_dict()
-    best["new_queries_encoder"] = float(new_queries is not None and not new_queries.kept)
+    best["new_queries_encoder"] = float(new_queries is not None and new_queries.kept)
     return best, decisions, curve
 
 
 def _new_queries_test(oof: OutOfFoldGrid, cfg: ClassifierConfig, select: Callable[[np.ndarray], Fusion],
                       folds: list[np.ndarray], chosen: Fusion) -> Decision | None:
-    """The never-worse rule for the queries the click memory does not know: on the out-of-fold rows of such queries,
-    each ranked by the fusion the procedure picks without its fold (as the main test ranks them), against the encoder
-    alone. None when it does not apply (no memory in the served fusion, the test off, too few such rows)."""
+    """Whether to rank the queries the click memory does not know by the encoder alone: a learned choice against
+    the one fusion for every query (its fallback), tested on the out-of-fold rows of such queries, each ranked by
+    the fusion the procedure picks without its fold (as the fusion's own test ranks them), under the same policy
+    and guards. None when it does not apply (the rule off, no memory in the served fusion, too few such rows)."""
     from xc_core.evaluation.fallback import against_fallback
 
     if not cfg.new_query_fallback or oof.remembered is None or chosen[4] <= 0:
@@ -269,10 +270,11 @@ def _new_queries_test(oof: OutOfFoldGrid, cfg: ClassifierConfig, select: Callabl
         rest = np.setdiff1d(everything, fold, assume_unique=True) if len(folds) > 1 else everything
         procedure[fold] = oof.top(select(rest))[fold]
     tail = oof.tail_truth[new] if oof.tail_truth is not None else None
-    decision = against_fallback("fusion on new queries", procedure[new], oof.top(ENCODER_ONLY)[new],
+    decision = against_fallback("encoder alone for new queries", oof.top(ENCODER_ONLY)[new], procedure[new],
                                 oof.truth[new], oof.inv_propensity, cfg.select_metric, cfg.fallback,
-                                picked_on_rows=len(everything), candidate=_pair(_as_row(chosen)), tail=tail)
-    log.info("classifier: the fusion on %d out-of-fold rows of new queries vs the encoder alone: %s", len(new),
+                                picked_on_rows=len(everything), candidate={"new_queries": "encoder alone"},
+                                tail=tail)
+    log.info("classifier: the encoder alone on %d out-of-fold rows of new queries vs the fusion: %s", len(new),
              decision.reason)
     return decision
 
