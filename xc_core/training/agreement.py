@@ -82,7 +82,8 @@ def _separate_losses(trainer: Trainer, batch: Batch) -> dict[str, Any]:
     else:
         anchors = trainer.encode_fixed([t for texts in sides for t in texts])
     return trainer.objective_terms(batch, forward(batch.doc_texts), forward(batch.label_texts),
-                                   forward(hard) if hard else None, anchors)
+                                   forward(hard) if hard else None, anchors,
+                                   sampled=forward(batch.sampled_texts) if batch.sampled_texts else None)
 
 
 def gradient_agreement(trainer: Trainer, batches: int, seed: int) -> dict[str, dict[str, float]]:

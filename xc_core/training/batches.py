@@ -46,6 +46,12 @@ class Batch:
     #: another brand / place; None when the builder has no negative pool
     hard_label_ids: np.ndarray | None = None
     hard_texts: list[str] = field(default_factory=list)
+    #: labels drawn uniformly for every row's softmax (``sampled_negatives``) and their texts; None: none drawn
+    sampled_label_ids: np.ndarray | None = None
+    sampled_texts: list[str] = field(default_factory=list)
+    #: (B, M) True where sampled label j may not be row i's negative (a known positive, or its text is the row's
+    #: document or label text)
+    sampled_positive: np.ndarray | None = None
 
 
 def _pick(matrix: sp.csr_matrix, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -109,12 +115,15 @@ class BatchBuilder:
     #: ``doc/<set>`` / ``label/<set>`` → (nodes of that side, M) anchor ids, -1 padded: each node's pool of
     #: extra negative anchors (``training.anchor_negatives``); a side without a pool draws nothing extra
     anchor_pools: dict[str, np.ndarray] = field(default_factory=dict)
+    #: labels drawn uniformly per batch for every row's softmax (``TrainConfig.sampled_negatives``; 0: none)
+    sampled_negatives: int = 0
 
     @classmethod
     def from_anchor_sets(cls, doc_texts: list[str], label_texts: list[str], y: sp.csr_matrix,
                          anchor_sets: dict[str, AnchorSet], doc_sets: list[str], label_sets: list[str],
                          hard_pool: np.ndarray | None = None,
-                         anchor_pools: dict[str, np.ndarray] | None = None) -> BatchBuilder:
+                         anchor_pools: dict[str, np.ndarray] | None = None,
+                         sampled_negatives: int = 0) -> BatchBuilder:
         n_docs, n_labels = len(doc_texts), len(label_texts)
         return cls(
             doc_texts, label_texts, sp.csr_matrix(y),
@@ -124,6 +133,7 @@ class BatchBuilder:
              if len(anchor_sets[s].label_edges)},
             hard_pool,
             dict(anchor_pools or {}),
+            sampled_negatives,
         )
 
     def build(self, doc_ids: np.ndarray, rng: np.random.Generator) -> Batch:
@@ -147,7 +157,20 @@ class BatchBuilder:
                 if pool is not None:
                     texts = (self.doc_side if kind == "doc" else self.label_side)[name][1]
                     _hard_anchor(side, pool, nodes, texts, rng)
+        if self.sampled_negatives:  # drawn last of all: with none, every other draw is as before
+            self._sample(batch, rng)
         return batch
+
+    def _sample(self, batch: Batch, rng: np.random.Generator) -> None:
+        """``sampled_negatives`` labels drawn uniformly (distinct; fewer when the label set is smaller), shared by
+        the batch's rows, with the mask of those no row may push away."""
+        n_labels = len(self.label_texts)
+        ids = np.unique(rng.integers(0, n_labels, self.sampled_negatives)) if self.sampled_negatives < n_labels \
+            else np.arange(n_labels)
+        texts = [self.label_texts[j] for j in ids]
+        batch.sampled_label_ids, batch.sampled_texts = ids, texts
+        batch.sampled_positive = (_membership(self.y, batch.doc_ids, ids) | same_text(batch.doc_texts, texts)
+                                  | same_text(batch.label_texts, texts))
 
     def _hard(self, doc_ids: np.ndarray, labels: np.ndarray, doc_texts: list[str], label_texts: list[str],
               rng: np.random.Generator) -> np.ndarray:

@@ -66,6 +66,12 @@ class TrainConfig(BaseModel):
                                      "training document's this many labels the current encoder ranks highest among "
                                      "those that are not its known positives (nor read as it); each step adds one, "
                                      "drawn uniformly, to the row's softmax (0: off; softmax loss only)")
+    sampled_negatives: int = Field(default=0, ge=0, description="a many-negatives softmax for the task loss "
+                                   "(DEXML's all-label softmax, sampled): each step draws this many labels uniformly "
+                                   "from the whole label set, shared by the batch's rows, and every row's softmax "
+                                   "also ranks its positive against them (a row's known positives and texts equal to "
+                                   "its own are masked). Each step encodes them, so it suits the tower, where a label "
+                                   "costs no transformer pass (0: off; softmax loss only)")
     distill: float = Field(default=0.0, ge=0, description="weight of the score distillation from the frozen "
                            "encoder added to the task loss (training/losses/distill.py): the trained encoder keeps "
                            "the frozen one's order of each row's non-positive batch labels (0: off; tower only)")

@@ -108,6 +108,8 @@ class Trainer:
             raise ValueError("attribute_negatives adds a negative to the softmax task loss: use loss='softmax'")
         if cfg.shortlist_negatives and cfg.loss != "softmax":
             raise ValueError("shortlist_negatives adds a negative to the softmax task loss: use loss='softmax'")
+        if cfg.sampled_negatives and cfg.loss != "softmax":
+            raise ValueError("sampled_negatives adds negatives to the softmax task loss: use loss='softmax'")
         if cfg.distill and not cfg.tower:
             raise ValueError("distill takes the frozen encoder under a tower as its teacher: set tower=true")
         if cfg.anchor_negatives and cfg.loss != "softmax":
@@ -230,7 +232,8 @@ class Trainer:
         pool = merge_pools(self.hard_pool, self.shortlist_pool)
         return BatchBuilder.from_anchor_sets(self.data.train_texts, self.data.label_texts, self.data.y_train,
                                              self.anchors, self.doc_sets, self.label_sets, hard_pool=pool,
-                                             anchor_pools=self.anchor_pools)
+                                             anchor_pools=self.anchor_pools,
+                                             sampled_negatives=self.cfg.sampled_negatives)
 
     def _optimizer(self, total_steps: int) -> tuple[Any, Any]:
         from xc_core.training import optim
@@ -267,25 +270,29 @@ class Trainer:
                            s.hard_valid[rows] if s.hard_valid is not None else None)
 
         hard = batch.hard_label_ids
+        sampled = batch.sampled_positive
         return Batch(batch.doc_ids[rows], batch.label_ids[rows], [batch.doc_texts[i] for i in rows],
                      [batch.label_texts[i] for i in rows], batch.positive_mask[pick],
                      {k: side(v) for k, v in batch.doc_anchors.items()},
                      {k: side(v) for k, v in batch.label_anchors.items()},
                      hard[rows] if hard is not None else None, [batch.hard_texts[i] for i in rows] if hard is not None
-                     else [])
+                     else [], batch.sampled_label_ids, batch.sampled_texts,
+                     sampled[rows] if sampled is not None else None)
 
     def losses(self, batch: Batch) -> dict[str, Any]:
         """Every term of the objective for one batch, from one encoder pass over all its texts."""
         b = len(batch.doc_texts)
         texts = [*batch.doc_texts, *batch.label_texts, *self.hard_texts(batch)]
+        m = len(batch.sampled_texts)
         anchor_texts = [t for group in self.anchor_text_groups(batch) for t in group]
         if self.cfg.anchor_grad:  # RAMEN eq. 2 as written: gradients flow into the anchors' encodings too
-            emb = self.encoder.forward(texts + anchor_texts)
-            anchor_emb = emb[len(texts):]
+            emb = self.encoder.forward(texts + batch.sampled_texts + anchor_texts)
+            anchor_emb = emb[len(texts) + m:]
         else:
-            emb = self.encoder.forward(texts)
+            emb = self.encoder.forward(texts + batch.sampled_texts)
             anchor_emb = self.encode_fixed(anchor_texts)
-        return self.objective_terms(batch, emb[:b], emb[b: 2 * b], emb[2 * b: len(texts)], anchor_emb)
+        return self.objective_terms(batch, emb[:b], emb[b: 2 * b], emb[2 * b: len(texts)], anchor_emb,
+                                    sampled=emb[len(texts): len(texts) + m] if m else None)
 
     def anchor_sides(self, batch: Batch) -> list[tuple[str, str, Any]]:
         """(``doc`` / ``label``, anchor set, the batch's anchors of that side) for every regularized side, in the
@@ -308,21 +315,26 @@ class Trainer:
         """The texts of the rows' hard negative labels (rows without one have none)."""
         return [batch.hard_texts[i] for i in self._hard_rows(batch)]
 
-    def objective_terms(self, batch: Batch, docs: Any, labels: Any, hard: Any, anchors: Any) -> dict[str, Any]:
+    def objective_terms(self, batch: Batch, docs: Any, labels: Any, hard: Any, anchors: Any,
+                        sampled: Any = None) -> dict[str, Any]:
         """The terms of :meth:`losses` from the batch's embeddings: its documents, its labels, its
-        :meth:`hard_texts` and its anchors (:meth:`anchor_text_groups`, ``len(docs)`` rows a group)."""
+        :meth:`hard_texts`, its anchors (:meth:`anchor_text_groups`, ``len(docs)`` rows a group) and its sampled
+        labels (``batch.sampled_texts``; None when the batch has none)."""
         import torch
 
         b = len(batch.doc_texts)
+        more: dict[str, Any] = {}
+        if sampled is not None and batch.sampled_positive is not None:  # sampled_negatives: in every row's softmax
+            more = {"sampled_emb": sampled, "sampled_positive": torch.from_numpy(batch.sampled_positive)}
         hard_rows = self._hard_rows(batch)
         if len(hard_rows):  # the rows' labels of another brand / place (training/attributes.py)
             index = torch.from_numpy(hard_rows).to(docs.device)
             hard_emb = torch.zeros_like(docs).index_copy(0, index, hard)
             valid = torch.zeros(b, dtype=torch.bool, device=docs.device).index_fill(0, index, True)
             task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask), hard_emb=hard_emb,
-                                  hard_valid=valid)
+                                  hard_valid=valid, **more)
         else:
-            task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask))
+            task = self.task_loss(docs, labels, torch.from_numpy(batch.positive_mask), **more)
         if self.cfg.distill:  # the frozen encoder's order of each row's other labels (losses/distill.py)
             teacher = self.encoder.frozen_vectors(batch.doc_texts) @ self.encoder.frozen_vectors(batch.label_texts).T
             task = task + self.cfg.distill * score_distillation(docs @ labels.T, teacher.to(docs.device),

@@ -11,7 +11,8 @@ from xc_core.training.losses.triplet import _check, anchor_scores
 
 def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float,
                      valid: torch.Tensor | None = None, row_scores: torch.Tensor | None = None,
-                     row_valid: torch.Tensor | None = None) -> torch.Tensor:
+                     row_valid: torch.Tensor | None = None, extra_scores: torch.Tensor | None = None,
+                     extra_allowed: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over valid rows of −log softmax_j(scale · s_ij)[i], j over the row's allowed negatives and itself.
 
     ``scores[i, j]`` = cos(left_i, right_j) and the positive of row i is ``scores[i, i]``. Column j ≠ i enters
@@ -21,6 +22,9 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
     ``row_valid[i]``; a row without one is scored as without ``row_scores``:
 
         L = mean_i −log( exp(τ s_ii) / (exp(τ s_ii) + Σ_{j ∈ N_i} exp(τ s_ij) + [h_i] exp(τ cos(x_i, h_i))) )
+
+    ``extra_scores`` [B, M] (optional): M more candidates in every row's softmax (``sampled_negatives``: labels
+    drawn from the whole label set), each where ``extra_allowed`` [B, M] (not one of the row's positives).
     """
     _check(scores, negatives, "negatives")
     allowed = negatives.to(device=scores.device, dtype=torch.bool).clone()
@@ -38,6 +42,12 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
         extra = (scale * row_scores).masked_fill(~row_valid.to(device=scores.device, dtype=torch.bool),
                                                  float("-inf"))
         logits = torch.cat([logits, extra[:, None]], dim=1)
+    if extra_scores is not None:
+        if extra_allowed is None or extra_scores.shape[0] != scores.shape[0] or \
+                extra_allowed.shape != extra_scores.shape:
+            raise ValueError(f"extra_scores and extra_allowed must both have shape ({scores.shape[0]}, M)")
+        allowed_extra = extra_allowed.to(device=scores.device, dtype=torch.bool)
+        logits = torch.cat([logits, (scale * extra_scores).masked_fill(~allowed_extra, float("-inf"))], dim=1)
     target = torch.arange(scores.shape[0], device=scores.device)
     return F.cross_entropy(logits[rows], target[rows])
 
@@ -74,19 +84,28 @@ class InBatchSoftmaxLoss(nn.Module):
         self.scale = scale
 
     def forward(self, doc_emb: torch.Tensor, label_emb: torch.Tensor, positive_mask: torch.Tensor,
-                hard_emb: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None) -> torch.Tensor:
+                hard_emb: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None,
+                sampled_emb: torch.Tensor | None = None, sampled_positive: torch.Tensor | None = None) -> torch.Tensor:
         """``hard_emb`` [B, d] (optional): one extra negative per row (``hard_valid`` [B] marks the rows that have
-        one), added to that row's softmax only (``training.attributes``: a label of another brand / place)."""
+        one), added to that row's softmax only (``training.attributes``: a label of another brand / place).
+        ``sampled_emb`` [M, d] (optional): labels in every row's softmax, except where ``sampled_positive`` [B, M]
+        (``sampled_negatives``)."""
         scores = doc_emb @ label_emb.T
         _check(scores, positive_mask, "positive_mask")
         negatives = ~positive_mask.to(device=scores.device, dtype=torch.bool)
+        extra: dict[str, torch.Tensor] = {}
+        if sampled_emb is not None:
+            if sampled_positive is None:
+                raise ValueError("sampled_emb needs sampled_positive, the [B, M] mask of the rows' positives")
+            extra = {"extra_scores": doc_emb @ sampled_emb.T,
+                     "extra_allowed": ~sampled_positive.to(device=scores.device, dtype=torch.bool)}
         if hard_emb is None:
-            return in_batch_softmax(scores, negatives, self.scale)
+            return in_batch_softmax(scores, negatives, self.scale, **extra)
         if hard_emb.shape != doc_emb.shape or hard_valid is None or hard_valid.shape != scores.shape[:1]:
             raise ValueError(f"hard_emb must have the shape of doc_emb {tuple(doc_emb.shape)} and hard_valid "
                              f"({scores.shape[0]},)")
         return in_batch_softmax(scores, negatives, self.scale, row_scores=(doc_emb * hard_emb).sum(dim=1),
-                                row_valid=hard_valid)
+                                row_valid=hard_valid, **extra)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"
