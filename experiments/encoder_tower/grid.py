@@ -58,7 +58,8 @@ def main() -> None:
                   "val_rows": int(len(trainer.val_idx)), "setup_s": round(setup, 1),
                   "fit_s": round(result.seconds, 1), "examples_per_s": round(result.examples_per_s, 1),
                   "steps": result.steps, "selected_epoch": result.selected_epoch,
-                  "fallback_test": result.fallback_test, "history": result.history}
+                  "fallback_test": result.fallback_test, "history": result.history,
+                  "val_hits": served_hits(trainer, result.selected_epoch)}
         out.parent.mkdir(parents=True, exist_ok=True)
         write_result(out, json.dumps(record, indent=1, default=float) + "\n")
         best = max(result.history, key=lambda h: h.get("val_recall@10", -1))
@@ -66,6 +67,21 @@ def main() -> None:
               f"{result.history[0].get('val_recall@10'):.4f}; best epoch {best['epoch']} P@1 {best.get('val_P@1'):.4f}"
               f" R@10 {best.get('val_recall@10'):.4f}; served {result.selected_epoch}; {result.examples_per_s:.0f} "
               f"ex/s, fit {result.seconds:.0f} s, setup {setup:.0f} s", flush=True)
+
+
+def served_hits(trainer: object, epoch: int) -> dict[str, list[int]]:
+    """Per validation row, 1 where the epoch's top label is a positive (P@1) — the served epoch's and epoch 0's, so
+    two variants (same seed: the same rows) can be paired (``table.py --base``)."""
+    import numpy as np
+
+    choice = trainer.choice  # type: ignore[attr-defined]
+
+    def hits(e: int) -> list[int]:
+        top = np.asarray(choice.tops[e])[:, 0]
+        found = np.asarray(choice.truth[np.arange(len(top)), np.maximum(top, 0)]).ravel() > 0
+        return (found & (top >= 0)).astype(int).tolist()
+
+    return {"P@1": hits(epoch), "P@1_epoch0": hits(0)}
 
 
 if __name__ == "__main__":

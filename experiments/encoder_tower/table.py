@@ -26,9 +26,30 @@ def row(record: dict) -> str:
             f"{record['examples_per_s']:.0f} | {record['code']['git_commit'][:7]} |")
 
 
+def paired(records: list[dict], base: str) -> None:
+    """Each variant with per-row validation hits against the ``base`` variant's, paired (the same seed draws the
+    same validation rows): served P@1 difference with its 95% bootstrap interval."""
+    import numpy as np
+
+    from xc_core.evaluation.analyses import paired_bootstrap_diff
+
+    reference = next(r for r in records if r["variant"] == base)
+    print(f"\n| variant | served val P@1 − {base}'s [95%] | served − its epoch 0 [95%] | fit s |")
+    print("|---|---|---|---|")
+    for record in records:
+        if "val_hits" not in record or record is reference:
+            continue
+        mine, theirs = np.array(record["val_hits"]["P@1"]), np.array(reference["val_hits"]["P@1"])
+        d, lo, hi, _ = paired_bootstrap_diff(mine, theirs)
+        e, elo, ehi, _ = paired_bootstrap_diff(mine, np.array(record["val_hits"]["P@1_epoch0"]))
+        print(f"| {record['variant']} | {100 * d:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}] | "
+              f"{100 * e:+.2f} [{100 * elo:+.2f}, {100 * ehi:+.2f}] | {record['fit_s']:.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dataset", default="synthetic")
+    parser.add_argument("--base", help="also pair every variant that recorded per-row hits with this one")
     args = parser.parse_args()
     records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"{args.dataset}-*.json"))]
     print("| variant | overrides of the demo profile | served epoch | val P@1 (epoch 0 → served) | "
@@ -36,6 +57,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for record in records:
         print(row(record))
+    if args.base:
+        paired(records, args.base)
 
 
 if __name__ == "__main__":
