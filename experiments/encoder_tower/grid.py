@@ -28,6 +28,8 @@ def main() -> None:
     parser.add_argument("--method", default="dual_encoder")
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--variant", action="append", default=[], help="NAME=JSON overrides")
+    parser.add_argument("--seed", type=int, default=0, help="the profile's seed (validation rows, batches); a "
+                        "seed other than 0 names the records <variant>-s<seed>")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
@@ -38,11 +40,12 @@ def main() -> None:
     from xc_core.provenance import code_stamp
     from xc_core.training.trainer import Trainer
 
-    home, profile = Path(args.home), get_profile(args.profile)
+    home, profile = Path(args.home), get_profile(args.profile).model_copy(update={"seed": args.seed})
     data = XCDataset.load(anchors_dir(home, args.dataset))
     method = encoder_method(args.method)
     for spec in args.variant or ["profile={}"]:
         name, _, raw = spec.partition("=")
+        name = f"{name}-s{args.seed}" if args.seed else name
         out = Path(args.out) / f"{args.dataset}-{args.method}-{name}.json"
         if out.exists():
             print(f"{name}: {out} exists, skipped")
@@ -54,6 +57,7 @@ def main() -> None:
         setup = time.perf_counter() - started
         result = trainer.fit()
         record = {"dataset": args.dataset, "method": args.method, "profile": args.profile, "variant": name,
+                  "seed": args.seed,
                   "overrides": overrides, "code": code_stamp(), "train_docs": int(len(trainer.train_idx)),
                   "val_rows": int(len(trainer.val_idx)), "setup_s": round(setup, 1),
                   "fit_s": round(result.seconds, 1), "examples_per_s": round(result.examples_per_s, 1),

@@ -26,24 +26,37 @@ def row(record: dict) -> str:
             f"{record['examples_per_s']:.0f} | {record['code']['git_commit'][:7]} |")
 
 
+def _family(record: dict) -> str:
+    """The variant's name without its seed suffix (grid.py names a seed other than 0 ``<variant>-s<seed>``)."""
+    seed = record.get("seed", 0)
+    return record["variant"].removesuffix(f"-s{seed}") if seed else record["variant"]
+
+
 def paired(records: list[dict], base: str) -> None:
-    """Each variant with per-row validation hits against the ``base`` variant's, paired (the same seed draws the
-    same validation rows): served P@1 difference with its 95% bootstrap interval."""
+    """Each variant with per-row validation hits against the ``base`` variant's of the same seed (the same
+    validation rows), per seed and pooled over the seeds both have (rows concatenated): served P@1 difference and
+    served − its own epoch 0, with 95% bootstrap intervals."""
     import numpy as np
 
     from xc_core.evaluation.analyses import paired_bootstrap_diff
 
-    reference = next(r for r in records if r["variant"] == base)
-    print(f"\n| variant | served val P@1 − {base}'s [95%] | served − its epoch 0 [95%] | fit s |")
-    print("|---|---|---|---|")
-    for record in records:
-        if "val_hits" not in record or record is reference:
+    hits = {(_family(r), r.get("seed", 0)): r for r in records if "val_hits" in r}
+    print(f"\n| variant | seeds | served val P@1 − {base}'s [95%] | served − its epoch 0 [95%] | fit s |")
+    print("|---|---|---|---|---|")
+    for family in dict.fromkeys(f for f, _ in hits):
+        seeds = sorted(s for f, s in hits if f == family and (base, s) in hits)
+        if family == base or not seeds:
             continue
-        mine, theirs = np.array(record["val_hits"]["P@1"]), np.array(reference["val_hits"]["P@1"])
-        d, lo, hi, _ = paired_bootstrap_diff(mine, theirs)
-        e, elo, ehi, _ = paired_bootstrap_diff(mine, np.array(record["val_hits"]["P@1_epoch0"]))
-        print(f"| {record['variant']} | {100 * d:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}] | "
-              f"{100 * e:+.2f} [{100 * elo:+.2f}, {100 * ehi:+.2f}] | {record['fit_s']:.0f} |")
+        groups = [[s] for s in seeds] + ([seeds] if len(seeds) > 1 else [])
+        for group in groups:
+            mine = np.concatenate([hits[family, s]["val_hits"]["P@1"] for s in group])
+            theirs = np.concatenate([hits[base, s]["val_hits"]["P@1"] for s in group])
+            start = np.concatenate([hits[family, s]["val_hits"]["P@1_epoch0"] for s in group])
+            d, lo, hi, _ = paired_bootstrap_diff(mine, theirs)
+            e, elo, ehi, _ = paired_bootstrap_diff(mine, start)
+            fit = np.mean([hits[family, s]["fit_s"] for s in group])
+            print(f"| {family} | {','.join(map(str, group))} | {100 * d:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}] | "
+                  f"{100 * e:+.2f} [{100 * elo:+.2f}, {100 * ehi:+.2f}] | {fit:.0f} |")
 
 
 def main() -> None:
