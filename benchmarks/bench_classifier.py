@@ -73,9 +73,10 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
         return fused_search(encoder.encode(texts), label_index, classifier_index, label_vecs, fused, k, texts=texts)
 
     baseline_ms, fused_ms = _timed(encoder_only, queries), _timed(with_classifier, queries)
-    names = fused.active_names
+    names = fused.active("names")
     # the name channel's own share of the fused time: its substring lookups, one query at a time (0 when not served)
-    names_ms = _timed(lambda texts: names.search(texts), queries) if names is not None else 0.0
+    names_ms = (_timed(lambda texts: names.propose(texts, np.empty((len(texts), 0), np.float32), fused.search_k).ids,
+                       queries) if names is not None else 0.0)
     vectors = encoder.encode(queries)
     started = time.perf_counter()
     label_index.search(vectors, k)
@@ -85,7 +86,7 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
     batch_fused = 1000 * (time.perf_counter() - started) / len(queries)
     return {
         "dataset": dataset, "method": method, "profile": profile, "labels": int(fused.weights.shape[0]),
-        "queries": len(queries), "alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
+        "queries": len(queries), "alpha": fused.alpha, "lexical_weight": fused.weight("lexical"),
         "search_k": fused.search_k,
         "baseline": "encoder only: encode + HNSW search of the label index",
         "encoder_only_ms_per_query": round(baseline_ms, 3), "fused_ms_per_query": round(fused_ms, 3),
@@ -93,11 +94,11 @@ def measure(home: Path, dataset: str, method: str, profile: str, n_queries: int,
         "meets_goal": fused_ms / baseline_ms <= GOAL_RATIO,
         "search_only_batch_ms_per_query": {"encoder_only": round(batch_base, 4), "fused": round(batch_fused, 4)},
         "weights_mb": round(fused.weights.nbytes / 2**20, 1), "weights_shape": list(fused.weights.shape),
-        "lexical_mb": round(fused.lexical.megabytes, 1) if fused.lexical is not None and fused.uses_lexical else 0.0,
-        "linear_weight": fused.linear_weight,
-        "name_weight": fused.name_weight, "names_mb": round(names.megabytes, 1) if names is not None else 0.0,
+        "lexical_mb": round(lexical.megabytes, 1) if (lexical := fused.active("lexical")) is not None else 0.0,
+        "linear_weight": fused.weight("hybrid"),
+        "name_weight": fused.weight("names"), "names_mb": round(names.megabytes, 1) if names is not None else 0.0,
         "names_ms_per_query": round(names_ms, 3),
-        "hybrid_mb": round(hybrid.megabytes, 1) if (hybrid := fused.active_linear) is not None else 0.0,
+        "hybrid_mb": round(hybrid.megabytes, 1) if (hybrid := fused.active("hybrid")) is not None else 0.0,
         "hybrid_seconds": {k: v for k, v in fused.info.get("stage_seconds", {}).items() if "hybrid" in k},
         "train_seconds": fused.info.get("train_seconds"), "train_pairs": fused.info.get("train_pairs"),
         "epochs": len(fused.info.get("history", [])),

@@ -354,8 +354,8 @@ def prepare_fused(data: Any, trained: Any, encoder: Any, generated: list[str], g
     fused = grown_classifier(trained, vectors[data.n_labels:])
     result["catalogue"] = {"labels": len(texts), "trained_on_clicks": int(data.n_labels),
                            "added_without_clicks": int(len(added)), "alpha": fused.alpha,
-                           "lexical_weight": fused.lexical_weight, "linear_weight": fused.linear_weight,
-                           "untrained_offset": fused.untrained_offset, "search_k": fused.search_k}
+                           "lexical_weight": fused.weight("lexical"), "linear_weight": fused.weight("hybrid"),
+                           "untrained_offset": fused.fusion["untrained_offset"], "search_k": fused.search_k}
     say("exact fused search")
     began = time.perf_counter()
     truth = exact_fused(vectors, fused, np.concatenate([tune_q, held_q]), [*tune_texts, *held_texts])

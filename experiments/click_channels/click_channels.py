@@ -53,9 +53,9 @@ def dump(home: Path, dataset_name: str, work: Path) -> None:
         if path.exists():  # resumable: a block already dumped is kept
             continue
         grid, seconds = fold_grid(ds, fold, doc_vecs, label_vecs, propensity(ds), cfg)
-        assert grid.lexical_scores is not None and grid.linear_scores is not None, "both text channels are tried"
+        assert grid.has("lexical") and grid.has("hybrid"), "both text channels are tried"
         np.savez(path, candidates=grid.candidates, enc=grid.encoder_scores, clf=grid.classifier_scores,
-                 lex=grid.lexical_scores, lin=grid.linear_scores, blocked=grid.blocked,
+                 lex=grid.channel_scores["lexical"], lin=grid.channel_scores["hybrid"], blocked=grid.blocked,
                  on_untrained=grid.on_untrained, score_rows=fold.score_rows, truth_indptr=grid.truth.indptr,
                  truth_indices=grid.truth.indices, truth_shape=np.array(grid.truth.shape), name=np.array(fold.name))
         print(fold.name, seconds, flush=True)

@@ -60,21 +60,19 @@ def name_features(queries: list[str], label_texts: list[str], candidates: np.nda
     return out
 
 
-def fused(grid: Any, fusion: tuple[float, ...], extra: np.ndarray | None, seen: bool) -> np.ndarray:
+def fused(grid: Any, fusion: Any, extra: np.ndarray | None, seen: bool) -> np.ndarray:
     """The stage's fused score of every candidate (``FusionGrid.ranked``'s sum) plus ``extra``; −inf where blocked."""
-    alpha, weight, offset, linear, memory, popularity = fusion[:6]  # the base grid has no name channel
-    score = alpha * grid.encoder_scores + (1 - alpha) * grid.classifier_scores
-    for channel, channel_weight in ((grid.lexical_scores, weight), (grid.linear_scores, linear),
-                                    (grid.memory_scores, memory), (grid.popularity, popularity)):
-        if channel is not None and channel_weight > 0:
-            score = score + np.float32(channel_weight) * channel
-    score = score + np.float32(offset) * grid.on_untrained
+    score = fusion.alpha * grid.encoder_scores + (1 - fusion.alpha) * grid.classifier_scores
+    for name, values in grid.channel_scores.items():  # the base grid has no name channel
+        if name != "names" and (weight := fusion.weight(name)) > 0:
+            score = score + np.float32(weight) * values
+    score = score + np.float32(fusion["untrained_offset"]) * grid.on_untrained
     if extra is not None:
         score = score + extra
     return np.where(grid.blocked | (grid.on_untrained if seen else False), -np.inf, score)
 
 
-def hits(grid: Any, fusion: tuple[float, ...], extra: np.ndarray | None, seen: bool) -> np.ndarray:
+def hits(grid: Any, fusion: Any, extra: np.ndarray | None, seen: bool) -> np.ndarray:
     """Per row, 1 when the best candidate (equal scores: the lower id) is a positive."""
     from xc_core.classifier.shortlist import best_first
 
@@ -87,7 +85,7 @@ def positive(truth: Any, ids: np.ndarray) -> np.ndarray:
     return np.array([ids[r] in truth.indices[truth.indptr[r]: truth.indptr[r + 1]] for r in range(len(ids))], float)
 
 
-def evaluate(blocks: list[dict[str, Any]], picks: Sequence[tuple[float, ...]], feature: str) -> dict[str, Any]:
+def evaluate(blocks: list[dict[str, Any]], picks: Sequence[Any], feature: str) -> dict[str, Any]:
     """Each block: its base pick plus ``feature`` at the weight best on the other blocks (under their picks)."""
     from xc_core.evaluation.analyses import paired_bootstrap_diff
 
@@ -142,7 +140,6 @@ def main() -> None:
             path.write_bytes(pickle.dumps({"name": fold.name, "grid": grid, "seconds": seconds}))
             print(fold.name, seconds, flush=True)
         block = pickle.loads(path.read_bytes())
-        block["grid"].__dict__.setdefault("name_scores", None)  # grids kept before FusionGrid had the name channel
         block["features"] = name_features([ds.train_texts[r] for r in fold.score_rows], ds.label_texts,
                                           block["grid"].candidates)
         blocks.append(block)
@@ -152,9 +149,9 @@ def main() -> None:
     picks = [select(np.setdiff1d(everything, rows, assume_unique=True)) for rows in oof.blocks]
     for block, pick in zip(blocks, picks, strict=True):  # this script's fused score is the stage's
         assert np.array_equal(hits(block["grid"], pick, None, False),
-                              positive(block["grid"].truth, block["grid"].ranked(*pick)[1][:, 0])), block["name"]
+                              positive(block["grid"].truth, block["grid"].ranked(pick)[1][:, 0])), block["name"]
     out: dict[str, Any] = {"dataset": args.dataset, "home": str(args.home), "blocks": [b["name"] for b in blocks],
-                           "rows": int(len(everything)), "base_picks": [list(p) for p in picks],
+                           "rows": int(len(everything)), "base_picks": [p.changed() for p in picks],
                            "rows_with": {f: int(sum((b["features"][f] > 0).any(axis=1).sum() for b in blocks))
                                          for f in FEATURES},
                            "features": {}}

@@ -100,7 +100,7 @@ def _paired(a: np.ndarray, b: np.ndarray) -> list[float]:
 def parity(home: Path, name: str, features: list[str], max_folds: int | None,
            variants: dict[str, dict] | None = None, peer: bool = True) -> dict:
     from xc_core.classifier.folds import out_of_fold
-    from xc_core.classifier.linear import LinearChannel, LinearConfig
+    from xc_core.classifier.xrlinear import LinearChannel, LinearConfig
     from xc_core.profiles import get_profile
     from xc_core.provenance import git_commit
     from xc_core.stages.anchor_sets import load_with_anchors
@@ -153,7 +153,7 @@ def parity(home: Path, name: str, features: list[str], max_folds: int | None,
 def _variant(parser: argparse.ArgumentParser, text: str) -> tuple[str, dict]:
     """``NAME=JSON`` → (name, settings); a malformed value or a setting LinearConfig does not have is an error here,
     not a run of the default channel against itself (LinearConfig ignores unknown keys)."""
-    from xc_core.classifier.linear import LinearConfig
+    from xc_core.classifier.xrlinear import LinearConfig
 
     name, _, raw = text.partition("=")
     try:

@@ -61,13 +61,14 @@ def out_of_fold_grid(home: Path, dataset: str, profile: str) -> Any:
     return captured["grid"], chosen.classifier
 
 
-def scores(grid: Any, fusion: tuple[float, ...]) -> dict[str, float]:
+def scores(grid: Any, fusion: Any) -> dict[str, float]:
     rows = np.arange(grid.truth.shape[0])
-    return {m: round(100 * grid.value(tuple(fusion), m, rows), 2) for m in METRICS}
+    return {m: round(100 * grid.value(fusion, m, rows), 2) for m in METRICS}
 
 
 def main() -> None:
-    from xc_core.classifier.stage import ENCODER_ONLY, OutOfFoldGrid, choose_fusion
+    from xc_core.classifier.channels import ENCODER_ONLY, Fusion, fusion_keys
+    from xc_core.classifier.stage import OutOfFoldGrid, choose_fusion
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, required=True)
@@ -76,7 +77,9 @@ def main() -> None:
     parser.add_argument("--fusion", required=True, help="alpha,lexical,untrained,hybrid,memory,popularity,name")
     args = parser.parse_args()
     grid, cfg = out_of_fold_grid(args.home, args.dataset, args.profile)
-    head = tuple(float(x) for x in args.fusion.split(","))
+    head = Fusion(dict(zip(("alpha", "lexical_weight", "untrained_offset", "linear_weight", "memory_weight",
+                            "popularity_weight", "name_weight"), (float(x) for x in args.fusion.split(",")),
+                           strict=True)))
     rows: list[dict[str, Any]] = [{"fusion": "encoder alone", **scores(grid, ENCODER_ONLY)}]
     whole = [p.on_tail.copy() for p in grid.parts]  # the stage's tail: the whole bin
     for name, masks in (("trained tail labels", [w & ~p.on_untrained for w, p in zip(whole, grid.parts, strict=True)]),
@@ -84,11 +87,11 @@ def main() -> None:
         for part, mask in zip(grid.parts, masks, strict=True):
             part.on_tail = mask
         probe = OutOfFoldGrid(grid.parts)
-        rows += [{"fusion": f"main's fusion, offset {t} on {name}", **scores(probe, (*head, t))} for t in OFFSETS]
+        rows += [{"fusion": f"main's fusion, offset {t} on {name}", **scores(probe, head.replace(tail_offset=t))}
+                 for t in OFFSETS]
     best, record, _ = choose_fusion(OutOfFoldGrid(grid.parts), cfg)
-    rows.append({"fusion": f"the stage's choice {record['fusion']['candidate']}", **scores(grid, tuple(
-        best[k] for k in ("alpha", "lexical_weight", "untrained_offset", "linear_weight", "memory_weight",
-                          "popularity_weight", "name_weight", "tail_offset")))})
+    rows.append({"fusion": f"the stage's choice {record['fusion']['candidate']}", **scores(
+        grid, Fusion({k: best[k] for k in fusion_keys()}))})
     from xc_core.provenance import code_stamp
 
     out = Path(__file__).parent / "results" / f"{args.dataset}.json"

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from xc_core.classifier import FusedClassifier, fused_search
+from xc_core.classifier.channels import Fusion
 from xc_core.classifier.lexical import LexicalChannel, LexicalConfig
 from xc_core.datasets.container import XCDataset
 from xc_core.index import IndexConfig, LabelIndex
@@ -73,9 +74,9 @@ def test_a_zero_weight_is_the_dense_search_and_a_positive_one_needs_the_texts(ti
     index = LabelIndex.build(label_vecs, None, flat)
     lexical = LexicalChannel.fit(tiny_data.train_texts, tiny_data.y_train, LexicalConfig())
     texts = list(tiny_data.test_texts)
-    dense = FusedClassifier(label_vecs, 0.5, 20)
-    off = FusedClassifier(label_vecs, 0.5, 20, lexical=lexical, lexical_weight=0.0)
-    on = FusedClassifier(label_vecs, 0.5, 20, lexical=lexical, lexical_weight=0.5)
+    dense = FusedClassifier(label_vecs, Fusion(alpha=0.5), 20)
+    off = FusedClassifier(label_vecs, Fusion(alpha=0.5, lexical_weight=0.0), 20, channels={"lexical": lexical})
+    on = FusedClassifier(label_vecs, Fusion(alpha=0.5, lexical_weight=0.5), 20, channels={"lexical": lexical})
     base = fused_search(queries, index, index, label_vecs, dense, 10)
     for a, b in zip(base, fused_search(queries, index, index, label_vecs, off, 10, texts=texts), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -92,9 +93,9 @@ def test_a_zero_weight_is_the_dense_search_and_a_positive_one_needs_the_texts(ti
     assert found(with_words) > found(base[1])
     # saved with its weight, loaded with its channel; a zero weight saves no channel
     loaded = FusedClassifier.load(on.save(tmp_path / "on"))
-    assert loaded.uses_lexical and loaded.lexical_weight == 0.5
+    assert loaded.active("lexical") is not None and loaded.weight("lexical") == 0.5
     assert not (off.save(tmp_path / "off") / "lexical").exists()
-    assert not FusedClassifier.load(tmp_path / "off").uses_lexical
+    assert FusedClassifier.load(tmp_path / "off").active("lexical") is None
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
@@ -118,7 +119,7 @@ def test_the_lexical_channel_is_kept_only_when_its_validation_gain_is_significan
     queries = rng.normal(size=(len(tiny_data.test_texts), 256)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     grid = FusionGrid(queries, sp.csr_matrix(tiny_data.y_test), vecs, vecs, 20, tiny_data.filter_pairs,
-                      propensity(tiny_data), lexical, list(tiny_data.test_texts))
+                      propensity(tiny_data), {"lexical": lexical}, list(tiny_data.test_texts))
     cfg = ClassifierConfig(alphas=(0.5,))
     best, tests, _ = choose_fusion(grid, cfg)
     test = tests["fusion"]

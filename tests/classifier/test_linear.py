@@ -1,4 +1,4 @@
-"""The hybrid channel (classifier/linear.py): liblinear's solver, PECOS's label tree and beam search, plain-array
+"""The hybrid channel (classifier/xrlinear/): liblinear's solver, PECOS's label tree and beam search, plain-array
 storage, and its place in the fused search."""
 
 from __future__ import annotations
@@ -10,13 +10,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xc_core.classifier.linear import (
-    HYBRID_DIR,
-    LinearChannel,
-    LinearConfig,
-    _solve_all,
-    label_tree,
-)
+from xc_core.classifier.xrlinear import HYBRID_DIR, LinearChannel, LinearConfig, label_tree
+from xc_core.classifier.xrlinear.solver import solve_all
 from xc_core.datasets.container import XCDataset
 
 
@@ -34,7 +29,7 @@ def test_the_solver_reaches_liblinears_optimum() -> None:
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     signs = np.where(rng.random(300) < 0.2, 1.0, -1.0).astype(np.float32)
     empty = (np.zeros(301, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
-    _, _, _, dense, bias = _solve_all(np.array([0, 300], np.int64), np.arange(300, dtype=np.int64), signs, *empty,
+    _, _, _, dense, bias = solve_all(np.array([0, 300], np.int64), np.arange(300, dtype=np.int64), signs, *empty,
                                       x, 0, 1.0, 1.0, 100, 1e-6, 0.0, 0)
     ours = _objective(x, signs, dense[0].astype(np.float64), float(bias[0]))
     svc = LinearSVC(C=1.0, loss="squared_hinge", dual=True, tol=1e-8, max_iter=100_000).fit(x, signs)
@@ -54,7 +49,7 @@ def test_the_label_tree_is_balanced_with_layers_of_sixteen_way_splits() -> None:
 
 def _channel(data: XCDataset, features: Literal["hybrid", "sparse", "dense"]
              ) -> tuple[LinearChannel, np.ndarray, np.ndarray]:
-    from xc_core.classifier.linear import HybridFeatures
+    from xc_core.classifier.xrlinear import HybridFeatures
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(len(data.train_texts), 16)).astype(np.float32)  # noise: the text must carry it
@@ -92,24 +87,25 @@ def test_the_channel_is_stored_as_plain_arrays_and_scores_the_same_after_loading
 
 
 def test_the_fused_search_adds_the_hybrid_channel_and_needs_the_texts(tiny_data: XCDataset, tmp_path: Path) -> None:
+    from xc_core.classifier.channels import Fusion
     from xc_core.classifier.fusion import FusedClassifier, fused_search
     from xc_core.index import IndexConfig, LabelIndex
 
     channel, vectors, labelled = _channel(tiny_data, "hybrid")
     label_vecs = np.random.default_rng(1).normal(size=(tiny_data.n_labels, 16)).astype(np.float32)
     label_vecs /= np.linalg.norm(label_vecs, axis=1, keepdims=True)
-    fused = FusedClassifier(label_vecs, alpha=1.0, search_k=20, linear=channel, linear_weight=10.0)
+    fused = FusedClassifier(label_vecs, Fusion(linear_weight=10.0), search_k=20, channels={"hybrid": channel})
     folder = fused.save(tmp_path / "classifier")
     assert (folder / HYBRID_DIR / "linear.json").exists()
     loaded = FusedClassifier.load(folder)
-    assert loaded.active_linear is not None and loaded.uses_texts
+    assert loaded.active("hybrid") is not None and loaded.uses_texts
     index = LabelIndex.build(label_vecs, None, IndexConfig(kind="flat"))
     rows = labelled[:100]
     texts = [tiny_data.train_texts[i] for i in rows]
     with pytest.raises(ValueError, match="query texts"):
         fused_search(vectors[rows], index, index, label_vecs, loaded, 5)
     _, ids = fused_search(vectors[rows], index, index, label_vecs, loaded, 5, texts=texts)
-    _, alone = fused_search(vectors[rows], index, index, label_vecs, loaded.with_alpha(1.0, 0.0, None, 0.0), 5)
+    _, alone = fused_search(vectors[rows], index, index, label_vecs, loaded.with_fusion(linear_weight=0.0), 5)
     y = sp.csr_matrix(tiny_data.y_train)
     hit = np.asarray(y[rows[:, None], np.maximum(ids[:, :1], 0)].todense()).mean()
     hit_alone = np.asarray(y[rows[:, None], np.maximum(alone[:, :1], 0)].todense()).mean()

@@ -78,7 +78,7 @@ def test_the_stage_serves_the_memory_where_repeated_queries_click_what_they_clic
     for case, remembered in (("truth", positive), ("elsewhere", (positive + 50) % n_labels)):
         clicks = _clicks([{int(r): 5.0, int(d): 1.0} for r, d in zip(remembered, decoy, strict=True)], n_labels)
         grid = FusionGrid(queries, truth, labels, labels, 20, np.empty((0, 2), np.int64), np.ones(n_labels),
-                          texts=texts, memory=ClickMemory.fit(texts, clicks))
+                          channels={"memory": ClickMemory.fit(texts, clicks)}, texts=texts)
         served, tests, _ = choose_fusion(grid, cfg)
         assert tests["fusion"]["kept"] is (case == "truth"), (case, tests["fusion"]["reason"])
         assert (served["memory_weight"] > 0) is (case == "truth")
@@ -87,7 +87,9 @@ def test_the_stage_serves_the_memory_where_repeated_queries_click_what_they_clic
 
 
 def test_a_saved_classifier_serves_its_memory_and_popularity(tmp_path: Path) -> None:
+    from xc_core.classifier.channels import Fusion
     from xc_core.classifier.fusion import FusedClassifier, fused_search
+    from xc_core.classifier.memory import LabelPopularity
     from xc_core.index import IndexConfig, LabelIndex
 
     rng = np.random.default_rng(1)
@@ -95,10 +97,11 @@ def test_a_saved_classifier_serves_its_memory_and_popularity(tmp_path: Path) -> 
     labels /= np.linalg.norm(labels, axis=1, keepdims=True)
     memory = ClickMemory.fit(["cheap flights"], _clicks([{29: 7.0, 4: 2.0}], 30))
     popularity = label_popularity(_clicks([{7: 100.0}], 30))
-    fused = FusedClassifier(labels, 1.0, 10, memory=memory, memory_weight=6.4, popularity=popularity,
-                            popularity_weight=0.3)
+    fused = FusedClassifier(labels, Fusion(memory_weight=6.4, popularity_weight=0.3), 10,
+                            channels={"memory": memory, "popularity": LabelPopularity(popularity)})
     loaded = FusedClassifier.load(fused.save(tmp_path / "clf"))
-    assert loaded.memory_weight == 6.4 and loaded.popularity_weight == 0.3 and loaded.active_memory is not None
+    assert loaded.weight("memory") == 6.4 and loaded.weight("popularity") == 0.3
+    assert loaded.active("memory") is not None
     index = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
     query = labels[[12]]
     _, ids = fused_search(query, index, index, labels, loaded, 3, texts=["Cheap  Flights"])
@@ -107,12 +110,13 @@ def test_a_saved_classifier_serves_its_memory_and_popularity(tmp_path: Path) -> 
     assert ids[0, 0] == 12, "a query never asked in training keeps the encoder's ranking"
     offsets = loaded.label_offsets()
     assert offsets is not None and offsets[7] == pytest.approx(0.3) and offsets[12] == 0.0
-    with pytest.raises(ValueError, match="memory or name channel: pass the query texts"):
+    with pytest.raises(ValueError, match=r"read the query texts \(memory\): pass the query texts"):
         fused_search(query, index, index, labels, loaded, 3)
     grown = loaded.with_new_labels(labels[:2])
-    assert grown.popularity is not None and len(grown.popularity) == 32 and grown.popularity[-1] == 0.0
-    off = FusedClassifier.load(loaded.with_alpha(1.0, memory_weight=0.0, popularity_weight=0.0).save(tmp_path / "off"))
-    assert off.memory is None and off.popularity is None and not (tmp_path / "off" / "memory").exists()
+    grown_popularity = grown.channels["popularity"].label_scores()
+    assert grown_popularity is not None and len(grown_popularity) == 32 and grown_popularity[-1] == 0.0
+    off = FusedClassifier.load(loaded.with_fusion(memory_weight=0.0, popularity_weight=0.0).save(tmp_path / "off"))
+    assert not off.channels and not (tmp_path / "off" / "memory").exists()
 
 
 def test_popularity_is_chosen_where_the_labels_with_clicks_rank_among_themselves() -> None:
@@ -121,6 +125,7 @@ def test_popularity_is_chosen_where_the_labels_with_clicks_rank_among_themselves
     label above the row's popular positive: ρ ≥ 0.1 orders them, and is the one chosen."""
     from xc_core.classifier import ClassifierConfig
     from xc_core.classifier.lexical import LexicalConfig
+    from xc_core.classifier.memory import LabelPopularity
     from xc_core.classifier.stage import FusionGrid, choose_fusion
 
     n_rows, n_labels = 300, 60  # labels 0–14 popular, 15–29 trained without popularity, 30–59 untrained
@@ -134,7 +139,8 @@ def test_popularity_is_chosen_where_the_labels_with_clicks_rank_among_themselves
     popularity = np.r_[np.ones(15), np.zeros(45)].astype(np.float32)
     cfg = ClassifierConfig(alphas=(1.0,), lexical=LexicalConfig(weights=(0.0,)), memory_weights=(0.0,))
     grid = FusionGrid(queries.astype(np.float32), truth, labels, labels, 10, np.empty((0, 2), np.int64),
-                      np.ones(n_labels), untrained=np.arange(n_labels) >= 30, popularity=popularity)
+                      np.ones(n_labels), channels={"popularity": LabelPopularity(popularity)},
+                      untrained=np.arange(n_labels) >= 30)
     _, tests, _ = choose_fusion(grid, cfg)
     candidate = tests["fusion"]["candidate"]
     assert candidate.get("popularity_weight") == 0.1, candidate

@@ -56,7 +56,7 @@ def test_the_stage_serves_the_name_channel_where_queries_name_their_labels() -> 
     for case, named in (("truth", positive), ("elsewhere", (positive + 50) % n_labels)):
         texts = [f"site {n:03d} shop" for n in named]
         grid = FusionGrid(queries, truth, labels, labels, 5, np.empty((0, 2), np.int64), np.ones(n_labels),
-                          texts=texts, names=LabelNames.fit(label_texts))
+                          channels={"names": LabelNames.fit(label_texts)}, texts=texts)
         served, tests, _ = choose_fusion(grid, cfg)
         assert tests["fusion"]["kept"] is (case == "truth"), (case, tests["fusion"]["reason"])
         assert (served["name_weight"] > 0) is (case == "truth")
@@ -65,6 +65,7 @@ def test_the_stage_serves_the_name_channel_where_queries_name_their_labels() -> 
 
 
 def test_a_saved_classifier_serves_its_name_channel(tmp_path: Path) -> None:
+    from xc_core.classifier.channels import Fusion
     from xc_core.classifier.fusion import FusedClassifier, fused_search
     from xc_core.index import IndexConfig, LabelIndex
 
@@ -72,21 +73,23 @@ def test_a_saved_classifier_serves_its_name_channel(tmp_path: Path) -> None:
     labels = rng.normal(size=(30, 16)).astype(np.float32)
     labels /= np.linalg.norm(labels, axis=1, keepdims=True)
     names = LabelNames.fit([f"label{i}" for i in range(29)] + ["bankofamerica"])
-    loaded = FusedClassifier.load(FusedClassifier(labels, 1.0, 3, names=names, name_weight=1.6).save(tmp_path / "c"))
-    assert loaded.name_weight == 1.6 and loaded.active_names is not None and (tmp_path / "c" / NAMES_FILE).exists()
+    fused = FusedClassifier(labels, Fusion(name_weight=1.6), 3, channels={"names": names})
+    loaded = FusedClassifier.load(fused.save(tmp_path / "c"))
+    assert loaded.weight("names") == 1.6 and loaded.active("names") is not None
+    assert (tmp_path / "c" / NAMES_FILE).exists()
     index = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
     query = labels[[12]]
     _, ids = fused_search(query, index, index, labels, loaded, 3, texts=["Bank of America"])
     assert ids[0, 0] == 29, "the named label first, though the 3-deep ANN shortlists never held it"
     _, ids = fused_search(query, index, index, labels, loaded, 3, texts=["cheap hotels"])
     assert ids[0, 0] == 12, "a query naming no label keeps the encoder's ranking"
-    with pytest.raises(ValueError, match="name channel: pass the query texts"):
+    with pytest.raises(ValueError, match=r"read the query texts \(names\): pass the query texts"):
         fused_search(query, index, index, labels, loaded, 3)
     alone = loaded.classifier_alone()
     assert not alone.uses_texts and alone.alpha == 0.0, "W alone needs no query texts (predict.py's variant)"
     assert fused_search(query, index, index, labels, alone, 3)[1][0, 0] == 12
-    off = FusedClassifier.load(loaded.with_alpha(1.0, name_weight=0.0).save(tmp_path / "off"))
-    assert off.names is None and not (tmp_path / "off" / NAMES_FILE).exists()
+    off = FusedClassifier.load(loaded.with_fusion(name_weight=0.0).save(tmp_path / "off"))
+    assert "names" not in off.channels and not (tmp_path / "off" / NAMES_FILE).exists()
     (tmp_path / "c" / NAMES_FILE).write_text('{"bankofamerica": 29}')
     with pytest.raises(ValueError, match=f"{NAMES_FILE}: expected a JSON list of strings, one per label"):
         FusedClassifier.load(tmp_path / "c")

@@ -56,7 +56,7 @@ def _grid(w_helps_new: bool) -> FusionGrid:
 
     queries, truth, labels, weights, texts, memory = _rows(w_helps_new)
     grid = FusionGrid(queries, truth, labels, weights, 20, np.empty((0, 2), np.int64), np.ones(N_LABELS),
-                      texts=texts, memory=memory)
+                      channels={"memory": memory}, texts=texts)
     assert grid.remembered is not None and grid.remembered.tolist() == [True] * REPEATED + [False] * NEW
     return grid
 
@@ -74,19 +74,20 @@ def _config(on: bool) -> ClassifierConfig:
 def test_the_encoder_takes_new_queries_only_where_it_beats_the_fusion_on_them(w_helps_new: bool) -> None:
     """The rule given a served fusion that uses W and the memory (the selector's choice held fixed): where W ranks
     the new rows wrongly the encoder alone wins on them and takes them; where W ranks them rightly it does not."""
-    from xc_core.classifier.stage import OutOfFoldGrid, _fusion, _new_queries_test
+    from xc_core.classifier.channels import Fusion
+    from xc_core.classifier.stage import OutOfFoldGrid, _new_queries_test
     from xc_core.evaluation.fallback import row_folds
     from xc_core.seeds import Stream
 
     oof = OutOfFoldGrid([_grid(w_helps_new)])
-    fusion = _fusion(0.0, 0.0, memory=0.8)  # W and the memory, no encoder
+    fusion = Fusion(alpha=0.0, memory_weight=0.8)  # W and the memory, no encoder
     folds = row_folds(oof.truth.shape[0], 5, 0, Stream.FUSION_HALVES)
     decision = _new_queries_test(oof, _config(True), lambda rows: fusion, folds, fusion)
     assert decision is not None and decision.as_dict()["tested_on_rows"] == NEW
     assert decision.kept is not w_helps_new, decision.reason
     # the rule off (the default), or a fusion without the memory (nothing tells new queries apart): no test
     assert _new_queries_test(oof, _config(False), lambda rows: fusion, folds, fusion) is None
-    no_memory = _fusion(0.0, 0.0)
+    no_memory = Fusion(alpha=0.0)
     assert _new_queries_test(oof, _config(True), lambda rows: no_memory, folds, no_memory) is None
 
 
@@ -106,6 +107,7 @@ def test_the_stage_records_the_rule_and_serves_one_fusion_when_it_loses() -> Non
 
 
 def test_a_served_model_ranks_a_query_it_does_not_remember_by_the_encoder(tmp_path: Path) -> None:
+    from xc_core.classifier.channels import Fusion
     from xc_core.classifier.fusion import FusedClassifier, fused_search
     from xc_core.index import IndexConfig, LabelIndex
 
@@ -118,7 +120,8 @@ def test_a_served_model_ranks_a_query_it_does_not_remember_by_the_encoder(tmp_pa
     w_index = LabelIndex.build(weights, None, IndexConfig(kind="flat"))
     queries = labels[[12, 3]]
     texts = ["cheap flights", "cheap hotels"]
-    routed = FusedClassifier.load(FusedClassifier(weights, 0.0, 10, memory=memory, memory_weight=6.4,
+    with_memory = Fusion(alpha=0.0, memory_weight=6.4)
+    routed = FusedClassifier.load(FusedClassifier(weights, with_memory, 10, channels={"memory": memory},
                                                   new_queries_encoder=True).save(tmp_path / "routed"))
     assert routed.routes_new_queries
     scores, ids = fused_search(queries, index, w_index, labels, routed, 5, texts=texts)
@@ -126,10 +129,10 @@ def test_a_served_model_ranks_a_query_it_does_not_remember_by_the_encoder(tmp_pa
     assert ids[0, 0] == 29, "a remembered query keeps the fused ranking (its remembered label first)"
     assert ids[1].tolist() == enc_ids[0].tolist() and np.allclose(scores[1], enc_scores[0]), \
         "a query the memory does not know is ranked by the encoder alone"
-    one_fusion = FusedClassifier(weights, 0.0, 10, memory=memory, memory_weight=6.4)
+    one_fusion = FusedClassifier(weights, with_memory, 10, channels={"memory": memory})
     _, fused_ids = fused_search(queries, index, w_index, labels, one_fusion, 5, texts=texts)
     assert fused_ids[1].tolist() != enc_ids[0].tolist(), "without the rule W ranks it: the test can fail"
     # without the memory in the score nothing tells new queries apart: the rule is off and not saved
-    plain = FusedClassifier(weights, 0.0, 10, new_queries_encoder=True)
+    plain = FusedClassifier(weights, Fusion(alpha=0.0), 10, new_queries_encoder=True)
     assert not plain.routes_new_queries
     assert not FusedClassifier.load(plain.save(tmp_path / "plain")).new_queries_encoder

@@ -19,6 +19,7 @@ def _grid(tail_bins: bool) -> Any:
     """Head rows: the positive is a popular head label the encoder ranks second, below a mid-frequency decoy (label
     popularity ρ ≥ 0.1 fixes them). Tail rows: the positive is a rare label the encoder ranks first, just above five
     head labels (any ρ > 0.06 pushes it to rank 6, unless the tail labels get their offset back)."""
+    from xc_core.classifier.memory import LabelPopularity
     from xc_core.classifier.stage import FusionGrid
 
     labels = np.eye(90, 128, dtype=np.float32)
@@ -34,7 +35,7 @@ def _grid(tail_bins: bool) -> Any:
     popularity = np.isin(np.arange(90), HEAD).astype(np.float32)
     bins = np.where(np.isin(np.arange(90), TAIL), TAIL_BIN, np.where(np.isin(np.arange(90), HEAD), 4, 2))
     return FusionGrid(queries, truth, labels, labels, 20, np.empty((0, 2), np.int64), np.ones(90),
-                      popularity=popularity, bins=bins if tail_bins else None)
+                      channels={"popularity": LabelPopularity(popularity)}, bins=bins if tail_bins else None)
 
 
 def _config(**update: Any) -> Any:
@@ -46,7 +47,8 @@ def _config(**update: Any) -> Any:
 
 
 def test_the_tail_offset_serves_the_head_channel_and_keeps_the_tail_at_the_encoders() -> None:
-    from xc_core.classifier.stage import ENCODER_ONLY, OutOfFoldGrid, choose_fusion
+    from xc_core.classifier.channels import ENCODER_ONLY
+    from xc_core.classifier.stage import OutOfFoldGrid, choose_fusion
     from xc_core.evaluation.analyses import TAIL_P5
 
     grid = _grid(tail_bins=True)
@@ -78,14 +80,15 @@ def test_a_saved_classifier_serves_its_tail_offset(tmp_path: Path) -> None:
     off in W's ranking alone, and a label added later (no click yet) is a tail label."""
     import pytest
 
+    from xc_core.classifier.channels import Fusion
     from xc_core.classifier.fusion import TAIL_FILE, FusedClassifier, fused_search
     from xc_core.index import IndexConfig, LabelIndex
 
     labels = np.eye(12, 16, dtype=np.float32)
     tail = np.arange(12) >= 6
-    fused = FusedClassifier(labels, 1.0, 10, tail_offset=0.3, tail=tail)
+    fused = FusedClassifier(labels, Fusion(tail_offset=0.3), 10, tail=tail)
     loaded = FusedClassifier.load(fused.save(tmp_path / "clf"))
-    assert loaded.tail_offset == 0.3 and loaded.tail is not None and loaded.tail.tolist() == tail.tolist()
+    assert loaded.fusion["tail_offset"] == 0.3 and loaded.tail is not None and loaded.tail.tolist() == tail.tolist()
     offsets = loaded.label_offsets()
     assert offsets is not None and offsets[7] == pytest.approx(0.3) and offsets[2] == 0.0
     index = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
@@ -93,5 +96,5 @@ def test_a_saved_classifier_serves_its_tail_offset(tmp_path: Path) -> None:
     assert fused_search(query, index, index, labels, loaded, 2)[1][0].tolist() == [7, 2], "the offset lifts label 7"
     assert loaded.classifier_alone().label_offsets() is None
     assert loaded.with_new_labels(labels[:1]).tail[-1], "a label without a click yet is in the tail bin"  # type: ignore[index]
-    off = FusedClassifier.load(loaded.with_alpha(1.0, tail_offset=0.0).save(tmp_path / "off"))
-    assert off.tail_offset == 0.0 and not (tmp_path / "off" / TAIL_FILE).exists()
+    off = FusedClassifier.load(loaded.with_fusion(tail_offset=0.0).save(tmp_path / "off"))
+    assert off.fusion["tail_offset"] == 0.0 and not (tmp_path / "off" / TAIL_FILE).exists()

@@ -83,14 +83,14 @@ def test_a_fusion_that_gains_out_of_fold_is_served_with_its_power_printed(linked
     assert test["kept"] and test["gain"] >= 0.05 and test["low"] > 0, test["reason"]
     assert test["tested_on_rows"] == 2000 and test["folds"] == 4 and 0 < test["detectable"]["P@1"] < 0.05
     assert test["fused"].info["fold_kind"] == "documents"
-    assert (test["fused"].alpha, test["fused"].lexical_weight) != (1.0, 0.0), "the fusion is what is served"
+    assert test["fused"].fusion.changed() != {"alpha": 1.0}, "the fusion is what is served"
     # the hybrid channel (XR-Linear on TF-IDF ⊕ the vectors) is what gains here: the tiny random encoder's vectors
     # say little, the titles' words a lot; out of fold it beats every fusion without it, and is served
     curve = test["fused"].info["alpha_curve"]
     best = {hybrid: max(r["P@1"] for r in curve if (r["linear_weight"] > 0) == hybrid) for hybrid in (False, True)}
     assert best[True] > best[False] + 0.05, best
-    assert test["fused"].linear_weight > 0 and test["fused"].active_linear is not None
-    assert test["served"]["linear_weight"] == test["fused"].linear_weight
+    assert test["fused"].weight("hybrid") > 0 and test["fused"].active("hybrid") is not None
+    assert test["served"]["linear_weight"] == test["fused"].weight("hybrid")
     # that the folds refit two at a time give the grid of one at a time: tests/classifier/test_folds.py
 
 
@@ -110,4 +110,4 @@ def test_training_labels_without_signal_leave_the_encoder_alone(linked_titles: X
     test = _stage(shuffled, tiny_home, tmp_path / "noise")
     assert not test["kept"] and test["low"] <= 0, test["reason"]
     fused = test["fused"]
-    assert (fused.alpha, fused.lexical_weight, fused.untrained_offset, fused.linear_weight) == (1.0, 0.0, 0.0, 0.0)
+    assert fused.fusion.changed() == {"alpha": 1.0} and not fused.channels

@@ -146,4 +146,4 @@ def test_untrained_labels_get_an_offset_only_when_validation_shows_they_are_misr
         served, tests, _ = choose_fusion(grid, cfg)
         test = tests["fusion"]
         assert test["kept"] is bool(sign) and np.sign(served["untrained_offset"]) == sign, (case, test["reason"])
-        assert test["fallback"] == {"alpha": 1.0, "lexical_weight": 0.0}
+        assert test["fallback"] == {"alpha": 1.0}

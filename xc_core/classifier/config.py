@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from xc_core.classifier.lexical import LexicalConfig, channel_weights
-from xc_core.classifier.linear import LinearConfig
+from xc_core.classifier.xrlinear.config import LinearConfig
 from xc_core.evaluation.fallback import FallbackPolicy
 
 #: metrics the validation curve computes (``evaluate(..., k=5)``): what ``select_metric`` may name
@@ -49,7 +49,7 @@ class ClassifierConfig(BaseModel):
     lexical: LexicalConfig = Field(default_factory=LexicalConfig, description="the TF-IDF nearest-document "
                                    "channel fused with the dense ones (weight 0 on validation = not used)")
     linear: LinearConfig = Field(default_factory=LinearConfig, description="the hybrid channel: XR-Linear on "
-                                 "TF-IDF ⊕ the encoder's vector (classifier/linear.py)")
+                                 "TF-IDF ⊕ the encoder's vector (classifier/xrlinear/)")
     linear_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2), description=(
         "hybrid-channel weights tried out of fold with every alpha and lexical weight (0 = channel off; its score "
         "lies in [0, 1]: from 1.6 up it outranks the cosines, 3.2 ranks by it almost alone)"))
@@ -63,6 +63,9 @@ class ClassifierConfig(BaseModel):
     name_weights: tuple[float, ...] = Field(default=(0.0, 0.1, 0.2, 0.4, 0.8, 1.6), description=(
         "name-channel weights tried out of fold after the memory (names.py: a label whose text, without spaces, the "
         "query writes out; 0 = off; its score lies in [0, 1], 1 for the same name)"))
+    channel_weights: dict[str, tuple[float, ...]] = Field(default_factory=dict, description=(
+        "weights tried out of fold for a registered channel without a field of its own above (classifier/"
+        "channels.py), by channel name; a channel not named here tries its registry entry's default grid"))
     tail_offsets: tuple[float, ...] = Field(default=(0.0, 0.05, 0.1, 0.2, 0.3), description=(
         "offsets tried on the score of the labels in the tail frequency bin (label_quantiles' bin 0 over W's "
         "training documents, the untrained labels included), from 0 up: the first that keeps the guards of a "
@@ -118,6 +121,11 @@ class ClassifierConfig(BaseModel):
     @classmethod
     def _channel_weights(cls, value: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
         return channel_weights(str(info.field_name), value)
+
+    @field_validator("channel_weights")
+    @classmethod
+    def _named_channel_weights(cls, value: dict[str, tuple[float, ...]]) -> dict[str, tuple[float, ...]]:
+        return {name: channel_weights(f"channel_weights[{name!r}]", weights) for name, weights in value.items()}
 
     @field_validator("tail_offsets")
     @classmethod

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, Field, field_validator
 
+from xc_core.classifier.channel import Channel, ChannelSpec, Proposal
 from xc_core.classifier.shortlist import union_ids
 
 LEXICAL_DIR = "lexical"  # sub-folder of a classifier folder, present only when the chosen weight is > 0
@@ -64,7 +65,7 @@ def _vectorizer(cfg: LexicalConfig, vocabulary: dict[str, int] | None = None) ->
 
 
 @dataclass
-class LexicalChannel:
+class LexicalChannel(Channel):
     vocabulary: dict[str, int]
     idf: np.ndarray  # (n_features,)
     documents: sp.csr_matrix  # (n_docs, n_features) unit-norm TF-IDF rows of the training documents
@@ -128,20 +129,35 @@ class LexicalChannel:
         ids, total = ids[positive], total[positive]
         return ids, (total / total.max()).astype(np.float32) if len(total) else total.astype(np.float32)
 
-    def shortlist(self, texts: list[str], depth: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(candidates ∪ the lexical top ``depth``, lexical score of each) per query; −1 pads score 0."""
+    def propose(self, texts: list[str], queries: np.ndarray, depth: int) -> Proposal:
+        """Each query's lexical top ``depth`` labels, and its lexical score of any candidate (0 without a vote)."""
         rows = [self.scores(text) for text in texts]
         top = np.full((len(texts), depth), -1, dtype=np.int64)
         for row, (ids, values) in enumerate(rows):
             best = ids[_top_stable(values, depth)]
             top[row, :len(best)] = best
-        united = union_ids(candidates, top)
-        scores = np.zeros(united.shape, dtype=np.float32)
-        for row, (ids, values) in enumerate(rows):
-            if len(ids):
-                at = np.minimum(np.searchsorted(ids, united[row]), len(ids) - 1)
-                scores[row] = np.where((united[row] >= 0) & (ids[at] == united[row]), values[at], 0.0)
-        return united, scores
+
+        def score(candidates: np.ndarray) -> np.ndarray:
+            out = np.zeros(candidates.shape, dtype=np.float32)
+            for row, (ids, values) in enumerate(rows):
+                if len(ids):
+                    at = np.minimum(np.searchsorted(ids, candidates[row]), len(ids) - 1)
+                    out[row] = np.where((candidates[row] >= 0) & (ids[at] == candidates[row]), values[at], 0.0)
+            return out
+
+        return Proposal(top, score)
+
+    def shortlist(self, texts: list[str], depth: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(candidates ∪ the lexical top ``depth``, lexical score of each) per query; −1 pads score 0."""
+        proposal = self.propose(texts, np.empty((len(texts), 0), np.float32), depth)
+        united = union_ids(candidates, proposal.ids)
+        return united, proposal.scores_on(united)
+
+    def alone(self, texts: list[str], queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.search(texts, k)
+
+    def store(self, folder: Path) -> None:
+        self.save(folder / LEXICAL_DIR)
 
     def search(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` (lexical scores, label ids) per query, best first: the channel alone."""
@@ -190,3 +206,9 @@ def _top_stable(values: np.ndarray, k: int) -> np.ndarray:
     above = np.flatnonzero(values > kth)
     tied = np.flatnonzero(values == kth)[: k - len(above)]
     return np.sort(np.concatenate([above, tied]))
+
+
+#: the registry entry (``channels.py``): its weight is chosen with α and the hybrid channel's
+SPEC = ChannelSpec("lexical", "lexical_weight", "joint", grid=lambda cfg: cfg.lexical.weights,
+                   fit=lambda data, cfg: LexicalChannel.fit(data.texts, data.labels, cfg.lexical),
+                   load=lambda folder: LexicalChannel.load(folder / LEXICAL_DIR), saved_as=LEXICAL_DIR)

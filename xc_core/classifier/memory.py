@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from xc_core.classifier.channel import Channel, ChannelSpec, Proposal
 from xc_core.classifier.shortlist import padded_top
 from xc_core.datasets.container import XCDataset
 
@@ -68,7 +69,7 @@ def label_popularity(clicks: sp.spmatrix) -> np.ndarray:
 
 
 @dataclass
-class ClickMemory:
+class ClickMemory(Channel):
     """Training query texts (keys, :func:`memory_key`) and their labels' click days, one row per distinct key."""
 
     keys: list[str]
@@ -112,6 +113,13 @@ class ClickMemory:
         padded to the widest row (−1 ids, score 0); one column of pads when no query is remembered."""
         return padded_top([self.scores(text) for text in texts], k)
 
+    def propose(self, texts: list[str], queries: np.ndarray, depth: int) -> Proposal:
+        """A repeated query's ``depth`` most clicked labels, scored by their click days (a new query: none)."""
+        return Proposal.listed(*self.search(texts, depth))
+
+    def store(self, folder: Path) -> None:
+        self.save(folder / MEMORY_DIR)
+
     @property
     def megabytes(self) -> float:
         return (self.clicks.data.nbytes + self.clicks.indices.nbytes + self.clicks.indptr.nbytes
@@ -126,3 +134,40 @@ class ClickMemory:
     @classmethod
     def load(cls, folder: Path) -> ClickMemory:
         return cls(json.loads((folder / "keys.json").read_text()), sp.load_npz(folder / "clicks.npz").tocsr())
+
+
+@dataclass
+class LabelPopularity(Channel):
+    """The labels' click popularity (:func:`label_popularity`) as a per-label prior: it adds no label to the
+    shortlist and reads no query."""
+
+    values: np.ndarray  # (n_labels,) in [0, 1]
+    needs_texts = False
+
+    def propose(self, texts: list[str], queries: np.ndarray, depth: int) -> Proposal:
+        return Proposal(np.empty((len(queries), 0), np.int64),
+                        lambda candidates: self.values[np.maximum(candidates, 0)])
+
+    def label_scores(self) -> np.ndarray:
+        return self.values
+
+    def grown(self, n_new: int) -> LabelPopularity:
+        return LabelPopularity(np.concatenate([self.values, np.zeros(n_new, np.float32)]))  # no click yet
+
+    @property
+    def megabytes(self) -> float:
+        return self.values.nbytes / 2**20
+
+    def store(self, folder: Path) -> None:
+        np.save(folder / POPULARITY_FILE, np.asarray(self.values, np.float32))
+
+
+#: the registry entries (``channels.py``): the memory's weight is chosen after α and the text channels', the
+#: popularity's with the untrained-label offset
+MEMORY = ChannelSpec("memory", "memory_weight", "each", grid=lambda cfg: cfg.memory_weights,
+                     fit=lambda data, cfg: ClickMemory.fit(data.texts, data.clicks),
+                     load=lambda folder: ClickMemory.load(folder / MEMORY_DIR), saved_as=MEMORY_DIR)
+POPULARITY = ChannelSpec("popularity", "popularity_weight", "prior", grid=lambda cfg: cfg.popularity_weights,
+                         fit=lambda data, cfg: LabelPopularity(label_popularity(data.clicks)),
+                         load=lambda folder: LabelPopularity(np.load(folder / POPULARITY_FILE)),
+                         saved_as=POPULARITY_FILE)

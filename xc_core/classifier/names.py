@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xc_core.classifier.channel import Channel, ChannelSpec, Proposal
 from xc_core.classifier.shortlist import padded_top
 
 NAMES_FILE = "label_names.json"  # beside fusion.json, only when the served name weight > 0
@@ -44,7 +45,7 @@ def name_score(query_key: str, name: str) -> float:
 
 
 @dataclass
-class LabelNames:
+class LabelNames(Channel):
     """Every label's :func:`name_key`, in label-id order ("" for a label without text)."""
 
     names: list[str]
@@ -88,6 +89,13 @@ class LabelNames:
                     out[r, c] = name_score(query, self.names[label])
         return out
 
+    def propose(self, texts: list[str], queries: np.ndarray, depth: int) -> Proposal:
+        """The ``depth`` labels each query names best, and the name score of any candidate."""
+        return Proposal(self.search(texts, depth)[1], lambda candidates: self.scores_on(texts, candidates))
+
+    def store(self, folder: Path) -> None:
+        self.save(folder)
+
     @property
     def megabytes(self) -> float:
         return sum(len(n) for n in self.names) / 2**20
@@ -107,3 +115,8 @@ class LabelNames:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ValueError(f"{path}: expected a JSON list of strings, one per label; retrain the '-clf' method")
         return cls(names)
+
+
+#: the registry entry (``channels.py``): its weight is chosen after the click memory's
+SPEC = ChannelSpec("names", "name_weight", "each", grid=lambda cfg: cfg.name_weights,
+                   fit=lambda data, cfg: LabelNames.fit(data.label_texts), load=LabelNames.load, saved_as=NAMES_FILE)

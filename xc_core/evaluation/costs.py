@@ -126,7 +126,7 @@ def tensor_elements(path: Path) -> int:
     return 0
 
 
-#: the arrays of a hybrid-channel layer file (classifier/linear.py) that are weights: the kept sparse weights, the
+#: the arrays of a hybrid-channel layer file (classifier/xrlinear/) that are weights: the kept sparse weights, the
 #: dense block and the biases (its index arrays, indptr / indices / children, are not parameters)
 LAYER_WEIGHTS = ("data", "dense", "biases")
 

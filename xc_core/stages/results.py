@@ -228,7 +228,7 @@ def _served_weights(summary: dict[str, Any]) -> dict[str, Path]:
     """The weight files of the model a method serves, as its train summary names them (encoder, classifier W, the
     hybrid channel's layers when the served fusion uses it)."""
     from xc_core.classifier.fusion import WEIGHTS_FILE
-    from xc_core.classifier.linear import HYBRID_DIR
+    from xc_core.classifier.xrlinear import HYBRID_DIR
 
     found = {}
     if summary.get("encoder_dir"):

@@ -21,20 +21,23 @@ def classifier_tradeoff(dataset: XCDataset, preds: Predictions, classifier_dir: 
     import mlflow
 
     from xc_core.classifier import FusedClassifier
+    from xc_core.classifier.channels import registered
     from xc_core.classifier.tradeoff import VARIANTS_FILE, decile_table, plot, summarize
 
     variants = np.load(preds.index_dir / VARIANTS_FILE)
     runs = {f"{name} only": to_csr(variants[f"{name}_scores"], variants[f"{name}_ids"], dataset.n_labels)
-            for name in ("encoder", "classifier", "lexical", "hybrid") if f"{name}_ids" in variants}
+            for name in ("encoder", "classifier", *(s.name for s in registered())) if f"{name}_ids" in variants}
     tops = {name: top_k(filter_predictions(scores, dataset.filter_pairs), 5)
             for name, scores in {**runs, "fused": preds.scores}.items()}
     fused = FusedClassifier.load(classifier_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = decile_table(dataset.y_test, dataset.y_train, tops, propensity(dataset))
     table.write_parquet(out / "deciles.parquet")
-    figure = plot(table, fused.info.get("alpha_curve", []), fused.alpha, out / "tradeoff.png", fused.lexical_weight,
-                  linear_weight=fused.linear_weight)
+    weights = fused.fusion
+    figure = plot(table, fused.info.get("alpha_curve", []), fused.alpha, out / "tradeoff.png",
+                  weights["lexical_weight"], linear_weight=weights["linear_weight"])
     mlflow.MlflowClient(trained.tracking_uri).log_artifact(trained.mlflow_run_id, str(figure))
-    return {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight, "linear_weight": fused.linear_weight,
+    return {"alpha": fused.alpha, "lexical_weight": weights["lexical_weight"],
+            "linear_weight": weights["linear_weight"],
             "weights_mb": round(fused.megabytes, 2),
             "variants": summarize(table)}

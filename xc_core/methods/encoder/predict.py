@@ -93,10 +93,9 @@ def _fused_ranking(dataset: XCDataset, queries: np.ndarray, labels: np.ndarray, 
     clf_scores, clf_ids = fused_search(queries, exact, clf_exact, labels, fused.classifier_alone(), k)
     variants = {"encoder_ids": enc_ids, "encoder_scores": enc_scores, "classifier_ids": clf_ids,
                 "classifier_scores": clf_scores}
-    if fused.uses_lexical:
-        variants["lexical_scores"], variants["lexical_ids"] = fused.lexical.search(texts, k)
-    if (hybrid := fused.active_linear) is not None:
-        variants["hybrid_scores"], variants["hybrid_ids"] = hybrid.search(texts, queries, k)
+    for spec in fused.active_specs():  # each channel alone, where it has a ranking of its own
+        if (alone := fused.channels[spec.name].alone(texts, queries, k)) is not None:
+            variants[f"{spec.name}_scores"], variants[f"{spec.name}_ids"] = alone
     np.savez(index_dir / VARIANTS_FILE, **variants)  # type: ignore[arg-type]  # numpy stub: **dict may hold allow_pickle
     return ranking
 

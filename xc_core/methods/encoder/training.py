@@ -317,32 +317,23 @@ def _fit_classifier(dataset: XCDataset, encoder_dir: Path, max_length: int, enco
     mlflow.log_params({f"classifier.{k}": str(v)[:500] for k, v in clf_cfg.model_dump().items()})
     curve = fused.info["alpha_curve"]
     # two validation curves through the chosen point: over alpha (step = 100 alpha) and over the lexical weight
+    served = dict(fused.fusion)
     for prefix, fixed, varied in (("val", "lexical_weight", "alpha"), ("val_lexical", "alpha", "lexical_weight")):
-        chosen = fused.alpha if fixed == "alpha" else fused.lexical_weight
-        for row in (r for r in curve if r.get(fixed, 0.0) == chosen
-                    and r.get("linear_weight", 0.0) == fused.linear_weight):
-            metrics = {k: v for k, v in row.items() if k not in ("alpha", "lexical_weight", "linear_weight")}
+        for row in (r for r in curve if r.get(fixed, 0.0) == served[fixed]
+                    and r.get("linear_weight", 0.0) == served["linear_weight"]):
+            metrics = {k: v for k, v in row.items() if k not in served}
             mlflow.log_metrics({f"classifier/{prefix}_{k.replace('@', '_at_')}": v for k, v in metrics.items()},
                                step=int(round(100 * row.get(varied, 0.0))))
     for row in fused.info["history"]:
         mlflow.log_metric("classifier/loss", row["loss"], step=int(row["epoch"]))
-    mlflow.log_metrics({"classifier/alpha": fused.alpha, "classifier/lexical_weight": fused.lexical_weight,
-                        "classifier/untrained_offset": fused.untrained_offset,
-                        "classifier/linear_weight": fused.linear_weight,
-                        "classifier/memory_weight": fused.memory_weight,
-                        "classifier/popularity_weight": fused.popularity_weight,
-                        "classifier/name_weight": fused.name_weight,
-                        "classifier/tail_offset": fused.tail_offset,
+    mlflow.log_metrics({**{f"classifier/{key}": value for key, value in served.items()},
                         "classifier/new_queries_encoder": float(fused.routes_new_queries),
                         "classifier/weights_mb": fused.megabytes,
                         "classifier/train_seconds": fused.info["train_seconds"]})
     tests = fused.info.get("fallback_tests", {})
     log_fallback_tests(tests, "classifier")
     mlflow.log_artifact(str(folder / "fusion.json"))
-    return folder, {"alpha": fused.alpha, "lexical_weight": fused.lexical_weight,
-                    "untrained_offset": fused.untrained_offset, "linear_weight": fused.linear_weight,
-                    "memory_weight": fused.memory_weight, "popularity_weight": fused.popularity_weight,
-                    "name_weight": fused.name_weight, "tail_offset": fused.tail_offset,
+    return folder, {**served,
                     "new_queries_encoder": fused.routes_new_queries,
                     "classifier_mb": round(fused.megabytes, 2), "classifier_seconds": fused.info["train_seconds"],
                     "alpha_curve": curve, "fallback_tests": tests,
