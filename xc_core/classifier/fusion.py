@@ -204,7 +204,23 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
 def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, label_vecs: np.ndarray,
                  fused: FusedClassifier, k: int, texts: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (fused scores, label ids) for each query: the two indexes' shortlists and each active channel's,
-    united, re-scored (``texts``: the queries' texts, needed when a channel that reads them takes part)."""
+    united, re-scored.
+
+    Args:
+        queries: (n, dim) the encoder's query vectors (unit rows).
+        label_index: a :class:`~xc_core.index.LabelIndex` over ``label_vecs`` (flat: exact; HNSW: served).
+        classifier_index: the same over ``fused.weights`` (W).
+        label_vecs: (n_labels, dim) the encoder's label vectors.
+        fused: the model (W, its fusion, its channels).
+        k: results per query.
+        texts: the queries' texts, one per vector; needed when a channel that reads them takes part.
+
+    Returns:
+        (scores, ids), each (n, ≤ k), best first; −1 ids (score −inf) where a query has fewer candidates.
+
+    Raises:
+        ValueError: the model needs the query texts and ``texts`` is missing or of another length.
+    """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     offsets = fused.label_offsets()
     if fused.alpha >= 1.0 and not fused.uses_texts and offsets is None:  # the encoder's ranking, as indexed

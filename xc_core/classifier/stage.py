@@ -364,8 +364,16 @@ def _best_weight(best: Callable[..., Fusion], base: Fusion, spec: ChannelSpec, c
 
 def fit_channels(data: FitData, cfg: ClassifierConfig, names: list[str] | None = None
                  ) -> tuple[dict[str, Channel], dict[str, float]]:
-    """Every registered channel with a weight > 0 to try (or those in ``names``) fitted on ``data``, and each fit's
-    seconds."""
+    """Fit the registered channels on ``data``.
+
+    Args:
+        data: the fit documents and the catalogue's label texts.
+        cfg: the stage's settings (each channel reads its own part and its weight grid).
+        names: the channels to fit; None: every channel with a weight > 0 to try.
+
+    Returns:
+        (the fitted channels by name, in registry order; each fit's seconds by name).
+    """
     import time
 
     fitted, seconds = {}, {}
@@ -432,10 +440,25 @@ def stage_key(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: Class
 def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
                          out_dir: Path, encoder_rows: np.ndarray | None = None,
                          progress: bool = False, vector_cache: Path | None = None) -> FusedClassifier:
-    """Train the classifier of the encoder in ``encoder_dir`` and choose its fusion out of fold; saved under
-    ``out_dir``. ``encoder_rows``: the training documents the encoder was fine-tuned on (never scored; None: an
-    untrained encoder). ``vector_cache``: where the encoder's vectors are stored (the labels' are usually there
-    already: the base method's label index encoded them with the same weights)."""
+    """Train the classifier of the encoder in ``encoder_dir`` and choose its fusion out of fold.
+
+    Args:
+        dataset: the data set (its training side only is read).
+        encoder_dir: the encoder's folder (read by ``encoders.text.encoder_for``).
+        max_length: the encoder's token limit.
+        cfg: the stage's settings.
+        out_dir: the classifier folder written (``weights.npy``, ``fusion.json``, the served channels' files); the
+            label vectors go beside it (:func:`label_vectors_path`).
+        encoder_rows: the training documents the encoder was trained on (never scored; None: an untrained
+            encoder).
+        progress: draw the encoding and training bars.
+        vector_cache: where the encoder's vectors are stored (the labels' are usually there already: the base
+            method's label index encoded them with the same weights).
+
+    Returns:
+        The saved model: W, the served fusion (the encoder alone when the chosen one did not beat it out of fold)
+        and the channels it uses; ``info`` holds the out-of-fold record.
+    """
     import time
 
     from xc_core.classifier.folds import fold_kind, out_of_fold
