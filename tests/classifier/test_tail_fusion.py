@@ -98,3 +98,21 @@ def test_a_saved_classifier_serves_its_tail_offset(tmp_path: Path) -> None:
     assert loaded.with_new_labels(labels[:1]).tail[-1], "a label without a click yet is in the tail bin"  # type: ignore[index]
     off = FusedClassifier.load(loaded.with_fusion(tail_offset=0.0).save(tmp_path / "off"))
     assert off.fusion["tail_offset"] == 0.0 and not (tmp_path / "off" / TAIL_FILE).exists()
+
+
+def test_the_grids_shared_best_gains_change_no_choice(monkeypatch: Any) -> None:
+    """The out-of-fold grid computes the rows' propensity-scored best gains once for every fusion's PSP terms; with
+    them recomputed per call instead, the served fusion, its record and the curve are the same to the last bit."""
+    from xc_core.classifier.stage import OutOfFoldGrid, choose_fusion
+
+    weights = 1.0 + 4.0 * np.random.default_rng(3).random(90)  # unequal propensities: PSP differs from P
+
+    def run() -> Any:
+        grid = _grid(tail_bins=True)
+        grid.inv_propensity = weights
+        return choose_fusion(OutOfFoldGrid([grid]), _config())
+
+    shared = run()
+    monkeypatch.setattr(OutOfFoldGrid, "_ideal", lambda self: None)
+    assert run() == shared
+    assert shared[0]["PSP@5"] != shared[0]["P@5"], "the propensities weigh: the test can tell the terms apart"

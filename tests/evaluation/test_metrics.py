@@ -14,7 +14,9 @@ from xc_core.evaluation.metrics import (
     PROPENSITY_CONSTANTS,
     evaluate,
     filter_predictions,
+    ideal_weights,
     inverse_propensity,
+    metric_terms,
     ndcg_per_row,
     precision_per_row,
     psp_denominator_per_row,
@@ -135,6 +137,22 @@ def test_per_row_helpers_average_to_evaluate() -> None:
     numerator, denominator = psp_numerator_per_row(Y_TRUE, top, WEIGHTS, 2), psp_denominator_per_row(Y_TRUE, WEIGHTS, 2)
     assert numerator.tolist() == [1.0, 2.0] and denominator.tolist() == [5.0, 2.0]
     assert numerator.sum() / denominator.sum() == pytest.approx(m["PSP@2"])
+
+
+def test_ideal_weights_computed_once_give_the_same_terms_at_every_depth() -> None:
+    """The fusion grid passes the rows' best propensity gains (computed once, at depth 5) to every ranking's terms:
+    the PS terms at depths 1..5 are those computed from scratch, and a deeper ranking computes its own."""
+    rng = np.random.default_rng(0)
+    truth = sp.csr_matrix((rng.random((40, 30)) < 0.1).astype(np.float64))
+    weights = 1.0 + rng.random(30) * 5
+    ideal = ideal_weights(truth, weights, 5)
+    assert ideal.shape == (40, 5) and np.all(np.diff(ideal, axis=1) <= 0), "decreasing, zero-padded"
+    for depth in (1, 3, 5, 7):
+        top = np.argsort(-rng.random((40, 30)), axis=1)[:, :depth]
+        fresh, shared = metric_terms(truth, top, weights), metric_terms(truth, top, weights, ideal)
+        for family in ("PSP", "PSnDCG"):
+            np.testing.assert_array_equal(fresh[family].numerator, shared[family].numerator)
+            np.testing.assert_array_equal(fresh[family].denominator, shared[family].denominator)
 
 
 def test_filter_predictions_removes_the_pair_before_ranking() -> None:

@@ -272,12 +272,21 @@ def _check_propensity(inv_propensity: np.ndarray, n_labels: int) -> np.ndarray:
     return weights
 
 
-def metric_terms(y_true: sp.spmatrix, top: np.ndarray,
-                 inv_propensity: np.ndarray | None = None) -> dict[str, MetricTerms]:
+def ideal_weights(y_true: sp.spmatrix, inv_propensity: np.ndarray, k: int) -> np.ndarray:
+    """(n, k): each row's positive weights ``w*_ij`` in decreasing order, zero-padded — the propensity-scored
+    metrics' best reachable gains. They depend on the truth alone, so a caller scoring many rankings of the same rows
+    (the fusion grid) computes them once and passes them to :func:`metric_terms`."""
+    positives = positive_labels(y_true)
+    return _best_weights(positives, _check_propensity(inv_propensity, positives.shape[1]), k)
+
+
+def metric_terms(y_true: sp.spmatrix, top: np.ndarray, inv_propensity: np.ndarray | None = None,
+                 best_gains: np.ndarray | None = None) -> dict[str, MetricTerms]:
     """Per-row terms of every metric family at ranks 1..k, k = ``top.shape[1]``.
 
     Keys: "P", "nDCG", "R", and "PSP", "PSnDCG" when ``inv_propensity`` is given. Aggregate them with
-    :func:`aggregate` (definitions in the module docstring).
+    :func:`aggregate` (definitions in the module docstring). ``best_gains``: :func:`ideal_weights` of the same rows
+    and propensities at depth ≥ k, when the caller has them (else they are computed here).
     """
     positives = positive_labels(y_true)
     k = top.shape[1]
@@ -294,7 +303,8 @@ def metric_terms(y_true: sp.spmatrix, top: np.ndarray,
     if inv_propensity is not None:
         weights = _check_propensity(inv_propensity, positives.shape[1])
         gained = hits * np.append(weights, 0.0)[top]
-        best = _best_weights(positives, weights, k)
+        best = (best_gains[:, :k] if best_gains is not None and best_gains.shape[1] >= k
+                else _best_weights(positives, weights, k))
         terms["PSP"] = MetricTerms(np.cumsum(gained, axis=1), np.cumsum(best, axis=1))
         terms["PSnDCG"] = MetricTerms(_safe_divide(np.cumsum(gained * discount, axis=1), ideal),
                                       _safe_divide(np.cumsum(best * discount, axis=1), ideal))
