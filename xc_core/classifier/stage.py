@@ -223,7 +223,19 @@ def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,
     Cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`) over the grid's folds — each fold ranked by the
     procedure run on the other folds — it is served only when it beats the encoder alone on every row; one test for
     the whole family of candidates, so no multiplicity correction is needed. A single grid (no data folds) is cut
-    into the policy's seeded row folds."""
+    into the policy's seeded row folds.
+
+    Args:
+        grid: the scored rows (one :class:`FusionGrid`, or every fold's stacked).
+        cfg: the weight grids, the select metric and the fallback policy with its guards.
+        seed: draws the row folds of a single grid.
+
+    Returns:
+        (best, decisions, curve): ``best`` is the served fusion's weights (every :func:`~channels.fusion_keys`
+        entry; the encoder alone when the chosen fusion lost its test) with its out-of-fold metrics and
+        ``new_queries_encoder``; ``decisions`` the test records by name (``fusion``, and ``new_queries`` when that
+        rule applies); ``curve`` one row per α and joint-channel weights with their out-of-fold metrics.
+    """
     from xc_core.evaluation.fallback import cross_fitted, row_folds
 
     oof = grid if isinstance(grid, OutOfFoldGrid) else OutOfFoldGrid([grid])
