@@ -113,6 +113,6 @@ def test_the_grids_shared_best_gains_change_no_choice(monkeypatch: Any) -> None:
         return choose_fusion(OutOfFoldGrid([grid]), _config())
 
     shared = run()
-    monkeypatch.setattr(OutOfFoldGrid, "_ideal", lambda self: None)
+    monkeypatch.setattr(OutOfFoldGrid, "_best_gains", lambda self: None)
     assert run() == shared
     assert shared[0]["PSP@5"] != shared[0]["P@5"], "the propensities weigh: the test can tell the terms apart"

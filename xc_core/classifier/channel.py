@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
-from xc_core.classifier.shortlist import scores_on
+from xc_core.classifier.shortlist import scores_on, union_ids
 
 #: a ``ClassifierConfig`` (not imported here: the config imports the channels' own settings, which import this)
 ClassifierConfig = Any
@@ -49,6 +49,10 @@ class Proposal:
     def scores_on(self, candidates: np.ndarray) -> np.ndarray:
         """(rows, candidates) float32 scores; 0 on −1 pads."""
         return self._score(candidates)
+
+    def rows_with_labels(self) -> np.ndarray:
+        """Per query: whether the channel proposes any label for it (the click memory: a query it knows)."""
+        return np.asarray((self.ids >= 0).any(axis=1))
 
     @classmethod
     def listed(cls, scores: np.ndarray, ids: np.ndarray) -> Proposal:
@@ -93,6 +97,17 @@ class Channel(abc.ABC):
     def record(self) -> dict[str, Any] | None:
         """What the fit should leave in the classifier's ``fusion.json`` (None: nothing)."""
         return None
+
+
+def proposals(channels: dict[str, Channel], texts: list[str], queries: np.ndarray, depth: int,
+              candidates: np.ndarray) -> tuple[np.ndarray, dict[str, Proposal]]:
+    """Each channel's proposal for a batch of queries (in the order given: the registry's), and ``candidates`` ∪
+    every label they propose — the one shortlist the fusion grid and the served search both build."""
+    proposed = {name: channel.propose(texts, queries, depth) for name, channel in channels.items()}
+    for proposal in proposed.values():
+        if proposal.ids.shape[1]:
+            candidates = union_ids(candidates, proposal.ids)
+    return candidates, proposed
 
 
 Step = Literal["joint", "each", "prior"]

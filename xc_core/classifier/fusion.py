@@ -26,6 +26,7 @@ import numpy as np
 
 from xc_core.classifier import channels as registry
 from xc_core.classifier.channel import Channel, ChannelSpec
+from xc_core.classifier.channel import proposals as propose_all
 from xc_core.classifier.channels import ALPHA, KNOWS_QUERIES, TAIL_OFFSET, UNTRAINED_OFFSET, Fusion
 from xc_core.classifier.shortlist import union_ids
 
@@ -95,7 +96,7 @@ class FusedClassifier:
         np.save(folder / WEIGHTS_FILE, self.weights.astype(np.float32))
         offset = self.fusion[UNTRAINED_OFFSET] if self.untrained is not None else 0.0
         tail_offset = self.fusion[TAIL_OFFSET] if self.tail is not None else 0.0
-        served = {s.weight_key: self.weight(s.name) if s in self.active_specs() else 0.0 for s in registry.registered()}
+        served = {s.weight_key: self.weight(s.name) for s in registry.registered()}  # 0 for a channel it lacks
         (folder / FUSION_FILE).write_text(json.dumps(
             {ALPHA: self.alpha, "search_k": self.search_k, **served, UNTRAINED_OFFSET: offset, TAIL_OFFSET: tail_offset,
              "new_queries_encoder": self.routes_new_queries, **self.info}, indent=2, default=float) + "\n")
@@ -232,19 +233,14 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     depth = max(k, fused.search_k)
     _, enc_ids = label_index.search(queries, depth)
     _, clf_ids = classifier_index.search(queries, depth)
-    candidates = union_ids(enc_ids, clf_ids)
     # the per-label priors join through the label offsets; every other active channel proposes and scores
-    proposals = {s.name: fused.channels[s.name].propose(list(texts or []), queries, depth)
-                 for s in fused.active_specs() if not s.prior}
-    for proposal in proposals.values():
-        if proposal.ids.shape[1]:
-            candidates = union_ids(candidates, proposal.ids)
+    candidates, proposals = propose_all({s.name: fused.channels[s.name] for s in fused.active_specs() if not s.prior},
+                                        list(texts or []), queries, depth, union_ids(enc_ids, clf_ids))
     scores, ids = rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, offsets=offsets,
                           channel_scores=[(fused.weight(name), p.scores_on(candidates))
                                           for name, p in proposals.items()])
     if fused.routes_new_queries:
-        known = proposals[KNOWS_QUERIES].ids
-        scores, ids = _encoder_for_new(queries, label_index, scores, ids, ~np.asarray((known >= 0).any(axis=1)))
+        scores, ids = _encoder_for_new(queries, label_index, scores, ids, ~proposals[KNOWS_QUERIES].rows_with_labels())
     return scores, ids
 
 

@@ -28,7 +28,6 @@ import scipy.sparse as sp
 from pydantic import BaseModel, Field, field_validator
 
 from xc_core.classifier.channel import Channel, ChannelSpec, Proposal
-from xc_core.classifier.shortlist import union_ids
 
 LEXICAL_DIR = "lexical"  # sub-folder of a classifier folder, present only when the chosen weight is > 0
 TOKENS = r"(?u)\b\w+\b"  # single characters count: "a", "1" and "x" are words in short queries
@@ -146,12 +145,6 @@ class LexicalChannel(Channel):
             return out
 
         return Proposal(top, score)
-
-    def shortlist(self, texts: list[str], depth: int, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(candidates ∪ the lexical top ``depth``, lexical score of each) per query; −1 pads score 0."""
-        proposal = self.propose(texts, np.empty((len(texts), 0), np.float32), depth)
-        united = union_ids(candidates, proposal.ids)
-        return united, proposal.scores_on(united)
 
     def alone(self, texts: list[str], queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self.search(texts, k)

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from xc_core.classifier import channels as registry
 from xc_core.classifier.channel import Channel, ChannelSpec, FitData
+from xc_core.classifier.channel import proposals as propose_all
 from xc_core.classifier.channels import (
     ALPHA,
     ENCODER_ONLY,
@@ -78,16 +79,12 @@ class FusionGrid:
         self.truth, self.search_k, self.inv_propensity = sp.csr_matrix(truth), search_k, inv_propensity
         _, enc_ids = LabelIndex.build(label_vecs, None, flat).search(queries, depth)
         _, clf_ids = LabelIndex.build(weights, None, flat).search(queries, depth)
-        self.candidates = union_ids(enc_ids, clf_ids)
         self.untrained = np.zeros(len(label_vecs), bool) if untrained is None else np.asarray(untrained, bool)
         channels = channels or {}
-        proposals = {s.name: channels[s.name].propose(texts or [], queries, depth)
-                     for s in registry.present(channels)}
-        for proposal in proposals.values():
-            if proposal.ids.shape[1]:
-                self.candidates = union_ids(self.candidates, proposal.ids)
+        self.candidates, proposals = propose_all({s.name: channels[s.name] for s in registry.present(channels)},
+                                                 texts or [], queries, depth, union_ids(enc_ids, clf_ids))
         #: per row: does the click memory know its query (None without a memory)
-        self.remembered: np.ndarray | None = (np.asarray((proposals[KNOWS_QUERIES].ids >= 0).any(axis=1))
+        self.remembered: np.ndarray | None = (proposals[KNOWS_QUERIES].rows_with_labels()
                                               if KNOWS_QUERIES in proposals else None)
         #: each channel's score of every candidate, in registry order (the order the served search adds them)
         self.channel_scores = {name: p.scores_on(self.candidates) for name, p in proposals.items()}
@@ -180,14 +177,14 @@ class OutOfFoldGrid:
         key = (fusion, metric, seen)
         if key not in self._terms:
             self._terms[key] = per_row(metric, self.truth, self.top(fusion, seen), self.inv_propensity,
-                                       self.tail_truth, self._ideal())
+                                       self.tail_truth, self._best_gains())
         terms = self._terms[key]
         if metric in terms:
             return float(terms[metric][rows].mean()) if len(rows) else 0.0
         den = float(terms[f"{metric}/denominator"][rows].sum())
         return float(terms[f"{metric}/numerator"][rows].sum()) / den if den > 0 else 0.0
 
-    def _ideal(self) -> np.ndarray | None:
+    def _best_gains(self) -> np.ndarray | None:
         """The rows' propensity-scored best gains at the grid's depth, computed once: every fusion's PSP terms
         share them (recomputing them per fusion and guard was a fifth of the selection's time)."""
         if self._ideal_weights is None and self.inv_propensity is not None:
@@ -201,7 +198,7 @@ class OutOfFoldGrid:
         :func:`~xc_core.evaluation.metrics.evaluate` on the grid's ranking, read from its ids directly."""
         from xc_core.evaluation.metrics import aggregate, metric_terms
 
-        return aggregate(metric_terms(self.truth, self.top(fusion), self.inv_propensity, self._ideal()))
+        return aggregate(metric_terms(self.truth, self.top(fusion), self.inv_propensity, self._best_gains()))
 
 
 def choose_fusion(grid: FusionGrid | OutOfFoldGrid, cfg: ClassifierConfig,

@@ -90,12 +90,13 @@ def row_folds(n: int, k: int, seed: int, stream: int = Stream.FALLBACK_HALVES) -
 
 
 def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray, inv_propensity: np.ndarray | None,
-            tail: sp.csr_matrix | None = None, ideal: np.ndarray | None = None) -> dict[str, np.ndarray]:
+            tail: sp.csr_matrix | None = None, best_gains: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """``metric``'s per-row terms in :func:`~xc_core.evaluation.analyses.per_row_metrics`' layout (any k): the
     per-row values of a mean (P, nDCG, R), or ``<metric>/numerator`` and ``/denominator`` of a ratio (PSP).
     A ``tail_`` metric (``tail_P@5``) is its base metric scored against ``tail`` (the rows' positives on the tail
-    bin's labels only: :func:`~xc_core.evaluation.analyses.tail_truth`). ``ideal``: the rows' propensity-scored best
-    gains (:func:`~xc_core.evaluation.metrics.ideal_weights` of ``truth``), when the caller keeps them."""
+    bin's labels only: :func:`~xc_core.evaluation.analyses.tail_truth`). ``best_gains``: the rows'
+    propensity-scored best gains (:func:`~xc_core.evaluation.metrics.ideal_weights` of ``truth``), when the caller
+    keeps them."""
     if metric.startswith(TAIL_PREFIX):
         if tail is None:
             raise ValueError(f"{metric}: pass the rows' tail positives (tail_truth) to score a tail metric")
@@ -106,7 +107,7 @@ def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray, inv_propensity: 
     if top.shape[1] < depth:
         raise ValueError(f"{metric}: the ranking holds {top.shape[1]} labels, need {depth}")
     ps = family.startswith("PS")
-    terms = metric_terms(truth, top[:, :depth], inv_propensity if ps else None, ideal if ps else None)[family]
+    terms = metric_terms(truth, top[:, :depth], inv_propensity if ps else None, best_gains if ps else None)[family]
     if terms.denominator.shape[1] == 1:
         return {metric: terms.numerator[:, -1]}
     return {f"{metric}/numerator": terms.numerator[:, -1], f"{metric}/denominator": terms.denominator[:, -1]}

@@ -414,5 +414,4 @@ def psp_numerator_per_row(y_true: sp.spmatrix, top: np.ndarray, inv_propensity: 
 
 def psp_denominator_per_row(y_true: sp.spmatrix, inv_propensity: np.ndarray, k: int) -> np.ndarray:
     """Per row: ``Σ_{j≤k} w*_ij``, the largest weighted top k any ranking can reach."""
-    positives = positive_labels(y_true)
-    return _best_weights(positives, _check_propensity(inv_propensity, positives.shape[1]), k).sum(axis=1)
+    return ideal_weights(y_true, inv_propensity, k).sum(axis=1)
