@@ -35,7 +35,20 @@ def materialize_anchor_sets(dataset: XCDataset, home: Path, profile: Profile,
                             use_encoder: bool = True) -> AnchorStageResult:
     """Expand and prune ``dataset``'s anchor sets with the profile's encoder; save under
     ``<home>/anchor_sets/<name>`` (an XC data set folder plus ``coverage.parquet``, ``similar_text.parquet``
-    and ``thresholds.json``)."""
+    and ``thresholds.json``).
+
+    Args:
+        dataset: the built data set (:func:`~xc_core.stages.dataset.materialize_dataset`).
+        home: the data root.
+        profile: the profile whose encoder prunes and whose RWR settings expand.
+        thresholds: the coverage gate's thresholds (None: the defaults).
+        progress: show progress bars.
+        use_encoder: prune by encoder cosine (False: keep every expanded anchor; tests without a model).
+
+    Returns:
+        The stage's result: the data set with its expanded anchor sets, the coverage table, the thresholds it was
+        checked against, the summary and the folder written.
+    """
     started = time.perf_counter()
     embed, known = None, None
     if use_encoder:

@@ -20,9 +20,21 @@ log = logging.getLogger(__name__)
 
 def materialize_dataset(name: str, home: Path, seed: int = 0,
                         definition: DatasetDefinition | None = None) -> tuple[XCDataset, dict[str, Any]]:
-    """Build data set ``name`` and save it under ``<home>/datasets/<name>``; return it and its summary.
-    ``definition``: a new or changed definition, saved to ``<home>/datasets/<name>.yaml`` only once the data set
-    it defines was built (a definition that selects nothing leaves the home as it was)."""
+    """Build data set ``name`` and save it under ``<home>/datasets/<name>``.
+
+    Args:
+        name: a built-in data set, one defined in the home, or an XC-repository folder's path.
+        home: the data root (its event store for an event-log data set).
+        seed: the seed of the build's draws.
+        definition: a new or changed definition, saved to ``<home>/datasets/<name>.yaml`` only once the data set
+            it defines was built (a definition that selects nothing leaves the home as it was).
+
+    Returns:
+        (the data set, its summary: documents, labels, splits and what the checks counted).
+
+    Raises:
+        RuntimeError: an event-log data set whose anchors include test-only documents (a leak; nothing saved).
+    """
     started = time.perf_counter()
     spec = spec_from_definition(definition) if definition is not None else None
     dataset = build_dataset(name, home, seed=seed, spec=spec)

@@ -71,8 +71,23 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
 
     ``split="validation"`` scores the model's validation rows instead (:func:`validation_split`), into their own
     folders, logged as ``validation/…``: what experiments about what to build read, so they never read the test
-    split. A method whose final fit saw those rows (its ``fits_on_validation(record)`` is true) refuses: its number
-    would be in-sample."""
+    split.
+
+    Args:
+        dataset: the data set with its anchor sets, as the method was trained on it.
+        method: a trained method of the home (a key of the method registry).
+        profile: the profile it was trained at.
+        home: the data root holding its model; the evaluation goes to ``<home>/eval/<data set>/…``.
+        progress: show progress bars.
+        split: ``"test"`` or ``"validation"``.
+
+    Returns:
+        The evaluation summary: each metric with its 95% interval, the subsets, the MLflow run id and the commits.
+
+    Raises:
+        SplitUnavailableError: an unknown split, or ``split="validation"`` for a method whose final fit saw those
+            rows (its ``fits_on_validation(record)`` is true): its number would be in-sample.
+    """
     from xc_core.methods import get_method
     from xc_core.methods.versions import method_stamp
 
@@ -108,7 +123,17 @@ def evaluate_method(dataset: XCDataset, method: str, profile: str, home: Path,
 def evaluate_promotion_split(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
     """Score the trained method on the promotion split the registry gate decides on (its validation rows:
     ``tracking.registry.PROMOTION_SPLIT``), as the ``challenger`` asset and ``xc promote`` do before registering it.
-    Scored each time (a cheap pass over at most ``val_max`` rows), so the gate never reads a stale evaluation."""
+    Scored each time (a cheap pass over at most ``val_max`` rows), so the gate never reads a stale evaluation.
+
+    Args:
+        home: the data root holding the trained model.
+        dataset: the data set's name.
+        method: the trained method.
+        profile: the profile it was trained at.
+
+    Returns:
+        The evaluation summary on the promotion split, as :func:`evaluate_method` returns it.
+    """
     from xc_core.stages.anchor_sets import load_with_anchors
     from xc_core.tracking.registry import PROMOTION_SPLIT
 
@@ -118,7 +143,7 @@ def evaluate_promotion_split(home: Path, dataset: str, method: str, profile: str
 def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[str, Any],
                     started: float | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     """Score a test document × label matrix (any method's, or a peer's) with xc's metrics and analyses and
-    save them in ``out`` as the report and the seed tables read them: (summary, headline metrics).
+    save them in ``out`` as the report and the seed tables read them.
 
     Beside the full view it saves the seen-label view (``seen_label_view``: predictions restricted to labels with
     a training positive, all the linear peer can score): its metrics in ``summary["seen_labels"]``, its per-query
@@ -127,7 +152,18 @@ def evaluate_scores(dataset: XCDataset, raw_scores: Any, out: Path, info: dict[s
 
     On a data set whose labels carry item metadata (``XCDataset.label_attributes``: brand, location) it also
     saves the brand / location mismatch in the top-k of the test queries naming one
-    (:func:`~xc_core.evaluation.mismatch.mismatch_summary`) as ``summary["mismatch"]``; elsewhere there is none."""
+    (:func:`~xc_core.evaluation.mismatch.mismatch_summary`) as ``summary["mismatch"]``; elsewhere there is none.
+
+    Args:
+        dataset: the data set whose test split the rows of ``raw_scores`` are.
+        raw_scores: the (test documents × labels) score matrix, as a method's ``Predictions.scores`` or a peer's.
+        out: the evaluation folder to write.
+        info: what the record carries besides the metrics (method, profile, commits, run ids).
+        started: ``time.perf_counter()`` at the start of the scoring, for the record's seconds.
+
+    Returns:
+        (summary, headline metrics): the saved summary, and each headline metric's point estimate.
+    """
     from xc_core.evaluation import (
         confidence_intervals,
         false_negatives_at_k,
@@ -228,7 +264,17 @@ SHOWN = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@1", "PSP@5", "R@10", "R@100", "hnsw
 
 
 def materialize_evaluation(home: Path, dataset: str, method: str | None, options: EvaluateOptions) -> dict[str, Any]:
-    """The ``offline_eval`` asset of one method partition, stamped for the results job's freshness rule."""
+    """The ``offline_eval`` asset of one method partition, stamped for the results job's freshness rule.
+
+    Args:
+        home: the data root.
+        dataset: the data set's name.
+        method: the partition's method (never None: the asset is partitioned by method).
+        options: the asset's config (its profile).
+
+    Returns:
+        The headline metrics rounded to 4 decimals, the MLflow run id, the subsets and the record's stamp.
+    """
     from xc_core.methods.versions import RECORD_KEY  # the code the evaluation ran
     from xc_core.provenance import record_stamp
     from xc_core.stages.anchor_sets import load_with_anchors

@@ -14,7 +14,15 @@ from xc_core.stages.options import add_dataset
 
 def materialize_graph_tables(name: str, home: Path) -> Any:
     """The graph-table stage of event-log data set ``name`` (``xc graphs`` and the Dagster graph-table asset):
-    click / co-session / co-click tables of its train window, from the home's event store."""
+    click / co-session / co-click tables of its train window, from the home's event store.
+
+    Args:
+        name: an event-log data set (built in or defined in the home).
+        home: the data root holding the event store; the tables go to ``<home>/graphs/<name>``.
+
+    Returns:
+        The build's :class:`~xc_core.datasets.graph_tables.GraphTablesSummary`.
+    """
     from xc_core.datasets.events import event_window
     from xc_core.datasets.graph_tables import build_graph_tables
     from xc_core.datasets.registry import events_config

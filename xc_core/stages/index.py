@@ -20,7 +20,18 @@ if TYPE_CHECKING:
 
 def index_method(dataset: XCDataset, method: str, profile: str, home: Path, progress: bool = False) -> Predictions:
     """The index stage of a trained method (``xc index`` and the Dagster ``label_index`` asset): the method
-    scores the test queries anew and saves what it needs in its index folder; returns the predictions."""
+    scores the test queries anew and saves what it needs in its index folder.
+
+    Args:
+        dataset: the data set with its anchor sets.
+        method: a trained method of the home.
+        profile: the profile it was trained at.
+        home: the data root; the index goes to ``<home>/indexes/<data set>/<method>-<profile>``.
+        progress: show progress bars.
+
+    Returns:
+        The method's predictions on the test queries, with the index's own metrics (``index_metrics()``).
+    """
     from xc_core.methods import get_method
     from xc_core.training.record import TrainedModel
 

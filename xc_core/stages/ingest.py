@@ -46,8 +46,21 @@ def rejected_files(summary: IngestSummary, home: Path) -> list[str]:
 
 def ingest_files(sources: list[Source], home: Path, cfg: IngestConfig,
                  window: tuple[datetime, datetime] | None = None, progress: bool = False) -> IngestSummary:
-    """Ingest ``sources`` into the home's store (only events inside ``window`` when given); a run that stored
-    nothing raises :class:`~xc_core.logs.errors.NothingStoredError` (:func:`nothing_stored` says why)."""
+    """Ingest ``sources`` into the home's store (only events inside ``window`` when given).
+
+    Args:
+        sources: the files to read, each with its format.
+        home: the data root holding the event store.
+        cfg: the ingestion settings (engine, quarantine, limits).
+        window: the (first, last) timestamps to keep; None keeps every event.
+        progress: show progress bars.
+
+    Returns:
+        What the ingestion read and did (:class:`~xc_core.logs.ingest.IngestSummary`).
+
+    Raises:
+        NothingStoredError: the run stored nothing (:func:`nothing_stored` says why).
+    """
     from xc_core.logs.errors import NothingStoredError
     from xc_core.logs.ingest import ingest
 

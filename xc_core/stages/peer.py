@@ -59,8 +59,17 @@ def export(dataset: XCDataset, folder: Path, split: str, features: str = "tfidf"
 
 
 def run_peer(dataset: XCDataset, folder: Path, features: str = "tfidf") -> tuple[sp.csr_matrix, dict[str, Any]]:
-    """(the peer's test score matrix, what it reports of its run) for ``dataset``: run in ``.venv-peers`` on the
-    exchange folder, or read back when the folder already holds a finished run for the same test split."""
+    """Run the linear peer on ``dataset`` in ``.venv-peers`` through the exchange folder, or read its scores back
+    when the folder already holds a finished run for the same test split.
+
+    Args:
+        dataset: the data set to fit and score.
+        folder: the exchange folder (the XC-format export, the peer's scores and its record).
+        features: the peer's text features (``tfidf``).
+
+    Returns:
+        (the peer's test score matrix, what it reports of its run).
+    """
     from xc_core.evaluation.record import fingerprint_test_split
 
     split = fingerprint_test_split(dataset)
@@ -81,8 +90,17 @@ def run_peer(dataset: XCDataset, folder: Path, features: str = "tfidf") -> tuple
 
 
 def evaluate_peer(dataset_name: str, profile: str, homes: list[Path], peer: str = "pecos") -> dict[str, Any]:
-    """Score ``peer`` (a key of :data:`PEERS`) on the data set of the first home and write its evaluation into
-    ``eval/<data set>/<peer>-<profile>`` of every home; the evaluation's summary (metrics with their intervals)."""
+    """Score ``peer`` on the data set of the first home and write its evaluation into every home.
+
+    Args:
+        dataset_name: the data set's name.
+        profile: the profile the evaluation folder is named for (``eval/<data set>/<peer>-<profile>``).
+        homes: the homes to write into; the first one's data set is scored.
+        peer: a key of :data:`PEERS`.
+
+    Returns:
+        The evaluation's summary (metrics with their intervals).
+    """
     from xc_core.paths import eval_dir
     from xc_core.stages.anchor_sets import load_with_anchors
     from xc_core.stages.evaluate import evaluate_scores

@@ -83,7 +83,17 @@ def _examples(dataset: XCDataset, home: Path, profile: str, method: str, n: int 
 
 
 def build_report(dataset: XCDataset, profile: str, home: Path) -> dict[str, Any]:
-    """Compare every evaluated method of the data set in one HTML file; log it to each method's MLflow run."""
+    """Compare every evaluated method of the data set in one HTML file; log it to each method's MLflow run.
+
+    Args:
+        dataset: the data set whose evaluations (``<home>/eval/<data set>/*-<profile>``) are compared.
+        profile: the profile of the evaluations to compare.
+        home: the data root; the report goes to ``<home>/reports``.
+
+    Returns:
+        The data set, the profile, the report's path and its methods, the
+        paired differences and the label-decile rows.
+    """
     from xc_core.evaluation import diff_at_k
 
     root = eval_root(home, dataset.name)

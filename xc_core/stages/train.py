@@ -26,7 +26,22 @@ if TYPE_CHECKING:
 def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, home: Path, resume: bool = False,
                  progress: bool = False, overrides: dict[str, Any] | None = None,
                  on_metrics: MetricsCallback | None = None) -> dict[str, Any]:
-    """Train one method in its own MLflow run and record it; returns the record (``TrainedModel.summary``)."""
+    """Train one method in its own MLflow run and record it under the home.
+
+    Args:
+        dataset: the data set with its anchor sets (:func:`~xc_core.stages.anchor_sets.load_with_anchors`).
+        method_name: a key of the method registry (``xc_core.methods``).
+        profile: a profile or its name (``tiny``, ``demo``, ``cpu``, ``full``).
+        home: the data root; the model goes to ``<home>/models/<data set>/<method>-<profile>``.
+        resume: keep the model folder and go on from its last checkpoint (a fresh run empties it).
+        progress: show progress bars.
+        overrides: settings over the profile's (a variant's ``TrainConfig`` fields and the method's own).
+        on_metrics: handed to the method's training loop, which reports its metrics through it as it goes.
+
+    Returns:
+        The training record saved beside the model (``TrainedModel.summary``): the MLflow run and model URIs,
+        the validation split's settings, the code stamp, the seconds and what the method itself records.
+    """
     import mlflow
 
     from xc_core.methods import TrainJob, get_method
