@@ -159,17 +159,29 @@ class Decision:
 def decide(challenger: dict[str, float], champion: dict[str, float] | None, policy: PromotionPolicy,
            paired: PairedLead | None = None, ab: dict[str, Any] | None = None,
            paired_guards: dict[str, PairedLead] | None = None) -> Decision:
-    """The gate. ``paired`` is the primary metric's paired lead on the same test queries, ``paired_guards`` each
-    guard metric's; when the policy asks for confidence but no paired comparison exists (the champion was evaluated
-    on another test split, or its per-query results were overwritten by a retraining), point estimates decide and
-    the reason says so.
+    """The gate's rules on two versions' metrics. When the policy asks for confidence but no paired comparison
+    exists (the champion was evaluated on other rows, or its per-query results were overwritten by a retraining),
+    point estimates decide and the reason says so.
 
     Rules, in order; the first that fails names itself in the reason: the primary metric strictly better;
     its paired interval above 0 (when ``confidence`` > 0 and ``paired`` exists; else a tie band); its lead (point
     estimate, challenger − champion) at least ``min_lead``, with or without a paired comparison; every guard held
     (:class:`GuardCheck`: not significantly worse); and, when ``ab`` (the gate's A/B test of challenger vs champion,
     ``xc_core.abtest``'s JSON) is given, no A/B guard (Brand/Location BMR) significantly worse. A promoted
-    decision's reason lists each guard's band and interval."""
+    decision's reason lists each guard's band and interval.
+
+    Args:
+        challenger: the challenger's metrics on the deciding split (:func:`challenger_metrics`).
+        champion: the champion's on the same split; None when there is no champion yet (the challenger wins).
+        policy: the primary metric, its confidence and minimum lead, the guards and the A/B guards.
+        paired: the primary metric's paired lead on the same rows (None: no paired comparison).
+        ab: the gate's A/B test of challenger vs champion, or None.
+        paired_guards: each guard metric's paired lead on the same rows.
+
+    Returns:
+        The decision: promote or not, the reason (the first failing rule, or every guard's band when promoted),
+        both metric sets, the paired lead and the guard checks.
+    """
     if champion is None:
         return Decision(True, "no champion yet: the first model becomes champion", challenger, None, paired)
     p = policy.primary
@@ -258,8 +270,8 @@ def _eval_rows(home: Path, tags: dict[str, str], split: str) -> tuple[str, dict[
 
 def paired_lead(home: Path, challenger_tags: dict[str, str], champion_tags: dict[str, str], metric: str,
                 confidence: float = 0.95) -> PairedLead | None:
-    """Challenger − champion on ``metric`` over the same test queries, or None when the two evaluations
-    are not on the same test split (or one is missing): a paired interval is then meaningless."""
+    """Challenger − champion on ``metric`` over the same rows of the challenger's deciding split, or None when the
+    two evaluations are not on the same rows (or one is missing): a paired interval is then meaningless."""
     return paired_leads(home, challenger_tags, champion_tags, {metric: confidence}).get(metric)
 
 
@@ -283,9 +295,23 @@ def paired_leads(home: Path, challenger_tags: dict[str, str], champion_tags: dic
 
 
 def gate(home: Path | None, challenger: Any, champion: Any | None, policy: PromotionPolicy) -> Decision:
-    """The decision for two registered versions (``champion`` None when there is none yet); the gate's A/B test of
-    the two (``paths.gate_abtest_path``, written by the Dagster ``ab_test`` asset) when there is one. The primary
-    metric and every guard are paired on the same test queries where both evaluations' per-query results exist."""
+    """The decision for two registered versions, on the split the challenger was registered to be decided on
+    (:data:`PROMOTION_SPLIT`: its validation rows). The champion is re-scored from its run's evaluation on that split
+    when it was gated on another. The primary metric and every guard are paired on the same rows where both
+    evaluations' per-query results exist; the gate's A/B test of the two (``paths.gate_abtest_path``, written by the
+    Dagster ``ab_test`` asset) is read when there is one. The test figures ride along in the decision; no rule
+    reads them.
+
+    Args:
+        home: the data root holding the evaluations (None: point estimates from the tags, no A/B test).
+        challenger: the challenger's registered model version (an MLflow ``ModelVersion``).
+        champion: the champion's, or None when there is none yet.
+        policy: the promotion policy.
+
+    Returns:
+        The decision, with the deciding split and both versions' test metrics beside it. A champion without an
+        evaluation on the deciding split gives a refusal whose reason names the ``xc eval`` that fixes it.
+    """
     test = {"challenger": test_metrics_of(challenger), **({"champion": test_metrics_of(champion)} if champion else {})}
     champion_metrics = metrics_of(champion) if champion else None
     if champion is not None and split_of(champion) != split_of(challenger):
@@ -370,7 +396,18 @@ def split_of(version: Any) -> str:
 def promote_if_better(dataset: str, version: str, tracking_uri: str, policy: PromotionPolicy | None = None,
                       home: Path | None = None) -> Decision:
     """Compare the version with the champion, tag the decision, and move ``champion`` only if it wins.
-    ``home`` holds the evaluations' per-query results for the paired comparison."""
+
+    Args:
+        dataset: the data set whose registered model (``xc-encoder-<data set>``) holds the version.
+        version: the challenger's version number.
+        tracking_uri: the MLflow store holding the registry.
+        policy: the promotion policy (None: the default).
+        home: the data root with the evaluations' per-query results for the paired comparison (None: point
+            estimates decide).
+
+    Returns:
+        The decision, also written as the version's ``promotion.*`` tags.
+    """
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri)
@@ -397,7 +434,22 @@ def challenger_metrics(eval_summary: dict[str, Any], quantiles: Any | None = Non
 
 def register_evaluated(home: Path, dataset: str, method: str, profile: str) -> dict[str, Any]:
     """Register the evaluated model of (dataset, method, profile) as the new challenger version; its ``method``
-    tag is how serving finds the method that scores it."""
+    tag is how serving finds the method that scores it.
+
+    Args:
+        home: the data root holding the trained model and its evaluations.
+        dataset: the data set's name.
+        method: the trained method.
+        profile: the profile it was trained at.
+
+    Returns:
+        The registered model's name and version, its metrics on the promotion split and on the test, the split's
+        name, the tracking URI and the served model's URI.
+
+    Raises:
+        FileNotFoundError: the run has no evaluation on the promotion split or on the test (or one of another run);
+            the message names the ``xc eval`` to run.
+    """
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
     from xc_core.tracking.store import git_commit, tracking_uri
