@@ -89,7 +89,22 @@ def with_home_index(model: ServedModel, home: Path) -> ServedModel:
 
 def predict_from_champion(dataset: str, query: str, home: Path, k: int = 10) -> dict[str, Any]:
     """Top-k labels for ``query`` from the champion's served model, with the keywords streamed into the home's
-    index since it was registered (marked ``streamed``)."""
+    index since it was registered (marked ``streamed``).
+
+    Args:
+        dataset: the data set whose registered model's ``champion`` answers.
+        query: the query text.
+        home: the data root whose MLflow store holds the registry (and the streamed keywords' index).
+        k: how many labels, from 1 to the served model's ``max_k``.
+
+    Returns:
+        The data set, the query, the model alias, the version, its method and the labels (id, text, score).
+
+    Raises:
+        LookupError: no champion yet, or a champion registered before served models existed (the message names
+            the command that fixes it).
+        ServedModelError: ``k`` outside 1 … ``max_k``.
+    """
     from xc_core.tracking.registry import CHAMPION, champion_version, model_name
     from xc_core.tracking.served import check_k, load_registered
     from xc_core.tracking.store import activate, tracking_uri

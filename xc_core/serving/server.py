@@ -67,8 +67,24 @@ def start_live(dataset: str, home: Path, version: str | None = None) -> LiveMode
 
 def serve(dataset: str, home: Path, host: str = "127.0.0.1", port: int = DEFAULT_PORT, poll_s: float = 5.0,
           limits: Limits | None = None, max_batch: int = 64, version: str | None = None) -> dict[str, Any]:
-    """Serve until stopped (``version``: that version only, no alias followed; its streamed keywords still are);
-    returns what was served (for the CLI's last line)."""
+    """Serve the data set's registered model over HTTP until stopped.
+
+    Args:
+        dataset: the data set whose registered model is served.
+        home: the data root whose MLflow store holds the registry.
+        host: a loopback address (anything else is refused).
+        port: the port to listen on.
+        poll_s: how often the ``champion`` alias (and the home's streamed keywords) is looked at.
+        limits: request size and rate limits (None: the defaults).
+        max_batch: the most queries the batcher scores at once.
+        version: serve that version only, following no alias (its streamed keywords still are).
+
+    Returns:
+        What was served, for the CLI's last line: the data set, the model, the version served at the end, the URL.
+
+    Raises:
+        ValueError: ``host`` is not a loopback address.
+    """
     import uvicorn
 
     check_loopback(host)
