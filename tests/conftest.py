@@ -35,6 +35,14 @@ for _name in ("DAGSTER_HOME", "XC_DAGSTER_STATE"):
 _default_home = tempfile.mkdtemp(prefix="xc-test-home-")
 atexit.register(shutil.rmtree, _default_home, ignore_errors=True)
 os.environ["XC_HOME"] = _default_home
+# Registrations share one ONNX export store (``encoders/onnx_runtime.ExportCache``), as a machine's homes may: most
+# tests register the same tiny encoder, and its export is most of a tiny registration's time. Each graph taken from
+# it is still checked against torch; the parallel workers of one run share it (their run id names it).
+_run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+_onnx_cache = (Path(tempfile.gettempdir()) / f"xc-test-onnx-{_run_id}" if _run_id
+               else Path(tempfile.mkdtemp(prefix="xc-test-onnx-")))
+atexit.register(shutil.rmtree, _onnx_cache, ignore_errors=True)
+os.environ["XC_ONNX_CACHE"] = str(_onnx_cache)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     import importlib.machinery

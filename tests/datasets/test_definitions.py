@@ -214,9 +214,14 @@ def test_aol_1000_through_the_generic_path_is_the_built_in_data_set(aol_slice: P
         {k: v for k, v in generic.meta.items() if k not in ignore}
 
 
-def test_a_log_in_a_new_market_goes_define_run_predict_through_dagster(log_home: Path) -> None:
+def test_a_log_in_a_new_market_goes_define_run_predict_through_dagster(log_home: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """The user's path end to end: ingested (above) → defined → `xc run` (Dagster, in-process) → `xc predict`
-    answered by the champion from the same home's store."""
+    answered by the champion from the same home's store. The commands run through the CLI's ``main`` in this process
+    (a subprocess `xc dataset` is above, `xc predict` in tests/test_store_per_home.py)."""
+    def xc(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+        return xc_in_process(*args, home=home, capsys=capsys)
+
     done = xc("dataset", "--name", "runlog", "--from-events", "--markets", "zh-CN", "--test-days", "3", home=log_home)
     assert done.returncode == 0, done.stderr
     done = xc("run", "--dataset", "runlog", "--profile", "tiny", "--methods", "pretrained", "--json", home=log_home)
@@ -230,10 +235,15 @@ def test_a_log_in_a_new_market_goes_define_run_predict_through_dagster(log_home:
     assert labels and set(labels) <= {item for items in INTENTS.values() for item in items}
 
 
-def test_an_xc_folder_goes_run_predict_through_dagster_by_its_path(log_home: Path, tmp_path: Path) -> None:
+def test_an_xc_folder_goes_run_predict_through_dagster_by_its_path(log_home: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """An XC-repository folder (here the zh-CN log's data set written in that format) is run by its path and
-    then served by its folder name: `xc run --dataset PATH` (Dagster, in-process) → `xc predict --dataset NAME`."""
+    then served by its folder name: `xc run --dataset PATH` (Dagster, in-process) → `xc predict --dataset NAME`,
+    through the CLI's ``main`` in this process."""
     from xc_core.datasets.xc_repo import write_xc_repo
+
+    def xc(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+        return xc_in_process(*args, home=home, capsys=capsys)
 
     done = xc("dataset", "--name", "folderlog", "--from-events", "--markets", "zh-CN", "--test-days", "3",
               home=log_home)

@@ -51,9 +51,21 @@ def weights_digest(encoder: Any) -> str:
         raw = value.view(torch.int16) if value.dtype == torch.bfloat16 else value
         digest.update(memoryview(raw.numpy()).cast("B"))
     backend = getattr(encoder.tokenizer, "backend_tokenizer", None)
-    tokenizer = backend.to_str() if backend is not None else repr(sorted(encoder.tokenizer.get_vocab().items()))
+    tokenizer = (_definition(backend.to_str()) if backend is not None
+                 else repr(sorted(encoder.tokenizer.get_vocab().items())))
     digest.update(f"{type(encoder.tokenizer).__name__}\0{tokenizer}".encode())
     return digest.hexdigest()
+
+
+def _definition(backend_json: str) -> str:
+    """A fast tokenizer's definition without the truncation and padding each call sets on it: the same tokenizer
+    hashes alike before and after its first call (the call's own settings are in the keys that need them)."""
+    import json
+
+    found = json.loads(backend_json)
+    found.pop("truncation", None)
+    found.pop("padding", None)
+    return json.dumps(found, sort_keys=True)
 
 
 class VectorCache:

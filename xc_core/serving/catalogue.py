@@ -224,6 +224,7 @@ def register_index(home: Path, trained: Any, folder: Path, texts: list[str], ser
     register it as a new version of ``xc-encoder-<served_as>``: ``register_evaluated``'s two calls, with the
     index given instead of the evaluation's (there is no evaluation over a million generated labels).
     ``model_uri``: the method's model to serve instead of the trained one (a -clf grown to the catalogue)."""
+    from xc_core.encoders.onnx_runtime import ExportCache
     from xc_core.tracking.registry import model_name, register
     from xc_core.tracking.served import log_served
     from xc_core.tracking.store import activate, git_commit, tracking_uri
@@ -235,7 +236,8 @@ def register_index(home: Path, trained: Any, folder: Path, texts: list[str], ser
     info = {"method": trained.method, "dataset": served_as, "profile": trained.profile,
             "trained_model_uri": method_model, "git_commit": commit}
     started = time.perf_counter()
-    logged = log_served(method_model, trained.mlflow_run_id, folder, ids or label_ids(len(texts)), texts, info)
+    logged = log_served(method_model, trained.mlflow_run_id, folder, ids or label_ids(len(texts)), texts, info,
+                        ExportCache.for_home(home).folder)
     log_seconds = time.perf_counter() - started
     tags = {"method": trained.method, "dataset": served_as, "profile": trained.profile, "git_commit": commit,
             "mlflow_run_id": trained.mlflow_run_id, "trained_model_uri": method_model,

@@ -486,6 +486,7 @@ def served_model(home: Path, dataset: str, method: str, profile: str, trained: A
     """Log the self-contained served model (``served.py``: the method's model + its evaluated index + the
     labels) into the training run; what the registry registers, so a version answers ads on any machine."""
     from xc_core.datasets.container import XCDataset
+    from xc_core.encoders.onnx_runtime import ExportCache
     from xc_core.paths import dataset_dir, index_dir
     from xc_core.tracking.served import log_served
     from xc_core.tracking.store import activate, tracking_uri
@@ -495,4 +496,4 @@ def served_model(home: Path, dataset: str, method: str, profile: str, trained: A
     info = {"method": method, "dataset": dataset, "profile": profile, "trained_model_uri": trained.model_uri,
             "git_commit": commit}
     return log_served(trained.model_uri, trained.mlflow_run_id, index_dir(home, dataset, method, profile),
-                      list(data.label_ids or []), list(data.label_texts), info)
+                      list(data.label_ids or []), list(data.label_texts), info, ExportCache.for_home(home).folder)

@@ -276,20 +276,21 @@ def bundle_parts(index_folder: Path, label_ids: list[str], label_texts: list[str
 
 
 def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_ids: list[str],
-               label_texts: list[str], info: dict[str, Any]) -> Any:
+               label_texts: list[str], info: dict[str, Any], onnx_cache: Path | None = None) -> Any:
     """Log the served model into the training run ``run_id`` (beside the method's own model) and return its
     ``ModelInfo``: the method's model is copied from ``trained_model_uri``, the index from ``index_folder``.
 
     Deployable as it is: it carries the xc_core package (``code_paths``: the entry point and the method's model
     import it) and pins every package its load and predict import (``requirements.py``), so a fresh virtualenv
-    built from its ``requirements.txt`` alone loads it (``benchmarks/deploy_check.py``)."""
+    built from its ``requirements.txt`` alone loads it (``benchmarks/deploy_check.py``). ``onnx_cache``: the
+    folder of exported encoder graphs to reuse (``onnx_runtime.ExportCache``; None exports afresh)."""
     import mlflow
 
     with tempfile.TemporaryDirectory(prefix="xc-served-") as tmp:
         work = Path(tmp)
         artifacts = bundle_parts(index_folder, label_ids, label_texts, info, work)
         artifacts["model"] = mlflow.artifacts.download_artifacts(trained_model_uri, dst_path=str(work / "model"))
-        runtime = _onnx_encoder(Path(artifacts["model"]), work / ONNX_FILE, label_texts[:64])
+        runtime = _onnx_encoder(Path(artifacts["model"]), work / ONNX_FILE, label_texts[:64], onnx_cache)
         if (work / ONNX_FILE).exists():
             artifacts["onnx"] = str(work / ONNX_FILE)
         served = Path(artifacts["served"])
@@ -309,12 +310,12 @@ def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_id
 ONNX_CHECK_K = 10
 
 
-def _onnx_encoder(model_folder: Path, path: Path, sample: list[str]) -> dict[str, Any]:
+def _onnx_encoder(model_folder: Path, path: Path, sample: list[str], cache: Path | None = None) -> dict[str, Any]:
     """Export the text encoder of the method's model (when its pyfunc exposes one as ``.encoder``: the encoder
     family, IRENE, OAK) for ONNX Runtime, checked against torch on ``sample`` (``encoders/onnx_runtime.py``), then
     through the served search itself (:func:`_onnx_ranks_as_torch`). The bundle's other parts (``bundle_parts``)
     lie beside ``path``."""
-    from xc_core.encoders.onnx_runtime import export_checked
+    from xc_core.encoders.onnx_runtime import ExportCache, export_checked
 
     bundle = path.parent
     served = load_served({"model": str(model_folder), "index": str(bundle / "index"),
@@ -322,7 +323,7 @@ def _onnx_encoder(model_folder: Path, path: Path, sample: list[str]) -> dict[str
     encoder = getattr(served.embedder.unwrap_python_model(), "encoder", None)
     if not isinstance(encoder, TextEncoder):
         return {"encoder_runtime": "torch", "onnx": "the method's model has no text encoder of its own to export"}
-    runtime = export_checked(encoder, path, sample)
+    runtime = export_checked(encoder, path, sample, ExportCache(cache) if cache is not None else None)
     return _onnx_ranks_as_torch(served, encoder, path, sample, runtime) if path.exists() else runtime
 
 
