@@ -177,22 +177,58 @@ class Method(Protocol):
         ...
 
     def train(self, job: TrainJob) -> Fitted:
-        """Train, log parameters, metrics and one MLflow model to the active run; return where it is."""
+        """Train, log parameters, metrics and one MLflow model to the active run.
+
+        Args:
+            job: the data set, profile, home, model folder and the caller's overrides, inside the stage's run.
+
+        Returns:
+            The logged model's URI and the method's record (``train_summary.json``).
+        """
         ...
 
     def predict(self, dataset: XCDataset, trained: TrainedModel, index_dir: Path, *, reuse: bool = False,
                 progress: bool = False) -> Predictions:
-        """Top-k labels for every test query. ``reuse``: what an earlier call saved in ``index_dir`` for this
-        model and test split may stand (the evaluation after the index stage); else score anew."""
+        """Top-k labels for every test query.
+
+        Args:
+            dataset: the data set whose test queries are scored (a validation view for the promotion split).
+            trained: the trained model's record.
+            index_dir: where the method saves its index and the queries' top-k.
+            reuse: what an earlier call saved in ``index_dir`` for this model and test split may stand (the
+                evaluation after the index stage); else score anew.
+            progress: show progress bars.
+
+        Returns:
+            The top-k scores (test documents × labels), the index folder, the split's fingerprint and the index's
+            own metrics.
+        """
         ...
 
     def analyse(self, dataset: XCDataset, trained: TrainedModel, predictions: Predictions,
                 out: Path) -> dict[str, Any]:
-        """Method-specific analyses saved beside the evaluation in ``out``; returned entries join its summary."""
+        """Method-specific analyses saved beside the evaluation.
+
+        Args:
+            dataset: the data set the predictions are for.
+            trained: the trained model's record.
+            predictions: what :meth:`predict` returned.
+            out: the evaluation folder.
+
+        Returns:
+            Entries that join the evaluation's summary (``tables`` are shown in the report); empty for none.
+        """
         ...
 
     def scorer(self, served: Served) -> Scorer:
-        """The registered model as a function of query texts: what ``xc predict`` serves."""
+        """The registered model as a function of query texts: what ``xc predict`` serves.
+
+        Args:
+            served: the registered version to serve: its model URI, the home, the data set and the profile.
+
+        Returns:
+            ``scorer(texts, k) -> (scores, label ids)``, both (len(texts), k), id -1 padding a short row.
+        """
         ...
 
 
@@ -222,6 +258,14 @@ M = TypeVar("M", bound=Method)
 
 
 def register(method: M) -> M:
+    """Add ``method`` to the registry under its name (a method module calls this once, at import).
+
+    Returns:
+        ``method`` itself, so a module can write ``OAK = register(OakMethod(...))``.
+
+    Raises:
+        ValueError: a method of that name is registered already.
+    """
     if method.name in METHODS:
         raise ValueError(f"method '{method.name}' registered twice")
     METHODS[method.name] = method
@@ -232,7 +276,17 @@ def register(method: M) -> M:
 def get_method(name: str) -> Method:
     """A registered method, or a graph method restricted to some anchor sets: ``ramen@links`` or
     ``ramen@links+categories`` (both sides, only those sets) — the "which graph helps" ablation on any data
-    set without a module per set name."""
+    set without a module per set name.
+
+    Args:
+        name: a registered method's name, optionally ``@`` a ``+``-joined list of anchor-set names.
+
+    Returns:
+        The method (restricted to those sets when named).
+
+    Raises:
+        ValueError: an unknown method, or sets named for a method that does not train on anchor sets.
+    """
     base, _, restrict = name.partition("@")
     if base not in METHODS:
         raise ValueError(f"unknown method '{base}': choose one of {', '.join(sorted(METHODS))}")
