@@ -89,9 +89,24 @@ def fold_kind(dataset: XCDataset, kind: FoldKind = "auto") -> Literal["temporal"
 def out_of_fold(dataset: XCDataset, folds: int, max_rows: int, seed: int, kind: FoldKind = "auto",
                 temporal_span: float = 0.3, never_score: np.ndarray | None = None, time_blocks: int = 4,
                 min_rows: int = 0, max_blocks: int | None = None) -> list[Fold]:
-    """The folds of the module docstring for ``dataset``'s kind (see :func:`fold_kind`): ``time_blocks`` blocks of
-    days over the last ``temporal_span`` of the window (more, up to ``max_blocks``, while they score fewer than
-    ``min_rows`` rows), or ``folds`` document folds."""
+    """The folds of the module docstring for ``dataset``'s kind (see :func:`fold_kind`).
+
+    Args:
+        dataset: the training documents to split (their click days decide temporal blocks).
+        folds: document folds, when the folds are by document.
+        max_rows: the most rows a fold scores (a seeded sample of its rows).
+        seed: the seed of the sample and the document permutation.
+        kind: ``"temporal"``, ``"documents"`` or ``"auto"`` (temporal when the data set has click days).
+        temporal_span: the share of the window's last days the blocks cover.
+        never_score: training rows no fold may score (e.g. the validation rows a model is selected on).
+        time_blocks: the blocks of days to start with.
+        min_rows: add a block of the same width before the first while the blocks score fewer rows than this.
+        max_blocks: the most blocks that adding may reach (None: no cap).
+
+    Returns:
+        The folds, each with its fit rows, scored rows and their truth; document folds when the window has too few
+        days for blocks.
+    """
     never = np.zeros(len(dataset.train_texts), bool)
     if never_score is not None:
         never[np.asarray(never_score, np.int64)] = True

@@ -99,10 +99,21 @@ def _hold(table: Any, init: Any, touched: np.ndarray, untrained: np.ndarray) -> 
 
 def train_classifier(label_vecs: np.ndarray, doc_vecs: np.ndarray, y: sp.csr_matrix, cfg: ClassifierConfig,
                      progress: bool = False) -> ClassifierFit:
-    """Train W on every (document, label) pair of ``y`` (rows = ``doc_vecs``); returns unit-row W.
+    """Train W on every (document, label) pair of ``y`` (rows = ``doc_vecs``).
 
     Labels without a positive in ``y`` keep their text embedding: they stay retrievable by text, exactly as
-    under the encoder alone."""
+    under the encoder alone.
+
+    Args:
+        label_vecs: the labels' text vectors (W's start), (labels × dim).
+        doc_vecs: the training documents' vectors, (documents × dim).
+        y: documents × labels positives.
+        cfg: epochs, learning rate, negatives and seed.
+        progress: show a progress bar.
+
+    Returns:
+        W with unit rows, the epochs' losses, the seconds, the pairs and the labels trained.
+    """
     import torch
 
     from xc_core.progress import bar

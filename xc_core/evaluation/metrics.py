@@ -93,6 +93,17 @@ def inverse_propensity(y_train: sp.spmatrix, A: float = DEFAULT_PSP[0], B: float
     ``N`` is the number of training points (rows of ``y_train``), ``N_l`` the number of training points
     with label ``l`` among their positives. ``A``, ``B`` per data-set family: see
     :data:`PROPENSITY_CONSTANTS` (Wikipedia-like 0.5/0.4, Amazon-like 0.6/2.6, otherwise 0.55/1.5).
+
+    Args:
+        y_train: the training documents × labels matrix (a positive is any stored non-zero).
+        A: the propensity model's exponent.
+        B: its offset.
+
+    Returns:
+        One weight ≥ 1 per label (rarer labels weigh more).
+
+    Raises:
+        ValueError: ``y_train`` has no row.
     """
     n_points = y_train.shape[0]
     if n_points < 1:

@@ -142,6 +142,19 @@ def personalized_pagerank(adjacency: sp.csr_matrix, starts: np.ndarray, candidat
 
     π = restart·e_s + (1 − restart)·π·P, with a dead end's mass returned to the start (as the walker does).
     Starts are solved ``batch`` at a time as dense columns, so memory is n × batch floats.
+
+    Args:
+        adjacency: the graph's (n × n) weighted adjacency; a row's weights are its transition probabilities.
+        starts: the start nodes.
+        candidates: the nodes that may be returned (the anchors).
+        restart: the probability of returning to the start at each step.
+        top_k: candidates kept per start.
+        iterations: the most power iterations.
+        tol: stop once the largest change of π falls below this.
+        batch: starts solved at once.
+
+    Returns:
+        The top-k candidates per start by stationary probability, sorted by (start, −score, node).
     """
     adjacency = sp.csr_matrix(adjacency, dtype=np.float64)
     degree = np.asarray(adjacency.sum(axis=1)).ravel()
