@@ -106,6 +106,9 @@ def out_of_fold(dataset: XCDataset, folds: int, max_rows: int, seed: int, kind: 
     Returns:
         The folds, each with its fit rows, scored rows and their truth; document folds when the window has too few
         days for blocks.
+
+    Raises:
+        ValueError: ``kind="temporal"`` for a data set without click days.
     """
     never = np.zeros(len(dataset.train_texts), bool)
     if never_score is not None:

@@ -144,13 +144,13 @@ def personalized_pagerank(adjacency: sp.csr_matrix, starts: np.ndarray, candidat
     Starts are solved ``batch`` at a time as dense columns, so memory is n × batch floats.
 
     Args:
-        adjacency: the graph's (n × n) weighted adjacency; a row's weights are its transition probabilities.
+        adjacency: the graph's (n × n) weighted adjacency; a row's weights, normalised, are its transitions.
         starts: the start nodes.
-        candidates: the nodes that may be returned (the anchors).
+        candidates: a boolean mask over the nodes: those that may be returned (the anchors); a start never is.
         restart: the probability of returning to the start at each step.
         top_k: candidates kept per start.
         iterations: the most power iterations.
-        tol: stop once the largest change of π falls below this.
+        tol: stop once the summed absolute change of π over a batch falls below this.
         batch: starts solved at once.
 
     Returns:
