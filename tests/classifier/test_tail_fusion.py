@@ -116,3 +116,43 @@ def test_the_grids_shared_best_gains_change_no_choice(monkeypatch: Any) -> None:
     monkeypatch.setattr(OutOfFoldGrid, "_best_gains", lambda self: None)
     assert run() == shared
     assert shared[0]["PSP@5"] != shared[0]["P@5"], "the propensities weigh: the test can tell the terms apart"
+
+
+def test_a_tail_offset_with_a_depth_lifts_only_the_first_candidates_in_the_grid_and_the_served_search(
+        tmp_path: Path) -> None:
+    """``tail_offset_depth``: the offset reorders a query's first N candidates (by the rest of the score) and leaves
+    every deeper score as without it, where an auction over the top 100 reads them; the grid ranks as the served
+    search does, and the depth travels with the model."""
+    import pytest
+
+    from xc_core.classifier.channels import Fusion
+    from xc_core.classifier.fusion import FusedClassifier, fused_search
+    from xc_core.index import IndexConfig, LabelIndex
+
+    labels = np.eye(12, 16, dtype=np.float32)
+    tail = np.arange(12) >= 6
+    # the query's cosines fall from label 0 down: tail labels 6 and 7 at ranks 7–8, tail label 9 at rank 10
+    query = np.linspace(1.0, 0.45, 12, dtype=np.float32)[None, :] @ labels
+    query /= np.linalg.norm(query)
+    index = LabelIndex.build(labels, None, IndexConfig(kind="flat"))
+    plain = fused_search(query, index, index, labels, FusedClassifier(labels, Fusion(alpha=0.999), 12), 12)
+    everywhere = FusedClassifier(labels, Fusion(alpha=0.999, tail_offset=0.3), 12, tail=tail)
+    deep = FusedClassifier.load(FusedClassifier(labels, Fusion(alpha=0.999, tail_offset=0.3), 12, tail=tail,
+                                                tail_depth=8).save(tmp_path / "clf"))
+    assert deep.tail_depth == 8 and deep.label_offsets() is None and deep.tail_lift() is not None
+    lifted = fused_search(query, index, index, labels, deep, 12)
+    all_lifted = fused_search(query, index, index, labels, everywhere, 12)
+    assert all_lifted[1][0][:6].tolist() == [6, 7, 8, 9, 10, 11], "at every rank: every tail label first"
+    assert lifted[1][0][:2].tolist() == [6, 7], "within the first 8: labels 6 and 7 lifted to the top"
+    score = dict(zip(lifted[1][0].tolist(), lifted[0][0].tolist(), strict=True))
+    before = dict(zip(plain[1][0].tolist(), plain[0][0].tolist(), strict=True))
+    assert all(score[label] == pytest.approx(before[label]) for label in (8, 9, 10, 11)), "deeper ones untouched"
+    assert score[6] == pytest.approx(before[6] + 0.3)
+    # the out-of-fold grid ranks the same query the same way
+    from xc_core.classifier.stage import FusionGrid
+
+    truth = sp.csr_matrix(np.eye(1, 12, 6, dtype=np.float32))
+    bins = np.where(tail, TAIL_BIN, 4)
+    grid = FusionGrid(query, truth, labels, labels, 12, np.empty((0, 2), np.int64), np.ones(12), bins=bins,
+                      tail_depth=8)
+    assert grid.ranked(Fusion(alpha=0.999, tail_offset=0.3))[1][0].tolist() == lifted[1][0][:5].tolist()

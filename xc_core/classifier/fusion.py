@@ -48,6 +48,8 @@ class FusedClassifier:
     tail: np.ndarray | None = None  # (n_labels,) bool: in the tail bin of W's training documents (untrained ones too)
     #: rank a query the click memory does not know by the encoder alone (needs the memory channel)
     new_queries_encoder: bool = False
+    #: the tail offset lifts the tail labels only among each query's first ``tail_depth`` candidates (0: everywhere)
+    tail_depth: int = 0
 
     @property
     def alpha(self) -> float:
@@ -67,18 +69,28 @@ class FusedClassifier:
 
     def label_offsets(self) -> np.ndarray | None:
         """Per-label additive score (the offsets on untrained and on tail labels, each weighted per-label prior),
-        or None when there is none."""
+        or None when there is none; the tail offset is in :meth:`tail_lift` instead when it has a depth."""
         parts = []
         if self.fusion[UNTRAINED_OFFSET] != 0.0 and self.untrained is not None:
             parts.append(np.where(self.untrained, np.float32(self.fusion[UNTRAINED_OFFSET]), np.float32(0.0)))
-        if self.fusion[TAIL_OFFSET] != 0.0 and self.tail is not None:
-            parts.append(np.where(self.tail, np.float32(self.fusion[TAIL_OFFSET]), np.float32(0.0)))
+        if self.tail_depth == 0 and (lift := self._tail_offsets()) is not None:
+            parts.append(lift)
         for spec in self.active_specs():
             if spec.prior:
                 prior = self.channels[spec.name].label_scores()
                 assert prior is not None, f"{spec.name}: a prior channel gives every label a score"
                 parts.append(np.float32(self.weight(spec.name)) * prior)
         return np.sum(parts, axis=0).astype(np.float32) if parts else None
+
+    def tail_lift(self) -> np.ndarray | None:
+        """Per-label score added only among each query's first :attr:`tail_depth` candidates (the tail offset on
+        the tail labels), or None when the tail offset applies at every rank (:meth:`label_offsets`) or is 0."""
+        return self._tail_offsets() if self.tail_depth > 0 else None
+
+    def _tail_offsets(self) -> np.ndarray | None:
+        if self.fusion[TAIL_OFFSET] == 0.0 or self.tail is None:
+            return None
+        return np.where(self.tail, np.float32(self.fusion[TAIL_OFFSET]), np.float32(0.0))
 
     @property
     def routes_new_queries(self) -> bool:
@@ -99,7 +111,8 @@ class FusedClassifier:
         served = {s.weight_key: self.weight(s.name) for s in registry.registered()}  # 0 for a channel it lacks
         (folder / FUSION_FILE).write_text(json.dumps(
             {ALPHA: self.alpha, "search_k": self.search_k, **served, UNTRAINED_OFFSET: offset, TAIL_OFFSET: tail_offset,
-             "new_queries_encoder": self.routes_new_queries, **self.info}, indent=2, default=float) + "\n")
+             "new_queries_encoder": self.routes_new_queries, "tail_offset_depth": self.tail_depth, **self.info},
+            indent=2, default=float) + "\n")
         if offset != 0.0 and self.untrained is not None:
             np.save(folder / UNTRAINED_FILE, np.asarray(self.untrained, bool))
         if tail_offset != 0.0 and self.tail is not None:
@@ -129,9 +142,10 @@ class FusedClassifier:
         if tail_offset != 0.0:
             _needs(folder, TAIL_OFFSET, tail_offset, TAIL_FILE)
         new_queries_encoder = bool(meta.pop("new_queries_encoder", False))  # absent in folders saved before it
+        tail_depth = int(meta.pop("tail_offset_depth", 0))  # likewise: every rank
         return cls(np.load(folder / WEIGHTS_FILE), Fusion(weights, untrained_offset=offset, tail_offset=tail_offset),
                    search_k, meta, channels, np.load(folder / UNTRAINED_FILE) if offset != 0.0 else None,
-                   np.load(folder / TAIL_FILE) if tail_offset != 0.0 else None, new_queries_encoder)
+                   np.load(folder / TAIL_FILE) if tail_offset != 0.0 else None, new_queries_encoder, tail_depth)
 
     def with_fusion(self, **weights: float) -> FusedClassifier:
         """The same parts under other fusion weights (those not named are kept)."""
@@ -170,12 +184,14 @@ def _needs(folder: Path, key: str, value: float, saved_as: str) -> None:
 
 def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray, weights: np.ndarray,
             alpha: float, k: int, chunk: int = 256, channel_scores: list[tuple[float, np.ndarray]] | None = None,
-            offsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+            offsets: np.ndarray | None = None, lift: np.ndarray | None = None,
+            lift_depth: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(scores, ids) of the best ``k`` candidates per query under the fused score, best first.
 
     ``channel_scores``: (weight, each candidate's score) of every channel that takes part, in registry order (same
     shape as ``candidates``); ``offsets``: a per-label score added to each candidate (untrained labels', the
-    weighted priors)."""
+    weighted priors); ``lift``: a per-label score added only to each query's first ``lift_depth`` candidates by the
+    rest of the score (:func:`lift_top`)."""
     n = len(queries)
     width = min(k, candidates.shape[1])
     out_scores = np.full((n, width), -np.inf, dtype=np.float32)
@@ -195,11 +211,22 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
         if offsets is not None:
             score += offsets[safe]
         score[cand < 0] = -np.inf
+        if lift is not None and lift_depth > 0:
+            score = lift_top(score, lift[safe], lift_depth)
         best = np.argsort(-score, axis=1, kind="stable")[:, :width]
         out_scores[start: start + chunk] = np.take_along_axis(score, best, axis=1)
         out_ids[start: start + chunk] = np.where(np.isfinite(out_scores[start: start + chunk]),
                                                  np.take_along_axis(cand, best, axis=1), -1)
     return out_scores, out_ids
+
+
+def lift_top(score: np.ndarray, lift: np.ndarray, depth: int) -> np.ndarray:
+    """``score`` (rows × candidates, −inf where there is none) with ``lift`` (same shape) added to each row's first
+    ``depth`` candidates by score (equal scores: the earlier column first, as the ranking orders them)."""
+    top = np.argsort(-score, axis=1, kind="stable")[:, :depth]
+    added = np.zeros_like(score)
+    np.put_along_axis(added, top, np.take_along_axis(lift, top, axis=1), axis=1)
+    return score + added
 
 
 def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, label_vecs: np.ndarray,
@@ -223,8 +250,8 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
         ValueError: the model needs the query texts and ``texts`` is missing or of another length.
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
-    offsets = fused.label_offsets()
-    if fused.alpha >= 1.0 and not fused.uses_texts and offsets is None:  # the encoder's ranking, as indexed
+    offsets, lift = fused.label_offsets(), fused.tail_lift()
+    if fused.alpha >= 1.0 and not fused.uses_texts and offsets is None and lift is None:  # the encoder's, as indexed
         return label_index.search(queries, k)
     if fused.uses_texts and (texts is None or len(texts) != len(queries)):
         readers = [s.name for s in fused.active_specs() if fused.channels[s.name].needs_texts]
@@ -237,6 +264,7 @@ def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, l
     candidates, proposals = propose_all({s.name: fused.channels[s.name] for s in fused.active_specs() if not s.prior},
                                         list(texts or []), queries, depth, union_ids(enc_ids, clf_ids))
     scores, ids = rescore(queries, candidates, label_vecs, fused.weights, fused.alpha, k, offsets=offsets,
+                          lift=lift, lift_depth=fused.tail_depth,
                           channel_scores=[(fused.weight(name), p.scores_on(candidates))
                                           for name, p in proposals.items()])
     if fused.routes_new_queries:

@@ -35,7 +35,7 @@ from xc_core.classifier.channels import (
 )
 from xc_core.classifier.config import ClassifierConfig
 from xc_core.classifier.folds import Fold
-from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier
+from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier, lift_top
 from xc_core.classifier.memory import click_days
 from xc_core.classifier.shortlist import best_first, union_ids
 from xc_core.classifier.train import train_classifier
@@ -71,7 +71,7 @@ class FusionGrid:
     def __init__(self, queries: np.ndarray, truth: sp.csr_matrix, label_vecs: np.ndarray, weights: np.ndarray,
                  search_k: int, exclude: np.ndarray, inv_propensity: np.ndarray,
                  channels: dict[str, Channel] | None = None, texts: list[str] | None = None,
-                 untrained: np.ndarray | None = None, bins: np.ndarray | None = None) -> None:
+                 untrained: np.ndarray | None = None, bins: np.ndarray | None = None, tail_depth: int = 0) -> None:
         from xc_core.index import IndexConfig, LabelIndex
 
         flat = IndexConfig(kind="flat")
@@ -101,6 +101,8 @@ class FusionGrid:
         # synthetic's out-of-fold rows the served fusion kept the tail only with both lifted; experiments/tail_fusion)
         self.on_tail = bins[safe] == TAIL_BIN if bins is not None else None
         self.tail_truth = tail_truth(self.truth, bins) if bins is not None else None
+        #: the tail offset lifts only each row's first ``tail_depth`` candidates (0: all), as the served search does
+        self.tail_depth = tail_depth
 
     def has(self, channel: str) -> bool:
         return channel in self.channel_scores
@@ -117,7 +119,14 @@ class FusionGrid:
         if offset := fusion[UNTRAINED_OFFSET]:
             score = score + np.float32(offset) * self.on_untrained
         if (tail_offset := fusion[TAIL_OFFSET]) and self.on_tail is not None:
-            score = score + np.float32(tail_offset) * self.on_tail
+            lift = np.float32(tail_offset) * self.on_tail
+            if self.tail_depth > 0:
+                # the served search ranks its candidates with the row's own label among them (dropped after it):
+                # the depth counts them here too, pads excluded
+                score = lift_top(np.where(self.candidates < 0, -np.inf, score).astype(np.float32),
+                                 lift.astype(np.float32), self.tail_depth)
+            else:
+                score = score + lift
         score = np.where(self.blocked | (self.on_untrained if seen else False), -np.inf, score).astype(np.float32)
         # best first, equal scores by the lower label id, as the test's metrics order them
         return best_first(score, self.candidates, min(GRID_DEPTH, self.search_k))
@@ -415,7 +424,8 @@ def fold_grid(dataset: XCDataset, fold: Fold, doc_vecs: np.ndarray, label_vecs: 
     channels, seconds = fit_channels(data, cfg)
     grid = FusionGrid(doc_vecs[fold.score_rows], fold.truth, label_vecs, fit.weights, cfg.search_k,
                       dataset.own_label_pairs(fold.score_rows), inv_propensity, channels,
-                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained, fold.label_bins)
+                      [dataset.train_texts[i] for i in fold.score_rows], fold.untrained, fold.label_bins,
+                      cfg.tail_offset_depth)
     log.info("classifier: %s — W and the channels refit on %d documents, %d scored out of fold", fold.name,
              len(fold.fit_rows), len(fold.score_rows))
     return grid, {"W": fit.seconds, **seconds}
@@ -531,7 +541,8 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
         "config": cfg.model_dump(), "encoder_rows_not_scored": 0 if encoder_rows is None else len(encoder_rows),
         **records},
         channels, untrained,
-        tail if fusion[TAIL_OFFSET] != 0 else None, new_queries_encoder=bool(best.get("new_queries_encoder", 0.0)))
+        tail if fusion[TAIL_OFFSET] != 0 else None, new_queries_encoder=bool(best.get("new_queries_encoder", 0.0)),
+        tail_depth=cfg.tail_offset_depth)
     fused.save(out_dir)
     np.save(label_vectors_path(out_dir), label_vecs)
     return fused
