@@ -70,7 +70,7 @@ class ClassifierConfig(BaseModel):
         "offsets tried on the score of the labels in the tail frequency bin (label_quantiles' bin 0 over W's "
         "training documents, the untrained labels included), from 0 up: the first that keeps the guards of a "
         "fusion, then the best; 0 only: off"))
-    tail_offset_depth: int = Field(default=0, ge=0, description=(
+    tail_offset_depth: int = Field(default=10, ge=0, description=(
         "lift the tail labels only among each query's first N candidates by the rest of the fused score (0: at every "
         "rank). The gate's tail guard reads the top 5; a lift at every rank also raises the scores deep in the list, "
         "where a simulated auction (score × bid over the top 100) reads them (experiments/ab_depth)"))
