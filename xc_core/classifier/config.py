@@ -72,8 +72,9 @@ class ClassifierConfig(BaseModel):
         "fusion, then the best; 0 only: off"))
     tail_offset_depth: int = Field(default=10, ge=0, description=(
         "lift the tail labels only among each query's first N candidates by the rest of the fused score (0: at every "
-        "rank). The gate's tail guard reads the top 5; a lift at every rank also raises the scores deep in the list, "
-        "where a simulated auction (score × bid over the top 100) reads them (experiments/ab_depth)"))
+        "rank). The gate's tail guard reads the top 5, offline recall the top 10; a lift at every rank also raises "
+        "the scores deep in the list, where an auction (score × bid over the top 100) reads them "
+        "(experiments/ab_depth). 10, the deepest rank offline metrics read, is a design constant, not tuned"))
     fallback: FallbackPolicy = Field(default_factory=lambda: FallbackPolicy(guards=FUSION_GUARDS), description=(
         "how the chosen fusion must beat the encoder alone on the out-of-fold rows (cross-fitted over the folds); "
         "its guards also bound every candidate of the grid"))
