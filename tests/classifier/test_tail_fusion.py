@@ -156,3 +156,17 @@ def test_a_tail_offset_with_a_depth_lifts_only_the_first_candidates_in_the_grid_
     grid = FusionGrid(query, truth, labels, labels, 12, np.empty((0, 2), np.int64), np.ones(12), bins=bins,
                       tail_depth=8)
     assert grid.ranked(Fusion(alpha=0.999, tail_offset=0.3))[1][0].tolist() == lifted[1][0][:5].tolist()
+
+
+def test_lift_top_lifts_the_first_candidates_a_stable_sort_gives_ties_included() -> None:
+    from xc_core.classifier.fusion import lift_top
+
+    rng = np.random.default_rng(0)
+    score = np.round(rng.random((400, 40)), 1).astype(np.float32)  # many equal scores
+    score[:, 30:] = -np.inf  # candidates a row does not have
+    lift = rng.random((400, 40)).astype(np.float32)
+    for depth in (1, 5, 10, 35, 40):
+        top = np.argsort(-score, axis=1, kind="stable")[:, :depth]
+        expected = score.copy()
+        np.put_along_axis(expected, top, np.take_along_axis(score + lift, top, axis=1), axis=1)
+        assert np.array_equal(lift_top(score, lift, depth), expected), depth
