@@ -3,6 +3,7 @@ definition that selects nothing says why without writing anything."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -219,8 +220,7 @@ def test_a_log_in_a_new_market_goes_define_run_predict_through_dagster(log_home:
     """The user's path end to end: ingested (above) → defined → `xc run` (Dagster, in-process) → `xc predict`
     answered by the champion from the same home's store. The commands run through the CLI's ``main`` in this process
     (a subprocess `xc dataset` is above, `xc predict` in tests/test_store_per_home.py)."""
-    def xc(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-        return xc_in_process(*args, home=home, capsys=capsys)
+    xc = functools.partial(xc_in_process, capsys=capsys)
 
     done = xc("dataset", "--name", "runlog", "--from-events", "--markets", "zh-CN", "--test-days", "3", home=log_home)
     assert done.returncode == 0, done.stderr
@@ -242,8 +242,7 @@ def test_an_xc_folder_goes_run_predict_through_dagster_by_its_path(log_home: Pat
     through the CLI's ``main`` in this process."""
     from xc_core.datasets.xc_repo import write_xc_repo
 
-    def xc(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-        return xc_in_process(*args, home=home, capsys=capsys)
+    xc = functools.partial(xc_in_process, capsys=capsys)
 
     done = xc("dataset", "--name", "folderlog", "--from-events", "--markets", "zh-CN", "--test-days", "3",
               home=log_home)

@@ -237,7 +237,7 @@ def register_index(home: Path, trained: Any, folder: Path, texts: list[str], ser
             "trained_model_uri": method_model, "git_commit": commit}
     started = time.perf_counter()
     logged = log_served(method_model, trained.mlflow_run_id, folder, ids or label_ids(len(texts)), texts, info,
-                        ExportCache.for_home(home).folder)
+                        ExportCache.for_home(home))
     log_seconds = time.perf_counter() - started
     tags = {"method": trained.method, "dataset": served_as, "profile": trained.profile, "git_commit": commit,
             "mlflow_run_id": trained.mlflow_run_id, "trained_model_uri": method_model,

@@ -496,4 +496,4 @@ def served_model(home: Path, dataset: str, method: str, profile: str, trained: A
     info = {"method": method, "dataset": dataset, "profile": profile, "trained_model_uri": trained.model_uri,
             "git_commit": commit}
     return log_served(trained.model_uri, trained.mlflow_run_id, index_dir(home, dataset, method, profile),
-                      list(data.label_ids or []), list(data.label_texts), info, ExportCache.for_home(home).folder)
+                      list(data.label_ids or []), list(data.label_texts), info, ExportCache.for_home(home))

@@ -33,7 +33,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -43,6 +43,9 @@ from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS, FusedClas
 from xc_core.encoders.text import TextEncoder
 from xc_core.index import IndexError_, LabelIndex
 from xc_core.tracking.requirements import SERVED_REQUIREMENTS, pinned, stage_code
+
+if TYPE_CHECKING:
+    from xc_core.encoders.onnx_runtime import ExportCache
 
 FORMAT = 1
 SERVED_JSON, LABELS_FILE, ONNX_FILE = "served.json", "labels.parquet", "encoder.onnx"
@@ -276,14 +279,14 @@ def bundle_parts(index_folder: Path, label_ids: list[str], label_texts: list[str
 
 
 def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_ids: list[str],
-               label_texts: list[str], info: dict[str, Any], onnx_cache: Path | None = None) -> Any:
+               label_texts: list[str], info: dict[str, Any], onnx_cache: ExportCache | None = None) -> Any:
     """Log the served model into the training run ``run_id`` (beside the method's own model) and return its
     ``ModelInfo``: the method's model is copied from ``trained_model_uri``, the index from ``index_folder``.
 
     Deployable as it is: it carries the xc_core package (``code_paths``: the entry point and the method's model
     import it) and pins every package its load and predict import (``requirements.py``), so a fresh virtualenv
     built from its ``requirements.txt`` alone loads it (``benchmarks/deploy_check.py``). ``onnx_cache``: the
-    folder of exported encoder graphs to reuse (``onnx_runtime.ExportCache``; None exports afresh)."""
+    store of exported encoder graphs to reuse (None: export afresh)."""
     import mlflow
 
     with tempfile.TemporaryDirectory(prefix="xc-served-") as tmp:
@@ -310,12 +313,13 @@ def log_served(trained_model_uri: str, run_id: str, index_folder: Path, label_id
 ONNX_CHECK_K = 10
 
 
-def _onnx_encoder(model_folder: Path, path: Path, sample: list[str], cache: Path | None = None) -> dict[str, Any]:
+def _onnx_encoder(model_folder: Path, path: Path, sample: list[str],
+                  cache: ExportCache | None = None) -> dict[str, Any]:
     """Export the text encoder of the method's model (when its pyfunc exposes one as ``.encoder``: the encoder
     family, IRENE, OAK) for ONNX Runtime, checked against torch on ``sample`` (``encoders/onnx_runtime.py``), then
     through the served search itself (:func:`_onnx_ranks_as_torch`). The bundle's other parts (``bundle_parts``)
     lie beside ``path``."""
-    from xc_core.encoders.onnx_runtime import ExportCache, export_checked
+    from xc_core.encoders.onnx_runtime import export_checked
 
     bundle = path.parent
     served = load_served({"model": str(model_folder), "index": str(bundle / "index"),
@@ -323,7 +327,7 @@ def _onnx_encoder(model_folder: Path, path: Path, sample: list[str], cache: Path
     encoder = getattr(served.embedder.unwrap_python_model(), "encoder", None)
     if not isinstance(encoder, TextEncoder):
         return {"encoder_runtime": "torch", "onnx": "the method's model has no text encoder of its own to export"}
-    runtime = export_checked(encoder, path, sample, ExportCache(cache) if cache is not None else None)
+    runtime = export_checked(encoder, path, sample, cache)
     return _onnx_ranks_as_torch(served, encoder, path, sample, runtime) if path.exists() else runtime
 
 
