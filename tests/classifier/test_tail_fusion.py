@@ -170,3 +170,34 @@ def test_lift_top_lifts_the_first_candidates_a_stable_sort_gives_ties_included()
         expected = score.copy()
         np.put_along_axis(expected, top, np.take_along_axis(score + lift, top, axis=1), axis=1)
         assert np.array_equal(lift_top(score, lift, depth), expected), depth
+
+
+def test_the_grid_ranks_every_tail_offset_from_a_few_candidates_as_from_all() -> None:
+    """The out-of-fold grid ranks a fusion's tail offsets from each row's first ``depth`` candidates and its top
+    five open ones (``stage._TailView``): the same scores and ids, to the bit, as lifting and ranking every
+    candidate — with many equal scores, own labels blocked, rows short of candidates, and either view."""
+    from xc_core.classifier.channels import Fusion
+    from xc_core.classifier.fusion import lift_top
+    from xc_core.classifier.shortlist import best_first
+    from xc_core.classifier.stage import FusionGrid
+
+    rng = np.random.default_rng(7)
+    n_rows, n_labels = 60, 40
+    labels = np.round(rng.random((n_labels, 8)), 1).astype(np.float32)  # coarse: many equal cosines
+    queries = np.round(rng.random((n_rows, 8)), 1).astype(np.float32)
+    truth = sp.csr_matrix((rng.random((n_rows, n_labels)) < 0.1).astype(np.float32))
+    own = np.stack([np.arange(n_rows), rng.integers(0, n_labels, n_rows)], axis=1)  # a blocked label per row
+    bins = np.where(rng.random(n_labels) < 0.5, TAIL_BIN, 4)
+    for depth in (1, 3, 10):
+        grid = FusionGrid(queries, truth, labels, labels[::-1].copy(), 6, own, np.ones(n_labels), bins=bins,
+                          tail_depth=depth)
+        grid.candidates[::7, -3:] = -1  # rows short of candidates
+        grid.blocked = grid.blocked | (grid.candidates < 0)
+        for alpha in (0.0, 0.5, 1.0):
+            base = alpha * grid.encoder_scores + (1 - alpha) * grid.classifier_scores
+            padded = np.where(grid.candidates < 0, -np.inf, base).astype(np.float32)
+            for tau in (0.0, 0.05, 0.3, 5.0):
+                lifted = lift_top(padded, (np.float32(tau) * grid.on_tail).astype(np.float32), depth)
+                expected = best_first(np.where(grid.blocked, -np.inf, lifted).astype(np.float32), grid.candidates, 5)
+                found = grid.ranked(Fusion(alpha=alpha, tail_offset=tau))
+                assert np.array_equal(found[1], expected[1]) and np.array_equal(found[0], expected[0]), (depth, tau)

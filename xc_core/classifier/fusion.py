@@ -222,12 +222,20 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, label_vecs: np.ndarray,
 
 def lift_top(score: np.ndarray, lift: np.ndarray, depth: int) -> np.ndarray:
     """``score`` (rows × candidates, −inf where there is none) with ``lift`` (same shape) added to each row's first
-    ``depth`` candidates by score (equal scores: the earlier column first, as a stable sort orders them).
-
-    The first ``depth`` are found without sorting (the out-of-fold grid calls this for every fusion it reads): the
-    candidates above the row's ``depth``-th score, then as many of those equal to it as fit, earliest first."""
+    ``depth`` candidates by score (:func:`first_by_score`)."""
     if depth >= score.shape[1]:
         return score + lift
+    return np.where(first_by_score(score, depth), score + lift, score)
+
+
+def first_by_score(score: np.ndarray, depth: int) -> np.ndarray:
+    """A (rows × candidates) mask of each row's first ``depth`` candidates by score, equal scores the earlier column
+    first, as a stable sort orders them.
+
+    Found without sorting (the out-of-fold grid calls this for every fusion it reads): the candidates above the row's
+    ``depth``-th score, then as many of those equal to it as fit, earliest first."""
+    if depth >= score.shape[1]:
+        return np.ones(score.shape, bool)
     threshold = -np.partition(-score, depth - 1, axis=1)[:, depth - 1:depth]
     first = score > threshold
     equal = score == threshold
@@ -236,8 +244,7 @@ def lift_top(score: np.ndarray, lift: np.ndarray, depth: int) -> np.ndarray:
     if tied.any():
         rows = tied[:, 0]
         equal[rows] &= np.cumsum(equal[rows], axis=1) <= room[rows]
-    first |= equal
-    return np.where(first, score + lift, score)
+    return first | equal
 
 
 def fused_search(queries: np.ndarray, label_index: Any, classifier_index: Any, label_vecs: np.ndarray,

@@ -103,6 +103,8 @@ class FusionGrid:
         self.tail_truth = tail_truth(self.truth, bins) if bins is not None else None
         #: the tail offset lifts only each row's first ``tail_depth`` candidates (0: all), as the served search does
         self.tail_depth = tail_depth
+        self._views: dict[Fusion, _TailView] = {}
+        self._id_places: tuple[np.ndarray, np.ndarray] | None = None
 
     def has(self, channel: str) -> bool:
         return channel in self.channel_scores
@@ -110,16 +112,13 @@ class FusionGrid:
     def ranked(self, fusion: Fusion, seen: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the top :data:`GRID_DEPTH` per row under ``fusion``, own labels dropped (−1 pads);
         ``seen``: labels without a training positive dropped too (the seen-label view)."""
-        alpha = fusion.alpha
-        score = alpha * self.encoder_scores + (1 - alpha) * self.classifier_scores
-        for spec in registry.present(self.channel_scores):
-            weight = fusion[spec.weight_key]
-            if weight > 0:
-                score = score + np.float32(weight) * self.channel_scores[spec.name]
-        if offset := fusion[UNTRAINED_OFFSET]:
-            score = score + np.float32(offset) * self.on_untrained
-        if (tail_offset := fusion[TAIL_OFFSET]) and self.on_tail is not None:
-            lift = np.float32(tail_offset) * self.on_tail
+        tail, tail_offset = self.on_tail, fusion[TAIL_OFFSET]
+        if tail is not None and 0 < self.tail_depth < self.candidates.shape[1] and not seen:
+            # the selection reads most fusions at several tail offsets: the rest of the score is summed once
+            return self._tail_view(fusion.replace(tail_offset=0.0)).ranked(np.float32(tail_offset))
+        score = self._untailed(fusion)
+        if tail is not None and tail_offset:
+            lift = np.float32(tail_offset) * tail
             if self.tail_depth > 0:
                 # the served search ranks its candidates with the row's own label among them (dropped after it):
                 # the depth counts them here too, pads excluded
@@ -129,7 +128,82 @@ class FusionGrid:
                 score = score + lift
         score = np.where(self.blocked | (self.on_untrained if seen else False), -np.inf, score).astype(np.float32)
         # best first, equal scores by the lower label id, as the test's metrics order them
-        return best_first(score, self.candidates, min(GRID_DEPTH, self.search_k))
+        return best_first(score, self.candidates, self._width())
+
+    def _width(self) -> int:
+        return min(GRID_DEPTH, self.search_k)
+
+    def _untailed(self, fusion: Fusion) -> np.ndarray:
+        """Every candidate's score under ``fusion`` but its tail offset."""
+        alpha = fusion.alpha
+        score = alpha * self.encoder_scores + (1 - alpha) * self.classifier_scores
+        for spec in registry.present(self.channel_scores):
+            weight = fusion[spec.weight_key]
+            if weight > 0:
+                score = score + np.float32(weight) * self.channel_scores[spec.name]
+        if offset := fusion[UNTRAINED_OFFSET]:
+            score = score + np.float32(offset) * self.on_untrained
+        return score
+
+    def _id_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's columns in label-id order, and each column's place in that order (computed once): a ranking by
+        (score, place) breaks ties by the lower label id, as the metrics do, and names the column it picked."""
+        if self._id_places is None:
+            by_id = np.argsort(self.candidates, axis=1, kind="stable")
+            place = np.empty_like(by_id)
+            np.put_along_axis(place, by_id, np.broadcast_to(np.arange(by_id.shape[1]), by_id.shape), axis=1)
+            self._id_places = (by_id, place)
+        return self._id_places
+
+    def _tail_view(self, untailed: Fusion) -> _TailView:
+        """The :class:`_TailView` of a fusion without its tail offset (the last few kept: the selection reads one
+        fusion's offsets in a row)."""
+        view = self._views.pop(untailed, None)
+        if view is None:
+            assert self.on_tail is not None, "a tail view needs the labels' bins"
+            padded = np.where(self.candidates < 0, -np.inf, self._untailed(untailed)).astype(np.float32)
+            view = _TailView(padded, self.candidates, self.blocked, self.on_tail, self.tail_depth, self._width(),
+                             *self._id_order())
+        self._views[untailed] = view  # most recent last
+        while len(self._views) > _TAIL_VIEWS_KEPT:
+            del self._views[next(iter(self._views))]
+        return view
+
+
+#: the tail views a grid keeps (the selection reads a fusion's tail offsets one after another)
+_TAIL_VIEWS_KEPT = 4
+
+
+class _TailView:
+    """One fusion's ranking under any tail offset τ ≥ 0 lifting its first ``depth`` candidates, exactly as
+    :meth:`FusionGrid.ranked` ranks them, from ``depth + width`` candidates per row instead of all.
+
+    Why these suffice: τ only raises the tail labels among the first ``depth`` candidates by the rest of the score,
+    so a candidate outside them that makes the top ``width`` after the lift was already beaten by fewer than
+    ``width`` open candidates before it (every candidate that beat it still does): it is among the top ``width``
+    open ones without τ. The first ``depth`` and that top ``width`` are all a row needs, whatever τ."""
+
+    def __init__(self, padded: np.ndarray, candidates: np.ndarray, blocked: np.ndarray, on_tail: np.ndarray,
+                 depth: int, width: int, by_id: np.ndarray, id_rank: np.ndarray) -> None:
+        from xc_core.classifier.fusion import first_by_score
+
+        first = first_by_score(padded, depth)  # exactly ``depth`` per row (depth < candidates)
+        first_columns = np.nonzero(first)[1].reshape(len(first), depth)
+        _, places = best_first(np.where(blocked, -np.inf, padded).astype(np.float32), id_rank, width)
+        open_columns = np.take_along_axis(by_id, np.maximum(places, 0), axis=1)
+        # an open top candidate already among the first (or none: fewer open candidates than ``width``) is masked
+        repeated = (places < 0) | np.take_along_axis(first, open_columns, axis=1)
+        columns = np.concatenate([first_columns, open_columns], axis=1)
+        self.score = np.take_along_axis(padded, columns, axis=1)
+        self.ids = np.take_along_axis(candidates, columns, axis=1)
+        self.lifted = np.take_along_axis(on_tail, first_columns, axis=1)
+        self.lifted = np.concatenate([self.lifted, np.zeros(open_columns.shape, bool)], axis=1)
+        self.blocked = np.concatenate([np.take_along_axis(blocked, first_columns, axis=1), repeated], axis=1)
+        self.width = width
+
+    def ranked(self, tail_offset: np.float32) -> tuple[np.ndarray, np.ndarray]:
+        score = np.where(self.lifted, self.score + tail_offset, self.score) if tail_offset else self.score
+        return best_first(np.where(self.blocked, -np.inf, score).astype(np.float32), self.ids, self.width)
 
 
 def _cosines(queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, chunk: int = 512) -> np.ndarray:
