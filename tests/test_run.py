@@ -1,13 +1,16 @@
-"""`xc run` end to end on the tiny profile, in-process through Dagster: the whole asset graph, the step lines, the
-report, the promotion decisions, and `--reuse-data` training more methods on the lineage already materialized; then
-the same run on a real PostgreSQL server against the module's one SQLite run."""
+"""`make run` end to end on the tiny profile, as a user runs it: the whole asset graph through Dagster, the step
+lines, the report, the promotion decisions, the one MLflow store per home that the bare `xc` CLI then answers from;
+`--reuse-data` training more methods on the lineage already materialized; then the same run on a real PostgreSQL
+server against the module's one SQLite run."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
+import os
 import re
+import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,33 +20,121 @@ import mlflow
 import pytest
 
 from tests.postgres import PostgresServer
+from xc_core.paths import REPO_ROOT
+
+BIN = Path(sys.executable).parent  # the environment running the tests: make uses its xc, not .venv's
+# the shell a user types in: no tracking URI, home or make state inherited from the test run
+ENV = {k: v for k, v in os.environ.items()
+       if k not in {"MLFLOW_TRACKING_URI", "XC_HOME", "DAGSTER_HOME", "MAKEFLAGS", "MFLAGS", "MAKELEVEL",
+                    "XC_POSTGRES_URL"}}
 
 
 @dataclass(frozen=True)
 class FirstRun:
     home: Path
-    printed: list[str]  # stdout, for people
+    state: Path  # make's Dagster state folder (its instance: the repository's dagster.yaml)
+    stdout: str  # all that `make run` printed
+    printed: list[str]  # `xc run`'s own lines among them, for people
     summary: dict[str, Any]  # its last-run.json, as the run left it
 
 
-#: the methods of the module's one whole `xc run` on the embedded stores
+#: the methods of the module's one whole `make run` on the embedded stores
 METHODS = "pretrained,ramen"
+
+
+def _make(*args: str, dry: bool = False) -> subprocess.CompletedProcess[str]:
+    """``make ARGS`` in the repository, never reinstalling (``-o`` the install stamp)."""
+    command = ["make", "--no-print-directory", "-C", str(REPO_ROOT), "-o", ".venv/.installed", f"BIN={BIN}",
+               *(["-n"] if dry else []), *args]
+    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
-    """One tiny `xc run` on SQLite, shared: the end-to-end test goes on from its home, the PostgreSQL test compares
-    its own run with this one's summary."""
-    from xc_assets.cli import main
+    """One tiny `make run` on SQLite, as a user runs it (Dagster's run state in a folder of its own instead of the
+    repository's), shared: the tests go on from its home, the PostgreSQL test compares its own run with this one's
+    summary."""
+    root = tmp_path_factory.mktemp("first-run")
+    home, state = root / "home", root / "dagster"
+    run = _make("run", "PROFILE=tiny", f"METHODS={METHODS}", f"XC_HOME={home}", f"XC_DAGSTER_STATE={state}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.strip().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("xc run --dataset synthetic --profile tiny"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("report: "))
+    return FirstRun(home, state, run.stdout, lines[start:end + 1],
+                    json.loads((home / "last-run.json").read_text()))
 
-    home = tmp_path_factory.mktemp("first-run") / "home"
-    out = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
-        for name in ("DAGSTER_HOME", "XC_POSTGRES_URL", "MLFLOW_TRACKING_URI"):
-            patch.delenv(name, raising=False)  # an instance and an MLflow store under its home
-        code = main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--methods", METHODS])
-    assert code == 0, out.getvalue()
-    return FirstRun(home, out.getvalue().strip().splitlines(), json.loads((home / "last-run.json").read_text()))
+
+def test_make_run_shows_its_steps_and_the_bare_cli_answers_from_the_champion_it_promoted(
+        first_run: FirstRun, tmp_path: Path) -> None:
+    """One MLflow store per home (issue #15): `make run` and the bare `xc` CLI given the same home use
+    `<home>/mlflow` (database and artifacts), and `make mlflow-ui` serves that folder. Before, `make run` wrote to
+    the repository's `mlflow/` and `xc predict` then found no champion."""
+    home, champion = first_run.home, first_run.summary["champion"]
+    assert f"champion: {champion['method']} v{champion['version']} " in first_run.stdout
+    _check_what_make_run_showed(first_run.stdout, home, first_run.state,
+                                f"champion: {champion['method']} v{champion['version']} ")
+
+    # then the bare CLI, from another folder, with the same home and no MLFLOW_TRACKING_URI
+    done = subprocess.run([str(BIN / "xc"), "predict", "cheap running shoes", "--k", "3", "--quiet"],
+                          env={**ENV, "XC_HOME": str(home)}, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr  # not "xc-encoder-synthetic has no champion yet"
+    answer = json.loads(done.stdout)
+    assert (answer["method"], answer["version"]) == (champion["method"], str(champion["version"]))
+    assert len(answer["labels"]) == 3
+    # --quiet silences the libraries' bars too (transformers' "Loading weights" bar, before issue #15)
+    assert not re.search(r"\d+%\|", done.stderr), done.stderr
+
+    # everything that run logged is in the home's store: its database and its artifact folder
+    from xc_core.tracking.store import artifact_root, tracking_uri
+
+    uri = tracking_uri(home)
+    assert uri == f"sqlite:///{home / 'mlflow' / 'mlflow.db'}"
+    experiment = mlflow.MlflowClient(uri).get_experiment_by_name("xc-synthetic")
+    assert experiment is not None and experiment.artifact_location.startswith((home / "mlflow" / "artifacts").as_uri())
+    assert list((home / "mlflow" / "artifacts").rglob("MLmodel"))  # the registered encoder's files
+
+    # make mlflow-ui serves that store, and make clean removes it (with the home)
+    ui = shlex.split(_make("mlflow-ui", f"XC_HOME={home}", dry=True).stdout.replace("\\\n", " "))
+    assert ui[ui.index("--backend-store-uri") + 1] == uri
+    assert Path(ui[ui.index("--default-artifact-root") + 1]).as_uri() == artifact_root(uri, home)
+    assert str(home) in shlex.split(_make("clean", f"XC_HOME={home}", dry=True).stdout)
+
+
+def _check_what_make_run_showed(stdout: str, home: Path, state: Path, champion_line: str) -> None:
+    """Issue #66: a line per stage with its duration before the table, no Dagster event line and no library noise
+    on the terminal (both in the log); the runs under named jobs; the champion in sync after the run that set it."""
+    ended = [line for line in stdout.splitlines() if re.match(r"\[ ?\d+/\d+\] synthetic / .+ done in \d+s", line)]
+    for stage in ("world", "simulated_events", "raw_events", "quarantine", "graph_tables", "xc_dataset",
+                  "anchor_sets", "pretrained / encoder", "ramen / encoder", "label_index", "offline_eval",
+                  "ab_vs_control", "eval_report", "challenger", "ab_test", "champion"):
+        assert any(f"/ {stage} done in" in line for line in ended), (stage, stdout)
+    assert stdout.index(ended[-1]) < stdout.index(champion_line)
+    for noise in ("DEBUG", "STEP_START", "torchvision", "onnx/_internal", "UserWarning", "mlflow.models"):
+        assert noise not in stdout, noise
+    log = (home / "last-run.log").read_text()
+    assert "STEP_START" in log and "synthetic__encoder" in log  # the Dagster log went to the file
+
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    from xc_assets.defs.resources import XcHome
+    from xc_assets.launch import dataset_family, lineage_selection
+
+    env = {"DAGSTER_HOME": str(REPO_ROOT), "XC_DAGSTER_STATE": str(state)}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        instance = dg.DagsterInstance.get()  # make's instance: the repository's dagster.yaml, this test's state
+        assert {r.job_name for r in instance.get_runs()} == {"synthetic_lineage", "synthetic_method",
+                                                              "synthetic_report", "synthetic_promotion"}
+        family = dataset_family("synthetic")
+        assets, checks = lineage_selection("synthetic")
+        graph = dg.Definitions(assets=[*assets, *family.assets], asset_checks=[*checks, *family.checks],
+                               resources={"xc_home": XcHome(home=str(home))}).resolve_asset_graph()
+        status = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+        assert status.get_status(dg.AssetKey(["synthetic", "champion"])) == StaleStatus.FRESH
 
 
 def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(

@@ -219,7 +219,7 @@ def test_a_log_in_a_new_market_goes_define_run_predict_through_dagster(log_home:
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """The user's path end to end: ingested (above) → defined → `xc run` (Dagster, in-process) → `xc predict`
     answered by the champion from the same home's store. The commands run through the CLI's ``main`` in this process
-    (a subprocess `xc dataset` is above, `xc predict` in tests/test_store_per_home.py)."""
+    (a subprocess `xc dataset` is above, `xc predict` in tests/test_run.py)."""
     xc = functools.partial(xc_in_process, capsys=capsys)
 
     done = xc("dataset", "--name", "runlog", "--from-events", "--markets", "zh-CN", "--test-days", "3", home=log_home)
