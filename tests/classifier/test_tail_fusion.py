@@ -201,3 +201,37 @@ def test_the_grid_ranks_every_tail_offset_from_a_few_candidates_as_from_all() ->
                 expected = best_first(np.where(grid.blocked, -np.inf, lifted).astype(np.float32), grid.candidates, 5)
                 found = grid.ranked(Fusion(alpha=alpha, tail_offset=tau))
                 assert np.array_equal(found[1], expected[1]) and np.array_equal(found[0], expected[0]), (depth, tau)
+
+
+def test_the_out_of_fold_grid_ranks_each_row_as_its_own_fold_does() -> None:
+    """``OutOfFoldGrid`` ranks every fold's rows in one stacked grid: candidates padded to the widest fold, a
+    channel one fold lacks scoring 0 there. Each row's scores and ids equal its own fold's ranking, in both views,
+    with and without a tail offset."""
+    from xc_core.classifier.channels import Fusion
+    from xc_core.classifier.stage import FusionGrid, OutOfFoldGrid
+
+    rng = np.random.default_rng(11)
+    n_labels = 50
+    labels = np.round(rng.random((n_labels, 8)), 1).astype(np.float32)
+    bins = np.where(rng.random(n_labels) < 0.4, TAIL_BIN, 4)
+    parts = []
+    for n_rows, search_k in ((30, 6), (20, 6)):
+        queries = np.round(rng.random((n_rows, 8)), 1).astype(np.float32)
+        truth = sp.csr_matrix((rng.random((n_rows, n_labels)) < 0.1).astype(np.float32))
+        weights = np.round(rng.random((n_labels, 8)), 1).astype(np.float32)
+        untrained = rng.random(n_labels) < 0.2
+        parts.append(FusionGrid(queries, truth, labels, weights, search_k, np.empty((0, 2), np.int64),
+                                np.ones(n_labels), untrained=untrained, bins=bins, tail_depth=4))
+    narrow = parts[1]  # a narrower fold: its last two candidates dropped
+    for name in ("candidates", "encoder_scores", "classifier_scores", "blocked", "on_untrained", "on_tail"):
+        setattr(narrow, name, getattr(narrow, name)[:, :-2])
+    parts[0].channel_scores["lexical"] = np.round(rng.random(parts[0].candidates.shape), 1).astype(np.float32)
+    assert parts[0].candidates.shape[1] != parts[1].candidates.shape[1]
+    grid = OutOfFoldGrid(parts)
+    for fusion in (Fusion(alpha=0.5), Fusion(alpha=0.3, lexical_weight=0.4, untrained_offset=0.1, tail_offset=0.2),
+                   Fusion(alpha=1.0, tail_offset=0.05)):
+        for seen in (False, True):
+            found = [p.ranked(fusion, seen=seen) for p in parts]
+            scores, ids = grid.ranked(fusion, seen=seen)
+            assert np.array_equal(ids, np.concatenate([f[1] for f in found])), (fusion, seen)
+            assert np.array_equal(scores, np.concatenate([f[0] for f in found])), (fusion, seen)

@@ -109,6 +109,42 @@ class FusionGrid:
     def has(self, channel: str) -> bool:
         return channel in self.channel_scores
 
+    @classmethod
+    def stacked(cls, parts: list[FusionGrid]) -> FusionGrid:
+        """One grid over every part's rows, each row ranked exactly as in its own part: the candidates padded to the
+        widest part (pads blocked), a channel a part lacks scoring 0 there. The selection ranks thousands of
+        fusions; one ranking of all rows saves a pass per part (most of a small grid's time)."""
+        width = max(p.candidates.shape[1] for p in parts)
+        if len({p.search_k for p in parts}) > 1 or len({p.tail_depth for p in parts}) > 1:
+            raise ValueError("the parts of a stacked grid share search_k and tail_depth")
+
+        def pad(arrays: list[np.ndarray], value: Any) -> np.ndarray:
+            return np.concatenate([np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=value)
+                                   for a in arrays])
+
+        grid = cls.__new__(cls)
+        grid.truth = sp.csr_matrix(sp.vstack([p.truth for p in parts]))
+        grid.search_k, grid.inv_propensity, grid.tail_depth = parts[0].search_k, parts[0].inv_propensity, \
+            parts[0].tail_depth
+        grid.untrained = np.zeros(0, bool)  # per part: what each row takes from it is ``on_untrained``
+        grid.candidates = pad([p.candidates for p in parts], -1)
+        grid.remembered = (np.concatenate([p.remembered for p in parts])
+                           if all(p.remembered is not None for p in parts) else None)
+        names = [s.name for s in registry.present({n: None for p in parts for n in p.channel_scores})]
+        grid.channel_scores = {name: pad([p.channel_scores.get(name, np.zeros(p.candidates.shape, np.float32))
+                                          for p in parts], 0.0) for name in names}
+        grid.encoder_scores = pad([p.encoder_scores for p in parts], 0.0)
+        grid.classifier_scores = pad([p.classifier_scores for p in parts], 0.0)
+        grid.blocked = pad([p.blocked for p in parts], True)
+        grid.on_untrained = pad([p.on_untrained for p in parts], False)
+        with_tail = [p for p in parts if p.on_tail is not None]
+        grid.on_tail = pad([p.on_tail if p.on_tail is not None else np.zeros(p.candidates.shape, bool)
+                            for p in parts], False) if with_tail else None
+        grid.tail_truth = (sp.csr_matrix(sp.vstack([p.tail_truth for p in parts]))
+                           if all(p.tail_truth is not None for p in parts) else None)
+        grid._views, grid._id_places = {}, None
+        return grid
+
     def ranked(self, fusion: Fusion, seen: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(scores, ids) of the top :data:`GRID_DEPTH` per row under ``fusion``, own labels dropped (−1 pads);
         ``seen``: labels without a training positive dropped too (the seen-label view)."""
@@ -233,6 +269,8 @@ class OutOfFoldGrid:
         self.untrained_any = any(p.on_untrained.any() for p in parts)
         self.has_tail = bool(parts) and all(p.tail_truth is not None for p in parts)
         self.tail_truth = sp.csr_matrix(sp.vstack([p.tail_truth for p in parts])) if self.has_tail else None
+        #: every part's rows in one grid (ranked in one pass)
+        self.rows = FusionGrid.stacked(parts) if parts else None
         self._ranked: dict[tuple[Fusion, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._terms: dict[tuple[Fusion, str, bool], dict[str, np.ndarray]] = {}
         self._ideal_weights: np.ndarray | None = None
@@ -242,9 +280,9 @@ class OutOfFoldGrid:
 
     def ranked(self, fusion: Fusion, seen: bool = False) -> tuple[np.ndarray, np.ndarray]:
         if (fusion, seen) not in self._ranked:
-            found = [p.ranked(fusion, seen=seen) for p in self.parts]
-            self._ranked[fusion, seen] = (np.concatenate([f[0] for f in found]),
-                                          np.concatenate([f[1] for f in found]))
+            if self.rows is None:
+                raise ValueError("an out-of-fold grid without parts ranks nothing")
+            self._ranked[fusion, seen] = self.rows.ranked(fusion, seen=seen)
         return self._ranked[fusion, seen]
 
     def top(self, fusion: Fusion, seen: bool = False) -> np.ndarray:
