@@ -439,7 +439,8 @@ def test_keyword_files_are_read_from_csv_or_parquet_and_rejected_whole_with_the_
         read_keywords(tmp_path / "k.txt")
 
 
-def test_xc_add_keywords_prints_one_json_line(irene_home: Path, tmp_path: Path) -> None:
+def test_xc_add_keywords_prints_one_json_line(irene_home: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     csv = tmp_path / "new.csv"
     csv.write_text("keyword_id,keyword_text\ncli-1,wobbly trampoline insurance\ncli-2,neon cactus lamp\n")
     done = subprocess.run([sys.executable, "-m", "xc_core.cli", "add-keywords", str(csv), "--dataset", "synthetic",
@@ -448,10 +449,14 @@ def test_xc_add_keywords_prints_one_json_line(irene_home: Path, tmp_path: Path) 
     (line,) = done.stdout.strip().splitlines()
     summary = json.loads(line)
     assert summary["added"] == 2 and summary["ms_per_item"] > 0 and summary["file"] == str(csv)
-    failed = subprocess.run([sys.executable, "-m", "xc_core.cli", "add-keywords", str(tmp_path / "none.csv"),
-                             "--profile", "tiny", "--home", str(irene_home), "--quiet"], capture_output=True,
-                            text=True)
-    assert failed.returncode == 2 and "none.csv" in failed.stderr and "Traceback" not in failed.stderr
+    # a missing file: exit 2 and one line naming it (in this process: the run above showed the CLI's output clean)
+    from xc_core.cli import main
+
+    capsys.readouterr()
+    assert main(["add-keywords", str(tmp_path / "none.csv"), "--profile", "tiny", "--home", str(irene_home),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "none.csv" in err and "Traceback" not in err
 
 
 def test_keywords_streamed_after_the_registration_are_served_without_a_restart(irene_home: Path,
