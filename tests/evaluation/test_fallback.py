@@ -147,3 +147,33 @@ def test_untrained_labels_get_an_offset_only_when_validation_shows_they_are_misr
         test = tests["fusion"]
         assert test["kept"] is bool(sign) and np.sign(served["untrained_offset"]) == sign, (case, test["reason"])
         assert test["fallback"] == {"alpha": 1.0}
+
+
+def test_row_terms_give_per_rows_terms_to_the_bit() -> None:
+    """``RowTerms`` reads the truth once for many rankings of the same rows: its P@k, PSP@k and tail_P@k terms equal
+    ``per_row``'s exactly (−1 pads, rows without positives, unequal propensities), and any other metric is
+    ``per_row``'s own."""
+    from xc_core.evaluation.analyses import tail_truth
+    from xc_core.evaluation.fallback import RowTerms, per_row
+    from xc_core.evaluation.metrics import ideal_weights
+
+    rng = np.random.default_rng(5)
+    n_rows, n_labels = 80, 30
+    truth = sp.csr_matrix((rng.random((n_rows, n_labels)) < 0.08).astype(np.float32))
+    truth[3] = 0  # a row without positives
+    weights = 1.0 + 3.0 * rng.random(n_labels)
+    bins = rng.integers(0, 5, n_labels)
+    tail = tail_truth(truth, bins)
+    best = ideal_weights(truth, weights, 5)
+    terms = RowTerms(truth, weights, tail, best)
+    for _ in range(5):
+        top = np.argsort(rng.random((n_rows, n_labels)), axis=1)[:, :5]
+        top[rng.random(top.shape) < 0.1] = -1
+        for metric in ("P@1", "P@3", "P@5", "PSP@1", "PSP@5", "tail_P@5", "tail_P@1", "nDCG@3", "PSnDCG@5", "R@5",
+                       "tail_PSP@5"):
+            expected = per_row(metric, truth, top, weights, tail, best)
+            found = terms(metric, top)
+            assert found.keys() == expected.keys(), metric
+            assert all(np.array_equal(found[k], expected[k]) for k in found), metric
+    with pytest.raises(ValueError, match="need 10"):
+        terms("R@10", top)

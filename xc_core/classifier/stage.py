@@ -44,7 +44,7 @@ from xc_core.evaluation.analyses import TAIL_BIN, TAIL_P5, TAIL_PREFIX, tail_tru
 from xc_core.seeds import Stream
 
 if TYPE_CHECKING:
-    from xc_core.evaluation.fallback import Decision
+    from xc_core.evaluation.fallback import Decision, RowTerms
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +273,7 @@ class OutOfFoldGrid:
         self.rows = FusionGrid.stacked(parts) if parts else None
         self._ranked: dict[tuple[Fusion, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._terms: dict[tuple[Fusion, str, bool], dict[str, np.ndarray]] = {}
+        self._row_terms: RowTerms | None = None
         self._ideal_weights: np.ndarray | None = None
 
     def has(self, channel: str) -> bool:
@@ -293,12 +294,13 @@ class OutOfFoldGrid:
     def value(self, fusion: Fusion, metric: str, rows: np.ndarray, seen: bool = False) -> float:
         """``metric`` of ``fusion`` over ``rows`` (a mean of per-row terms, or a ratio of their sums: PSP); ``seen``:
         with predictions restricted to labels with a training positive, against the same truth."""
-        from xc_core.evaluation.fallback import per_row
+        from xc_core.evaluation.fallback import RowTerms
 
         key = (fusion, metric, seen)
         if key not in self._terms:
-            self._terms[key] = per_row(metric, self.truth, self.top(fusion, seen), self.inv_propensity,
-                                       self.tail_truth, self._best_gains())
+            if self._row_terms is None:
+                self._row_terms = RowTerms(self.truth, self.inv_propensity, self.tail_truth, self._best_gains())
+            self._terms[key] = self._row_terms(metric, self.top(fusion, seen))
         terms = self._terms[key]
         if metric in terms:
             return float(terms[metric][rows].mean()) if len(rows) else 0.0

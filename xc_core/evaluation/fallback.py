@@ -113,6 +113,42 @@ def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray, inv_propensity: 
     return {f"{metric}/numerator": terms.numerator[:, -1], f"{metric}/denominator": terms.denominator[:, -1]}
 
 
+class RowTerms:
+    """:func:`per_row` for many rankings of the same rows: the truth's positives and the propensity weights are read
+    once, so a ranking's P@k and PSP@k terms (and ``tail_P@k``) are a lookup and a cumulative sum — the same numbers
+    to the bit as :func:`per_row`, which rebuilds them per call (the fusion grid scores thousands of rankings). Any
+    other metric goes through :func:`per_row`."""
+
+    def __init__(self, truth: sp.csr_matrix, inv_propensity: np.ndarray | None, tail: sp.csr_matrix | None = None,
+                 best_gains: np.ndarray | None = None) -> None:
+        from xc_core.evaluation.metrics import PositiveKeys, positive_labels
+
+        self.truth, self.inv_propensity, self.tail, self.best_gains = truth, inv_propensity, tail, best_gains
+        self._keys = PositiveKeys(positive_labels(truth))
+        self._tail_keys = PositiveKeys(positive_labels(tail)) if tail is not None else None
+        self._gains = (np.append(np.asarray(inv_propensity, dtype=np.float64).ravel(), 0.0)
+                       if inv_propensity is not None and len(np.ravel(inv_propensity)) == truth.shape[1] else None)
+
+    def __call__(self, metric: str, top: np.ndarray) -> dict[str, np.ndarray]:
+        family, _, k = metric.partition("@")
+        depth = int(k) if k.isdigit() else 0
+        keys = self._tail_keys if family == f"{TAIL_PREFIX}P" else self._keys if family in ("P", "PSP") else None
+        psp_ready = family != "PSP" or (self._gains is not None and self.best_gains is not None
+                                        and self.best_gains.shape[1] >= depth)
+        if keys is None or not 0 < depth <= top.shape[1] or not psp_ready:
+            return per_row(metric, self.truth, top, self.inv_propensity, self.tail, self.best_gains)
+        top = top[:, :depth]
+        hits = keys.hits(top).astype(np.float64)
+        if family != "PSP":  # as metric_terms' "P": the hits' running mean over ranks 1..k
+            return {metric: (np.cumsum(hits, axis=1) / np.arange(1, depth + 1))[:, -1]}
+        assert self._gains is not None and self.best_gains is not None  # psp_ready
+        gained = np.cumsum(hits * self._gains[top], axis=1)[:, -1]
+        if depth == 1:  # per_row's layout: a one-column denominator reads as a mean's (PSP@1: the gains' mean)
+            return {metric: gained}
+        return {f"{metric}/numerator": gained,
+                f"{metric}/denominator": np.cumsum(self.best_gains[:, :depth], axis=1)[:, -1]}
+
+
 def paired_metric(metric: str, truth: sp.csr_matrix, top_a: np.ndarray, top_b: np.ndarray,
                   inv_propensity: np.ndarray | None, policy: FallbackPolicy,
                   tail: sp.csr_matrix | None = None) -> tuple[float, float, float]:

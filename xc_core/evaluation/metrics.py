@@ -239,16 +239,27 @@ def to_csr(scores: np.ndarray, ids: np.ndarray, n_labels: int) -> sp.csr_matrix:
 
 def _hits(positives: sp.csr_matrix, top: np.ndarray) -> np.ndarray:
     """(n, k) bool: ``top[i, j]`` is a positive of row ``i`` (``positives`` canonical)."""
-    n_rows, n_labels = positives.shape
-    if top.shape[0] != n_rows:
-        raise ValueError(f"top has {top.shape[0]} rows, y_true {n_rows}")
-    if positives.nnz == 0:
-        return np.zeros(top.shape, dtype=bool)
-    rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(positives.indptr))
-    keys = rows * n_labels + positives.indices  # increasing: canonical CSR is sorted by (row, label)
-    query = np.arange(n_rows, dtype=np.int64)[:, None] * n_labels + top
-    found = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
-    return (top >= 0) & (keys[found] == query)
+    return PositiveKeys(positives).hits(top)
+
+
+class PositiveKeys:
+    """Each (row, label) positive of a canonical CSR truth as one sorted key, so that any ranking's hits are one
+    ``searchsorted``: built once, it serves every ranking of the same rows."""
+
+    def __init__(self, positives: sp.csr_matrix) -> None:
+        self.n_rows, self.n_labels = positives.shape
+        rows = np.repeat(np.arange(self.n_rows, dtype=np.int64), np.diff(positives.indptr))
+        self.keys = rows * self.n_labels + positives.indices  # increasing: canonical CSR is sorted by (row, label)
+
+    def hits(self, top: np.ndarray) -> np.ndarray:
+        """(n, k) bool: ``top[i, j]`` (−1: none) is a positive of row ``i``."""
+        if top.shape[0] != self.n_rows:
+            raise ValueError(f"top has {top.shape[0]} rows, y_true {self.n_rows}")
+        if len(self.keys) == 0:
+            return np.zeros(top.shape, dtype=bool)
+        query = np.arange(self.n_rows, dtype=np.int64)[:, None] * self.n_labels + top
+        found = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
+        return (top >= 0) & (self.keys[found] == query)
 
 
 def hit_matrix(y_true: sp.spmatrix, top: np.ndarray) -> np.ndarray:
