@@ -177,3 +177,24 @@ def test_row_terms_give_per_rows_terms_to_the_bit() -> None:
             assert all(np.array_equal(found[k], expected[k]) for k in found), metric
     with pytest.raises(ValueError, match="need 10"):
         terms("R@10", top)
+
+
+def test_the_fallback_tests_per_row_terms_aggregate_to_evaluate_psp_at_1_included() -> None:
+    """``per_row``'s terms give ``evaluate``'s metrics: a mean for P/nDCG/R, a ratio of sums for the
+    propensity-scored families at every k — at k = 1 too, where the best-gain denominator has one column (it was
+    read as a mean's, and the PSP@1 guards compared weighted hits in no metric's units)."""
+    from xc_core.evaluation.fallback import per_row
+    from xc_core.evaluation.metrics import evaluate, top_k
+
+    rng = np.random.default_rng(9)
+    y_true = sp.random(200, 30, density=0.1, format="csr", random_state=9)
+    y_score = sp.random(200, 30, density=0.5, format="csr", random_state=10)
+    weights = rng.uniform(1, 4, 30)
+    m = evaluate(y_true, y_score, k=5, inv_propensity=weights)
+    top = top_k(y_score, 5)
+    for metric in ("P@1", "P@5", "nDCG@3", "R@5"):
+        assert per_row(metric, y_true, top, weights)[metric].mean() == pytest.approx(m[metric]), metric
+    for metric in ("PSP@1", "PSP@5", "PSnDCG@1", "PSnDCG@5"):
+        terms = per_row(metric, y_true, top, weights)
+        ratio = terms[f"{metric}/numerator"].sum() / terms[f"{metric}/denominator"].sum()
+        assert ratio == pytest.approx(m[metric]), metric

@@ -108,7 +108,7 @@ def per_row(metric: str, truth: sp.csr_matrix, top: np.ndarray, inv_propensity: 
         raise ValueError(f"{metric}: the ranking holds {top.shape[1]} labels, need {depth}")
     ps = family.startswith("PS")
     terms = metric_terms(truth, top[:, :depth], inv_propensity if ps else None, best_gains if ps else None)[family]
-    if terms.denominator.shape[1] == 1:
+    if not ps:  # a mean over rows; the propensity-scored families are ratios at every k, k = 1 included
         return {metric: terms.numerator[:, -1]}
     return {f"{metric}/numerator": terms.numerator[:, -1], f"{metric}/denominator": terms.denominator[:, -1]}
 
@@ -143,8 +143,6 @@ class RowTerms:
             return {metric: (np.cumsum(hits, axis=1) / np.arange(1, depth + 1))[:, -1]}
         assert self._gains is not None and self.best_gains is not None  # psp_ready
         gained = np.cumsum(hits * self._gains[top], axis=1)[:, -1]
-        if depth == 1:  # per_row's layout: a one-column denominator reads as a mean's (PSP@1: the gains' mean)
-            return {metric: gained}
         return {f"{metric}/numerator": gained,
                 f"{metric}/denominator": np.cumsum(self.best_gains[:, :depth], axis=1)[:, -1]}
 
