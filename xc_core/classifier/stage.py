@@ -137,9 +137,8 @@ class FusionGrid:
         grid.classifier_scores = pad([p.classifier_scores for p in parts], 0.0)
         grid.blocked = pad([p.blocked for p in parts], True)
         grid.on_untrained = pad([p.on_untrained for p in parts], False)
-        with_tail = [p for p in parts if p.on_tail is not None]
         grid.on_tail = pad([p.on_tail if p.on_tail is not None else np.zeros(p.candidates.shape, bool)
-                            for p in parts], False) if with_tail else None
+                            for p in parts], False) if any(p.on_tail is not None for p in parts) else None
         grid.tail_truth = (sp.csr_matrix(sp.vstack([p.tail_truth for p in parts]))
                            if all(p.tail_truth is not None for p in parts) else None)
         grid._views, grid._id_places = {}, None
@@ -232,8 +231,8 @@ class _TailView:
         columns = np.concatenate([first_columns, open_columns], axis=1)
         self.score = np.take_along_axis(padded, columns, axis=1)
         self.ids = np.take_along_axis(candidates, columns, axis=1)
-        self.lifted = np.take_along_axis(on_tail, first_columns, axis=1)
-        self.lifted = np.concatenate([self.lifted, np.zeros(open_columns.shape, bool)], axis=1)
+        self.lifted = np.concatenate([np.take_along_axis(on_tail, first_columns, axis=1),
+                                      np.zeros(open_columns.shape, bool)], axis=1)  # τ lifts only the first
         self.blocked = np.concatenate([np.take_along_axis(blocked, first_columns, axis=1), repeated], axis=1)
         self.width = width
 
@@ -257,7 +256,9 @@ class OutOfFoldGrid:
 
     def __init__(self, parts: list[FusionGrid]) -> None:
         self.parts = parts
-        self.truth = sp.csr_matrix(sp.vstack([p.truth for p in parts])) if parts else sp.csr_matrix((0, 0))
+        #: every part's rows in one grid (ranked in one pass; its truth and tail truth are the stacked parts')
+        self.rows = FusionGrid.stacked(parts) if parts else None
+        self.truth = self.rows.truth if self.rows is not None else sp.csr_matrix((0, 0))
         self.inv_propensity = parts[0].inv_propensity if parts else None
         sizes = np.cumsum([0, *(p.truth.shape[0] for p in parts)])
         self.blocks = [np.arange(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
@@ -268,9 +269,7 @@ class OutOfFoldGrid:
             p.remembered is not None for p in parts) else None)
         self.untrained_any = any(p.on_untrained.any() for p in parts)
         self.has_tail = bool(parts) and all(p.tail_truth is not None for p in parts)
-        self.tail_truth = sp.csr_matrix(sp.vstack([p.tail_truth for p in parts])) if self.has_tail else None
-        #: every part's rows in one grid (ranked in one pass)
-        self.rows = FusionGrid.stacked(parts) if parts else None
+        self.tail_truth = self.rows.tail_truth if self.rows is not None and self.has_tail else None
         self._ranked: dict[tuple[Fusion, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._terms: dict[tuple[Fusion, str, bool], dict[str, np.ndarray]] = {}
         self._row_terms: RowTerms | None = None
