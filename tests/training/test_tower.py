@@ -48,6 +48,39 @@ def test_a_zero_tower_is_the_frozen_encoder_and_a_trained_one_round_trips(tiny_h
     assert VectorCache.key(again, TEXTS) != VectorCache.key(without, TEXTS)
 
 
+def test_a_pair_bag_tells_word_order_apart_and_round_trips(tiny_home: Path, tmp_path: Path) -> None:
+    import torch
+
+    from xc_core.encoders.text import encoder_for
+
+    texts = ["running shoes", "shoes running", "cheap flights"]
+    encoder = _tiny_encoder(tiny_home)
+    plain = encoder.encode(texts)
+    encoder.add_tower(bigrams=64)
+    np.testing.assert_allclose(encoder.encode(texts), plain, atol=1e-6)  # a zero pair bag changes nothing
+    assert len(encoder.sparse_parameters()) == 2  # both bags take lazy Adam's sparse step
+    with torch.no_grad():
+        encoder.tower.bag.weight.normal_(0, 0.05, generator=torch.Generator().manual_seed(0))
+    batch = encoder.tokenize(texts[:2])
+    same_base = torch.from_numpy(plain[:1]).repeat(2, 1)
+
+    def tower_of_both_orders() -> torch.Tensor:  # one frozen vector, the two word orders' token ids
+        with torch.no_grad():
+            return encoder.tower(same_base, batch["input_ids"], batch["attention_mask"])
+
+    words_only = tower_of_both_orders()
+    torch.testing.assert_close(words_only[0], words_only[1])  # a bag of tokens cannot see the order
+    with torch.no_grad():
+        encoder.tower.pairs.weight.normal_(0, 0.05, generator=torch.Generator().manual_seed(1))
+    with_pairs = tower_of_both_orders()
+    assert (with_pairs[0] - with_pairs[1]).abs().max() > 0.01
+    moved = encoder.encode(texts)
+    encoder.save(tmp_path / "enc")
+    again = encoder_for(tmp_path / "enc", max_length=encoder.cfg.max_length)
+    assert again.tower.bigrams == 64
+    np.testing.assert_allclose(again.encode(texts), moved, atol=1e-6)
+
+
 def test_an_encoder_folder_with_half_a_tower_is_a_clear_error(tiny_home: Path, tmp_path: Path) -> None:
     from xc_core.encoders.text import encoder_for
     from xc_core.encoders.tower import CONFIG, WEIGHTS
@@ -69,9 +102,10 @@ def test_the_onnx_export_carries_the_tower(tiny_home: Path, tmp_path: Path) -> N
     from xc_core.encoders.onnx_runtime import export_checked
 
     encoder = _tiny_encoder(tiny_home)
-    encoder.add_tower()
+    encoder.add_tower(bigrams=64)  # the pair bag's hash runs in the graph too
     with torch.no_grad():
         encoder.tower.bag.weight.normal_(0, 0.05, generator=torch.Generator().manual_seed(0))
+        encoder.tower.pairs.weight.normal_(0, 0.05, generator=torch.Generator().manual_seed(1))
     found = export_checked(encoder, tmp_path / "enc.onnx", TEXTS)
     assert found["encoder_runtime"] == "onnxruntime", found
 

@@ -133,21 +133,21 @@ class TextEncoder:
         return [p for p in self.all_parameters() if p.requires_grad]
 
     def sparse_parameters(self) -> list[torch.nn.Parameter]:
-        """The trainable parameters whose gradient is sparse (the tower's bag of token embeddings)."""
-        return [p for p in ([self.tower.bag.weight] if self.tower is not None else []) if p.requires_grad]
+        """The trainable parameters whose gradient is sparse (the tower's bags of token and token-pair embeddings)."""
+        return [p for p in (self.tower.sparse_weights() if self.tower is not None else []) if p.requires_grad]
 
     def dense_parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters whose gradient is dense (AdamW's, and gradient clipping's)."""
         sparse = self.sparse_parameters()
         return [p for p in self.trainable_parameters() if all(p is not q for q in sparse)]
 
-    def add_tower(self, hidden: int = 0) -> None:
-        """Give the encoder a zero tower (tower.py; ``hidden``: its MLP's width, 0 for none): its vectors stay the
-        transformer's until the tower trains."""
+    def add_tower(self, hidden: int = 0, bigrams: int = 0) -> None:
+        """Give the encoder a zero tower (tower.py; ``hidden``: its MLP's width, 0 for none; ``bigrams``: its hashed
+        token-pair rows, 0 for none): its vectors stay the transformer's until the tower trains."""
         from xc_core.encoders.tower import new_tower
 
         if self.tower is None:
-            self.tower = new_tower(len(self.tokenizer), self.dim, hidden).to(self.device)
+            self.tower = new_tower(len(self.tokenizer), self.dim, hidden, bigrams).to(self.device)
 
     def freeze_base(self, texts: list[str]) -> None:
         """Freeze the transformer and keep its vector of each of ``texts`` (through the vector cache when it has

@@ -27,6 +27,8 @@ class TrainConfig(BaseModel):
                         "fine-tune every layer (the GPU profile)")
     tower_hidden: int = Field(default=0, ge=0, description="width of the tower's residual MLP on the frozen vector "
                               "(0: none; the bag of token embeddings and the linear map only)")
+    tower_bigrams: int = Field(default=0, ge=0, description="rows of the tower's second bag, of adjacent token "
+                               "pairs hashed into that many rows (0: none; encoders/tower.py)")
     tower_lr: float = Field(default=1e-2, gt=0, description="learning rate of the tower (``tower``; ``lr`` is the "
                             "transformer's): a tower starts at zero and its rows are few steps' worth of updates")
     batching: Literal["clusters", "random"] = "clusters"
