@@ -64,3 +64,24 @@ def test_a_text_identical_to_the_row_own_text_is_never_a_negative() -> None:
     assert batch.label_texts == ["saturn", "jupiter"] and batch.positive_mask.all()
     side = batch.doc_anchors["links"]
     assert side.neighbour_mask[0, 1] and side.neighbour_mask[1, 0]
+
+
+def test_positives_drawn_by_click_days_favour_the_pairs_clicked_most_and_read_no_later_day() -> None:
+    import scipy.sparse as sp
+
+    from xc_core.training.batches import _pick
+    from xc_core.training.positives import click_day_weights
+
+    # document 0 clicked label 1 on days 0-5 and label 2 on day 1; document 1 clicked label 0 on day 9 only
+    days = np.array([[0, 1, d] for d in range(6)] + [[0, 1, 3], [0, 2, 1], [1, 0, 9], [1, 3, 2]])
+    y = sp.csr_matrix((np.ones(4), ([0, 0, 1, 1], [1, 2, 0, 3])), shape=(2, 4))
+    np.testing.assert_array_equal(click_day_weights(y, days, None), [6, 1, 1, 1])  # a repeated day counts once
+    # days on or after the cut-off (the validation days) weigh nothing; a pair left without a day weighs 1
+    np.testing.assert_array_equal(click_day_weights(y, days, 3), [3, 1, 1, 1])
+    rows = np.zeros(7000, dtype=np.int64)
+    drawn = _pick(y, rows, np.random.default_rng(0), click_day_weights(y, days, None))
+    assert abs((drawn == 1).mean() - 6 / 7) < 0.02 and set(drawn) == {1, 2}
+    # equal weights draw exactly what the uniform draw draws, row for row
+    every = np.arange(2).repeat(500)
+    np.testing.assert_array_equal(_pick(y, every, np.random.default_rng(1), np.ones(y.nnz)),
+                                  _pick(y, every, np.random.default_rng(1)))

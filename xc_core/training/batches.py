@@ -54,12 +54,22 @@ class Batch:
     sampled_positive: np.ndarray | None = None
 
 
-def _pick(matrix: sp.csr_matrix, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One uniformly random column of each row (-1 when the row is empty), vectorised."""
+def _pick(matrix: sp.csr_matrix, rows: np.ndarray, rng: np.random.Generator,
+          weights: np.ndarray | None = None) -> np.ndarray:
+    """One random column of each row (-1 when the row is empty), vectorised: uniformly, or in proportion to
+    ``weights`` (one per stored entry, aligned with ``matrix.data``). Both read one uniform number per row, so a
+    weighted draw with equal weights picks what the uniform one picks."""
     starts, ends = matrix.indptr[rows], matrix.indptr[rows + 1]
     counts = ends - starts
-    offset = (rng.random(len(rows)) * np.maximum(counts, 1)).astype(np.int64)
-    picked = (matrix.indices[np.minimum(starts + offset, max(matrix.nnz - 1, 0))] if matrix.nnz
+    if weights is None:
+        offset = (rng.random(len(rows)) * np.maximum(counts, 1)).astype(np.int64)
+        at = starts + offset
+    else:
+        cumulative = np.concatenate([[0.0], np.cumsum(weights)])
+        low, high = cumulative[starts], cumulative[ends]
+        at = np.searchsorted(cumulative, low + rng.random(len(rows)) * (high - low), side="right") - 1
+        at = np.clip(at, starts, np.maximum(ends - 1, starts))
+    picked = (matrix.indices[np.minimum(at, max(matrix.nnz - 1, 0))] if matrix.nnz
               else np.zeros(len(rows), int))
     return np.where(counts > 0, picked, -1)
 
@@ -117,13 +127,17 @@ class BatchBuilder:
     anchor_pools: dict[str, np.ndarray] = field(default_factory=dict)
     #: labels drawn uniformly per batch for every row's softmax (``TrainConfig.sampled_negatives``; 0: none)
     sampled_negatives: int = 0
+    #: one weight per stored entry of ``y``: a document's positive is drawn in proportion to it (training/positives.py;
+    #: None: uniformly)
+    positive_weights: np.ndarray | None = None
 
     @classmethod
     def from_anchor_sets(cls, doc_texts: list[str], label_texts: list[str], y: sp.csr_matrix,
                          anchor_sets: dict[str, AnchorSet], doc_sets: list[str], label_sets: list[str],
                          hard_pool: np.ndarray | None = None,
                          anchor_pools: dict[str, np.ndarray] | None = None,
-                         sampled_negatives: int = 0) -> BatchBuilder:
+                         sampled_negatives: int = 0,
+                         positive_weights: np.ndarray | None = None) -> BatchBuilder:
         n_docs, n_labels = len(doc_texts), len(label_texts)
         return cls(
             doc_texts, label_texts, sp.csr_matrix(y),
@@ -134,10 +148,11 @@ class BatchBuilder:
             hard_pool,
             dict(anchor_pools or {}),
             sampled_negatives,
+            positive_weights,
         )
 
     def build(self, doc_ids: np.ndarray, rng: np.random.Generator) -> Batch:
-        labels = _pick(self.y, doc_ids, rng)
+        labels = _pick(self.y, doc_ids, rng, self.positive_weights)
         if (labels < 0).any():
             raise ValueError("every training document needs at least one positive label")
         doc_texts, label_texts = [self.doc_texts[i] for i in doc_ids], [self.label_texts[j] for j in labels]

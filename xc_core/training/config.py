@@ -68,6 +68,10 @@ class TrainConfig(BaseModel):
                                      "training document's this many labels the current encoder ranks highest among "
                                      "those that are not its known positives (nor read as it); each step adds one, "
                                      "drawn uniformly, to the row's softmax (0: off; softmax loss only)")
+    positive_weights: Literal["uniform", "click_days"] = Field(
+        default="uniform", description="how a batch draws each document's positive among its known labels: "
+        "uniformly, or in proportion to the distinct days the pair was clicked before the validation days "
+        "(training/positives.py; data sets without click days draw uniformly either way)")
     sampled_negatives: int = Field(default=0, ge=0, description="a many-negatives softmax for the task loss "
                                    "(DEXML's all-label softmax, sampled): each step draws this many labels uniformly "
                                    "from the whole label set, shared by the batch's rows, and every row's softmax "

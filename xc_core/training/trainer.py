@@ -233,7 +233,18 @@ class Trainer:
         return BatchBuilder.from_anchor_sets(self.data.train_texts, self.data.label_texts, self.data.y_train,
                                              self.anchors, self.doc_sets, self.label_sets, hard_pool=pool,
                                              anchor_pools=self.anchor_pools,
-                                             sampled_negatives=self.cfg.sampled_negatives)
+                                             sampled_negatives=self.cfg.sampled_negatives,
+                                             positive_weights=self._positive_weights())
+
+    def _positive_weights(self) -> np.ndarray | None:
+        """``positive_weights``: each training pair's click days before the validation days (and before
+        ``train_before_day``), or None for the uniform draw."""
+        if self.cfg.positive_weights == "uniform":
+            return None
+        from xc_core.training.positives import click_day_weights
+
+        ends = [d for d in (self.split.first_day, self.cfg.train_before_day) if d is not None]
+        return click_day_weights(self.data.y_train, self.data.train_pair_days, min(ends) if ends else None)
 
     def _optimizer(self, total_steps: int) -> tuple[Any, Any]:
         from xc_core.training import optim
