@@ -130,6 +130,9 @@ class BatchBuilder:
     #: one weight per stored entry of ``y``: a document's positive is drawn in proportion to it (training/positives.py;
     #: None: uniformly)
     positive_weights: np.ndarray | None = None
+    #: with ``positive_weights``: a known label weighing less than the row's drawn positive is one of its negatives
+    #: in the batch (so the loss orders a query's labels by their clicks; ``TrainConfig.graded_positives``)
+    graded: bool = False
 
     @classmethod
     def from_anchor_sets(cls, doc_texts: list[str], label_texts: list[str], y: sp.csr_matrix,
@@ -137,7 +140,7 @@ class BatchBuilder:
                          hard_pool: np.ndarray | None = None,
                          anchor_pools: dict[str, np.ndarray] | None = None,
                          sampled_negatives: int = 0,
-                         positive_weights: np.ndarray | None = None) -> BatchBuilder:
+                         positive_weights: np.ndarray | None = None, graded: bool = False) -> BatchBuilder:
         n_docs, n_labels = len(doc_texts), len(label_texts)
         return cls(
             doc_texts, label_texts, sp.csr_matrix(y),
@@ -149,6 +152,7 @@ class BatchBuilder:
             dict(anchor_pools or {}),
             sampled_negatives,
             positive_weights,
+            graded,
         )
 
     def build(self, doc_ids: np.ndarray, rng: np.random.Generator) -> Batch:
@@ -156,7 +160,7 @@ class BatchBuilder:
         if (labels < 0).any():
             raise ValueError("every training document needs at least one positive label")
         doc_texts, label_texts = [self.doc_texts[i] for i in doc_ids], [self.label_texts[j] for j in labels]
-        positive = _membership(self.y, doc_ids, labels) | same_text(doc_texts, label_texts)
+        positive = self._known(doc_ids, labels) | same_text(doc_texts, label_texts)
         np.fill_diagonal(positive, True)
         batch = Batch(
             doc_ids=doc_ids, label_ids=labels, doc_texts=doc_texts, label_texts=label_texts, positive_mask=positive,
@@ -175,6 +179,16 @@ class BatchBuilder:
         if self.sampled_negatives:  # drawn last of all: with none, every other draw is as before
             self._sample(batch, rng)
         return batch
+
+    def _known(self, doc_ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """(B, B): the label of row j is a known positive of document i that row i may not push away — any known
+        positive, or (``graded``) one weighing at least row i's drawn positive."""
+        member = _membership(self.y, doc_ids, labels)
+        if not self.graded or self.positive_weights is None:
+            return member
+        weights = sp.csr_matrix((self.positive_weights, self.y.indices, self.y.indptr), shape=self.y.shape)
+        sub = weights[doc_ids][:, labels].toarray()
+        return member & (sub >= np.diag(sub)[:, None])
 
     def _sample(self, batch: Batch, rng: np.random.Generator) -> None:
         """``sampled_negatives`` labels drawn uniformly (distinct; fewer when the label set is smaller), shared by

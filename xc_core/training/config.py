@@ -72,6 +72,8 @@ class TrainConfig(BaseModel):
         default="uniform", description="how a batch draws each document's positive among its known labels: "
         "uniformly, or in proportion to the distinct days the pair was clicked before the validation days "
         "(training/positives.py; data sets without click days draw uniformly either way)")
+    graded_positives: bool = Field(default=False, description="with click_days: a known label clicked on fewer "
+                                   "days than the row's drawn positive is a negative of that row in its batch")
     sampled_negatives: int = Field(default=0, ge=0, description="a many-negatives softmax for the task loss "
                                    "(DEXML's all-label softmax, sampled): each step draws this many labels uniformly "
                                    "from the whole label set, shared by the batch's rows, and every row's softmax "

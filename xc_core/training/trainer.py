@@ -234,7 +234,8 @@ class Trainer:
                                              self.anchors, self.doc_sets, self.label_sets, hard_pool=pool,
                                              anchor_pools=self.anchor_pools,
                                              sampled_negatives=self.cfg.sampled_negatives,
-                                             positive_weights=self._positive_weights())
+                                             positive_weights=self._positive_weights(),
+                                             graded=self.cfg.graded_positives)
 
     def _positive_weights(self) -> np.ndarray | None:
         """``positive_weights``: each training pair's click days before the validation days (and before
