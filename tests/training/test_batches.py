@@ -85,3 +85,22 @@ def test_positives_drawn_by_click_days_favour_the_pairs_clicked_most_and_read_no
     every = np.arange(2).repeat(500)
     np.testing.assert_array_equal(_pick(y, every, np.random.default_rng(1), np.ones(y.nnz)),
                                   _pick(y, every, np.random.default_rng(1)))
+
+
+def test_graded_positives_let_a_row_push_away_only_its_less_clicked_labels() -> None:
+    import scipy.sparse as sp
+
+    # documents 0 and 1 both clicked labels 0 and 1: document 0 label 0 on 5 days and label 1 on 1; document 1 the
+    # other way round. A batch of the two where each drew its most clicked label (0 for row 0, 1 for row 1)
+    y = sp.csr_matrix(np.ones((2, 2), np.float32))
+    weights = np.array([5.0, 1.0, 1.0, 5.0])  # aligned with y.data: (0,0) (0,1) (1,0) (1,1)
+    texts = ["query a", "query b"]
+    labels = ["label x", "label y"]
+    graded = BatchBuilder(texts, labels, y, {}, {}, positive_weights=weights, graded=True)
+    plain = BatchBuilder(texts, labels, y, {}, {}, positive_weights=weights)
+    docs, drawn = np.array([0, 1]), np.array([0, 1])
+    # plain: every known label is masked; graded: a row's less clicked known label is its negative
+    np.testing.assert_array_equal(plain._known(docs, drawn), [[True, True], [True, True]])
+    np.testing.assert_array_equal(graded._known(docs, drawn), [[True, False], [False, True]])
+    # a row that drew its less clicked label keeps the more clicked one masked (never pushed away)
+    np.testing.assert_array_equal(graded._known(docs, np.array([1, 0])), [[True, True], [True, True]])
