@@ -64,7 +64,8 @@ def main() -> None:
     parser.add_argument("--dataset", default="synthetic")
     parser.add_argument("--base", help="also pair every variant that recorded per-row hits with this one")
     args = parser.parse_args()
-    records = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"{args.dataset}-*.json"))]
+    found = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"{args.dataset}-*.json"))]
+    records = [r for r in found if "history" in r]  # grid records (not plateau.py's or the oracle's)
     print("| variant | overrides of the demo profile | served epoch | val P@1 (epoch 0 → served) | "
           "val R@10 | R@10 gain, out of fold [95%] | examples/s | code |")
     print("|---|---|---|---|---|---|---|---|")
