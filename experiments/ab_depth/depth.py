@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -96,9 +95,8 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(shares))
 
 
-#: the fusion's settings a record notes, and the parts switched off one at a time (in memory; no artifact changes)
-FUSION_FIELDS = ("alpha", "tail_offset", "untrained_offset", "popularity_weight", "memory_weight", "linear_weight",
-                 "name_weight", "lexical_weight")
+#: the parts of the fusion switched off one at a time (its weights by name, classifier/channels.fusion_keys; in
+#: memory, no artifact changes)
 VARIANTS: dict[str, dict[str, float]] = {
     "as-chosen": {}, "no-tail-offset": {"tail_offset": 0.0}, "no-untrained-offset": {"untrained_offset": 0.0},
     "no-popularity": {"popularity_weight": 0.0},
@@ -124,7 +122,7 @@ def fused_scorers(home: Path, dataset: str, method: str, profile: str):
     fused = model.unwrap_python_model().classifier
 
     def scorer(overrides: dict[str, float]):
-        variant = replace(fused, **overrides)
+        variant = fused.with_fusion(**overrides)
 
         def score(texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
             vectors = np.asarray(model.predict(texts), dtype=np.float32)
@@ -172,7 +170,7 @@ def main() -> None:
         records.append((name, folder, encoder_candidates(world, rows, vectors, label_vecs, label_rows)))
     if args.fused:
         fused, scorer = fused_scorers(args.home, args.dataset, args.fused, args.profile)
-        chosen = {f: getattr(fused, f) for f in FUSION_FIELDS}
+        chosen = dict(fused.fusion)  # every weight of the fusion as served, by name
         for variant, overrides in VARIANTS.items():
             name = f"{args.fused}-{variant}"
             records.append((name, args.fused, scorer_candidates(world, rows, K, scorer(overrides), data.label_ids)))

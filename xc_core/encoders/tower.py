@@ -73,7 +73,7 @@ def _module_class() -> Any:
                 out = out + self.mlp(base)
             return torch.nn.functional.normalize(out, dim=-1)
 
-        def sparse_weights(self) -> list[nn.Parameter]:
+        def sparse_weights(self) -> list[torch.Tensor]:
             """The tables whose gradient is sparse (the bags): lazy Adam's, not AdamW's."""
             return [self.bag.weight, *([self.pairs.weight] if self.pairs is not None else [])]
 
