@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ from xc_core.abtest.traffic import draw_traffic, validation_days
 from xc_core.datasets.container import XCDataset
 from xc_core.encoders.text import encoder_for
 from xc_core.paths import dataset_dir, index_dir, model_dir
-from xc_core.provenance import write_result
+from xc_core.provenance import git_commit, write_result
 from xc_core.stages.abtest import ground_truth
 from xc_core.training.record import TrainedModel
 
@@ -158,8 +157,8 @@ def main() -> None:
     rows = np.unique(traffic.query)
     bm25 = Bm25Arm().candidates(world, rows, K)
     RESULTS.mkdir(exist_ok=True)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+    # the commit, marked only when code differs from it (git describe --dirty also marked an earlier record's file)
+    commit = git_commit()
     records = [("bm25", "the simulator's BM25 serving policy (wrote the logs)", bm25)]
     extra: dict[str, dict] = {}
     for spec in args.encoder:
