@@ -9,6 +9,7 @@ sum. Inside a step, the library's own bars (``xc_core.progress``) draw on the te
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -56,6 +57,7 @@ class StepProgress:
 
     def __init__(self, planned: list[str] | None, out: TextIO, times: Path | None = None) -> None:
         self.planned, self.out, self.times_file = planned, out, times
+        self._terminal = _own_descriptor(out)
         self.previous: dict[str, float] = _read_times(times)
         self.seconds: dict[str, float] = {}
         self.started: dict[str, tuple[int, float]] = {}  # label → (its number, when it started)
@@ -100,13 +102,29 @@ class StepProgress:
         return text
 
     def _print(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        if self._terminal is None:
+            print(line, file=self.out, flush=True)
+            return
+        # straight to the terminal: a step's end event fires while Dagster still captures the run's stdout (the
+        # compute log), and its mirror back to the terminal could drop the run's last line (seen in CI: the line
+        # landed only in the run's compute_logs/*.out)
+        self.out.flush()
+        os.write(self._terminal, f"{line}\n".encode())
 
     def save(self) -> None:
         """Keep this run's step times (over the previous run's, step by step) for the next estimate."""
         if self.times_file is not None and self.seconds:
             merged = {**self.previous, **{k: round(v, 2) for k, v in self.seconds.items()}}
             self.times_file.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _own_descriptor(out: TextIO) -> int | None:
+    """A duplicate of ``out``'s file descriptor, taken before any run redirects it (None for a stream without one,
+    such as pytest's captured stdout: lines then go through ``out``)."""
+    try:
+        return os.dup(out.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
 
 
 def watcher(progress: StepProgress | None, instance: dg.DagsterInstance, dataset: str,
