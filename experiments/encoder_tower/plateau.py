@@ -54,7 +54,7 @@ def main() -> None:
     trainer = Trainer(data, encoder_config(profile, home), cfg, home / "grid" / args.dataset / "_plateau")
     y_fit, y_val = sp.csr_matrix(trainer.data.y_train), sp.csr_matrix(trainer.val_truth)
     days = y_fit.copy()
-    days.data = click_day_weights(y_fit, data.train_pair_days, trainer.split.first_day)
+    days.data = click_day_weights(trainer.data, trainer.split.first_day)  # aligned with y_fit
     val = trainer.val_idx
     repeated = np.diff(y_fit.indptr)[val] > 0
     fit_rows = np.random.default_rng(0).choice(trainer.train_idx, min(1000, len(trainer.train_idx)), replace=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xc_core.classifier.memory import ClickMemory, click_days, label_popularity, memory_key
+from xc_core.classifier.memory import ClickMemory, label_popularity, memory_key
 
 
 def _clicks(rows: list[dict[int, float]], n_labels: int) -> sp.csr_matrix:
@@ -49,11 +49,11 @@ def test_click_days_count_each_day_and_stop_before_a_block() -> None:
     pair_days = np.array([[0, 0, 0], [0, 0, 1], [0, 0, 5], [1, 1, 2], [1, 0, 4]], np.int64)
     data = XCDataset(name="days", train_texts=["a", "b"], test_texts=["a"], label_texts=["x", "y"], y_train=y,
                      y_test=sp.csr_matrix(np.array([[1, 0]], np.float32)), train_pair_days=pair_days)
-    assert click_days(data).toarray().tolist() == [[3, 0], [1, 1]]
-    assert click_days(data, before_day=3).toarray().tolist() == [[2, 0], [0, 1]]
+    assert data.click_days().toarray().tolist() == [[3, 0], [1, 1]]
+    assert data.click_days(before_day=3).toarray().tolist() == [[2, 0], [0, 1]]
     folder = XCDataset(name="folder", train_texts=["a", "b"], test_texts=["a"], label_texts=["x", "y"], y_train=y,
                        y_test=sp.csr_matrix(np.array([[1, 0]], np.float32)))
-    assert click_days(folder).toarray().tolist() == y.toarray().tolist(), "no click days: a pair counts once"
+    assert folder.click_days().toarray().tolist() == y.toarray().tolist(), "no click days: a pair counts once"
 
 
 def test_the_stage_serves_the_memory_where_repeated_queries_click_what_they_clicked_before() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
@@ -73,13 +75,15 @@ def test_positives_drawn_by_click_days_favour_the_pairs_clicked_most_and_read_no
     from xc_core.training.positives import click_day_weights
 
     # document 0 clicked label 1 on days 0-5 and label 2 on day 1; document 1 clicked label 0 on day 9 only
-    days = np.array([[0, 1, d] for d in range(6)] + [[0, 1, 3], [0, 2, 1], [1, 0, 9], [1, 3, 2]])
+    days = np.array([[0, 1, d] for d in range(6)] + [[0, 2, 1], [1, 0, 9], [1, 3, 2]])
     y = sp.csr_matrix((np.ones(4), ([0, 0, 1, 1], [1, 2, 0, 3])), shape=(2, 4))
-    np.testing.assert_array_equal(click_day_weights(y, days, None), [6, 1, 1, 1])  # a repeated day counts once
+    data = XCDataset(name="days", train_texts=["a", "b"], test_texts=["a"], label_texts=["w", "x", "y", "z"],
+                     y_train=y, y_test=sp.csr_matrix((1, 4)), train_pair_days=days)
+    np.testing.assert_array_equal(click_day_weights(data, None), [6, 1, 1, 1])
     # days on or after the cut-off (the validation days) weigh nothing; a pair left without a day weighs 1
-    np.testing.assert_array_equal(click_day_weights(y, days, 3), [3, 1, 1, 1])
+    np.testing.assert_array_equal(click_day_weights(data, 3), [3, 1, 1, 1])
     rows = np.zeros(7000, dtype=np.int64)
-    drawn = _pick(y, rows, np.random.default_rng(0), click_day_weights(y, days, None))
+    drawn = _pick(y, rows, np.random.default_rng(0), click_day_weights(data, None))
     assert abs((drawn == 1).mean() - 6 / 7) < 0.02 and set(drawn) == {1, 2}
     # equal weights draw exactly what the uniform draw draws, row for row
     every = np.arange(2).repeat(500)
@@ -104,3 +108,16 @@ def test_graded_positives_let_a_row_push_away_only_its_less_clicked_labels() -> 
     np.testing.assert_array_equal(graded._known(docs, drawn), [[True, False], [False, True]])
     # a row that drew its less clicked label keeps the more clicked one masked (never pushed away)
     np.testing.assert_array_equal(graded._known(docs, np.array([1, 0])), [[True, True], [True, True]])
+
+
+def test_graded_positives_without_click_day_weights_is_a_clear_error(tiny_data: XCDataset, tiny_home: Path,
+                                                                      tmp_path: Path) -> None:
+    import pytest
+
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    cfg = profile.train.model_copy(update={"graded_positives": True})  # positive_weights stays "uniform"
+    with pytest.raises(ValueError, match="graded_positives.*positive_weights='click_days'"):
+        Trainer(tiny_data, encoder_config(profile, tiny_home), cfg, tmp_path / "refused")

@@ -31,7 +31,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core import seeds
-from xc_core.classifier.memory import click_days
 from xc_core.datasets.container import XCDataset
 from xc_core.seeds import Stream
 from xc_core.training.validation import binary_pairs
@@ -124,7 +123,7 @@ def document_folds(dataset: XCDataset, folds: int, max_rows: int, seed: int, nev
     y = sp.csr_matrix(dataset.y_train)
     labelled = np.flatnonzero(np.diff(y.indptr) > 0)
     order = seeds.rng(seed, Stream.CLASSIFIER_FOLDS).permutation(labelled)
-    clicks = click_days(dataset)
+    clicks = dataset.click_days()
     parts = [np.sort(order[i::folds]) for i in range(folds)]
     out = []
     for i, part in enumerate(parts):
@@ -165,7 +164,7 @@ def temporal_folds(dataset: XCDataset, folds: int, width: int, max_rows: int, se
         rows = _sample(candidates[~never[candidates]], max_rows // folds, seed, i)
         truth = binary_pairs(inside, shape)[rows]
         out.append(Fold(f"days {start}-{start + width - 1}", np.flatnonzero(np.diff(y_fit.indptr) > 0), y_fit,
-                        rows, truth, click_days(dataset, before_day=start), "temporal", start))
+                        rows, truth, dataset.click_days(before_day=start), "temporal", start))
     return out
 
 

@@ -34,7 +34,6 @@ import scipy.sparse as sp
 
 from xc_core.classifier.channel import Channel, ChannelSpec, Proposal
 from xc_core.classifier.shortlist import padded_top
-from xc_core.datasets.container import XCDataset
 
 MEMORY_DIR = "memory"  # sub-folder of a classifier folder, present only when the served fusion uses the memory
 POPULARITY_FILE = "popularity.npy"  # per label, beside fusion.json, only when the served popularity weight > 0
@@ -45,20 +44,6 @@ def memory_key(text: str) -> str:
     counts: a sorted set of the distinct words was tried and cost P@5 for no significant gain
     (docs/results/issue-40.md)."""
     return " ".join(text.lower().split())
-
-
-def click_days(dataset: XCDataset, before_day: int | None = None) -> sp.csr_matrix:
-    """(training documents × labels) click days of each pair — days before ``before_day`` only, when given — from
-    ``train_pair_days``; where the data set records no days, its 0/1 training labels (a pair counts once)."""
-    shape = dataset.y_train.shape
-    days = dataset.train_pair_days
-    if not len(days):
-        return sp.csr_matrix(dataset.y_train, dtype=np.float32)
-    if before_day is not None:
-        days = days[days[:, 2] < before_day]
-    counts = sp.csr_matrix((np.ones(len(days), np.float32), (days[:, 0], days[:, 1])), shape=shape)
-    counts.sum_duplicates()
-    return counts
 
 
 def label_popularity(clicks: sp.spmatrix) -> np.ndarray:

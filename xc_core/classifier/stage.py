@@ -36,7 +36,6 @@ from xc_core.classifier.channels import (
 from xc_core.classifier.config import ClassifierConfig
 from xc_core.classifier.folds import Fold
 from xc_core.classifier.fusion import LABEL_VECTORS, FusedClassifier, lift_top
-from xc_core.classifier.memory import click_days
 from xc_core.classifier.shortlist import best_first, union_ids
 from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
@@ -628,7 +627,7 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     labelled = np.flatnonzero(np.diff(y.indptr) > 0)
     fit = train_classifier(label_vecs, doc_vecs[labelled], y[labelled], cfg, progress=progress)
     data = FitData([dataset.train_texts[i] for i in labelled], doc_vecs[labelled], y[labelled],
-                   click_days(dataset)[labelled], dataset.label_texts)
+                   dataset.click_days()[labelled], dataset.label_texts)
     # only the channels the fusion uses are fit again (the hybrid's fit is minutes on a large log)
     channels, final_seconds = fit_channels(data, cfg, [s.name for s in registry.registered()
                                                        if fusion[s.weight_key] > 0])

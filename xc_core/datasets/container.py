@@ -150,9 +150,9 @@ class XCDataset:
     #: item metadata per label, by attribute (``brand``, ``location``): one value or None per label; only
     #: attributes some label carries (empty when the source has none: aol-1000, wikispeedia, XC folders)
     label_attributes: dict[str, list[str | None]] = field(default_factory=dict)
-    #: (train document, label, day) for every day a training pair was clicked, days counted from the train window's
-    #: first day: event logs only (empty elsewhere). Out-of-fold decisions cut time blocks with it, so a
-    #: validation row meets the model as a test query does; every pair is one of the data set's own
+    #: (train document, label, day) for every day a training pair was clicked (one row per pair and day), days counted
+    #: from the train window's first day: event logs only (empty elsewhere). Out-of-fold decisions cut time blocks
+    #: with it, so a validation row meets the model as a test query does; every pair is one of the data set's own
     #: ``y_train`` pairs (a method that rewrites ``y_train`` for its training keeps the clicks' days).
     train_pair_days: np.ndarray = field(default_factory=lambda: np.empty((0, 3), dtype=np.int64))
 
@@ -212,6 +212,19 @@ class XCDataset:
         without an entry counts as one. Only these can hold held-out or test documents."""
         spaces = self.meta.get("anchor_spaces", {})
         return [name for name in self.anchor_sets if spaces.get(name, "documents") == "documents"]
+
+    def click_days(self, before_day: int | None = None) -> sp.csr_matrix:
+        """(training documents × labels) click days of each pair — days before ``before_day`` only, when given — from
+        ``train_pair_days``; where the data set records no days, its 0/1 training labels (a pair counts once). The
+        classifier's click memory and the trainer's weighted positives both read it."""
+        days = self.train_pair_days
+        if not len(days):
+            return sp.csr_matrix(self.y_train, dtype=np.float32)
+        if before_day is not None:
+            days = days[days[:, 2] < before_day]
+        counts = sp.csr_matrix((np.ones(len(days), np.float32), (days[:, 0], days[:, 1])), shape=self.y_train.shape)
+        counts.sum_duplicates()
+        return counts
 
     @property
     def psp_constants(self) -> tuple[float, float]:

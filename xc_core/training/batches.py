@@ -12,6 +12,7 @@ item may read the same).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -184,11 +185,17 @@ class BatchBuilder:
         """(B, B): the label of row j is a known positive of document i that row i may not push away — any known
         positive, or (``graded``) one weighing at least row i's drawn positive."""
         member = _membership(self.y, doc_ids, labels)
-        if not self.graded or self.positive_weights is None:
+        if not self.graded or self._weight_matrix is None:
             return member
-        weights = sp.csr_matrix((self.positive_weights, self.y.indices, self.y.indptr), shape=self.y.shape)
-        sub = weights[doc_ids][:, labels].toarray()
+        sub = self._weight_matrix[doc_ids][:, labels].toarray()
         return member & (sub >= np.diag(sub)[:, None])
+
+    @cached_property
+    def _weight_matrix(self) -> sp.csr_matrix | None:
+        """``positive_weights`` laid on ``y``'s pattern (built once, read by every batch's graded mask)."""
+        if self.positive_weights is None:
+            return None
+        return sp.csr_matrix((self.positive_weights, self.y.indices, self.y.indptr), shape=self.y.shape)
 
     def _sample(self, batch: Batch, rng: np.random.Generator) -> None:
         """``sampled_negatives`` labels drawn uniformly (distinct; fewer when the label set is smaller), shared by

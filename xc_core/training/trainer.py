@@ -112,6 +112,9 @@ class Trainer:
             raise ValueError("sampled_negatives adds negatives to the softmax task loss: use loss='softmax'")
         if cfg.distill and not cfg.tower:
             raise ValueError("distill takes the frozen encoder under a tower as its teacher: set tower=true")
+        if cfg.graded_positives and cfg.positive_weights == "uniform":
+            raise ValueError("graded_positives orders a row's known labels by their click days: set "
+                             "positive_weights='click_days' (or graded_positives=false)")
         if cfg.anchor_negatives and cfg.loss != "softmax":
             raise ValueError("anchor_negatives adds a negative to the softmax regularizers: use loss='softmax'")
         #: (train documents, attribute_negatives) mined negatives, -1 padded (None: none mined)
@@ -245,7 +248,7 @@ class Trainer:
         from xc_core.training.positives import click_day_weights
 
         ends = [d for d in (self.split.first_day, self.cfg.train_before_day) if d is not None]
-        return click_day_weights(self.data.y_train, self.data.train_pair_days, min(ends) if ends else None)
+        return click_day_weights(self.data, min(ends) if ends else None)
 
     def _optimizer(self, total_steps: int) -> tuple[Any, Any]:
         from xc_core.training import optim
