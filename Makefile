@@ -63,11 +63,14 @@ METHODS ?= $(shell $(BIN)/python -m xc_core.methods run)
 
 # xc run prints the results table and saves its JSON summary as $(XC_HOME)/last-run.json
 # (python -m xc_assets.summary $(XC_HOME)/last-run.json prints the table again)
-run: $(STAMP) $(XC_DAGSTER_STATE)
+# the linear peer (PECOS) scored on the same test split before the report, shown beside the methods (empty: none)
+RUN_PEERS ?= pecos
+run: $(STAMP) $(if $(RUN_PEERS),peers) $(XC_DAGSTER_STATE)
 	@mkdir -p $(XC_HOME)
 	@echo "simulate → ingest → graphs → data set → anchors → train → index → eval → A/B → report → promotion (about 10 minutes on 2 idle cores: docs/benchmarks.md)"
 	@# a line per step as it starts and ends; the Dagster log goes to $(XC_HOME)/last-run.log (its tail on a failure)
-	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME)
+	@$(BIN)/xc run --dataset $(DATASET) --profile $(PROFILE) --methods $(METHODS) --home $(XC_HOME) \
+		$(if $(RUN_PEERS),--peers $(RUN_PEERS))
 	@echo
 	@echo "Results under $(XC_HOME):"
 	@echo "  event store      $(XC_HOME)/events   (duckdb views: $(XC_HOME)/xc.duckdb; quarantine: $(XC_HOME)/quarantine)"

@@ -13,7 +13,8 @@ import pytest
 from xc_core.stages import peer as peer_eval
 
 
-def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path: Path) -> None:
+def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from xc_core.datasets.container import XCDataset
     from xc_core.evaluation.record import fingerprint_test_split
     from xc_core.paths import anchors_dir, eval_dir
@@ -33,9 +34,27 @@ def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path:
     assert summary["P@1"] > 10 * chance
     out = eval_dir(tmp_path, "synthetic", "pecos", "tiny")
     assert {"per_row.npz", "ci.parquet", "metrics.json"} <= {p.name for p in out.iterdir()}
-    again = peer_eval.evaluate_peer("synthetic", "tiny", [tmp_path])  # the finished peer run is reused
-    assert again["P@1"] == summary["P@1"]
+    # `xc peer` (the `peer_eval` asset's command) on the same home reuses the finished peer run
+    from xc_core.cli import main
+
+    assert main(["peer", "--dataset", "synthetic", "--profile", "tiny", "--home", str(tmp_path), "--quiet"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["pecos"]["P@1"] == summary["P@1"] and again["pecos"]["test_split"] == summary["test_split"]
     assert json.loads((folder / "peer.json").read_text())["seconds"] > 0
+
+
+def test_xc_run_refuses_an_unknown_peer_or_a_missing_peer_environment_before_any_stage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from xc_assets.cli import main
+
+    home = tmp_path / "home"
+    run = ["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--methods", "pretrained"]
+    with pytest.raises(SystemExit, match=r"--peers linear: choose from pecos, pecos-xc"):
+        main([*run, "--peers", "linear"])
+    monkeypatch.setattr(peer_eval, "PEER_PYTHON", tmp_path / "no-venv" / "bin" / "python")
+    with pytest.raises(SystemExit, match=r"--peers pecos: .*no-venv/bin/python missing: run `make peers` first"):
+        main([*run, "--peers", "pecos"])
+    assert not home.exists()  # refused before the home was made
 
 
 def test_pecos_on_xcs_features_reads_the_encoders_vectors(tiny_home: Path, tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ def _check_what_make_run_showed(stdout: str, home: Path, state: Path, champion_l
     ended = [line for line in stdout.splitlines() if re.match(r"\[ ?\d+/\d+\] synthetic / .+ done in \d+s", line)]
     for stage in ("world", "simulated_events", "raw_events", "quarantine", "graph_tables", "xc_dataset",
                   "anchor_sets", "pretrained / encoder", "ramen / encoder", "label_index", "offline_eval",
-                  "ab_vs_control", "eval_report", "challenger", "ab_test", "champion"):
+                  "ab_vs_control", "peer_eval", "eval_report", "challenger", "ab_test", "champion"):
         assert any(f"/ {stage} done in" in line for line in ended), (stage, stdout)
     assert stdout.index(ended[-1]) < stdout.index(champion_line)
     for noise in ("DEBUG", "STEP_START", "torchvision", "onnx/_internal", "UserWarning", "mlflow.models"):
@@ -156,6 +156,14 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
         assert low <= p1 <= high and p1 == pytest.approx(100 * first["methods"][method]["P@1"], abs=0.006)
         assert decision["decided_on"] == "validation"
         assert float(row.group(7)) == pytest.approx(100 * decision["decided_P@1"], abs=0.006)
+    # make run scores the linear peer (PECOS) on the same test split: a row beside the methods, never a candidate
+    # (its interval from its own evaluation), and a column of the decile table below
+    peer = re.fullmatch(rf"pecos +{interval} +{interval} +— +linear peer: scored, never registered", table[3])
+    assert peer is not None, table[3]
+    assert float(peer.group(1)) == pytest.approx(100 * first["peers"]["pecos"]["P@1"], abs=0.006)
+    assert all(m not in first["methods"] and m not in [d["method"] for d in first["promotion"]]
+               for m in first["peers"])
+    del table[3]
     # which split decided, and each decision the test disagrees with (shown, not hidden)
     assert table[3].startswith("the gate decided on the validation split")
     shown = [line for line in table[4:] if line.startswith("  ")]
@@ -168,6 +176,7 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert title.startswith("A/B vs pretrained (simulated)") and header.split()[:3] == ["method", "revenue", "ctr"]
     assert lifts.split()[0] == "ramen" and all(re.fullmatch(r"[+-]\d+\.\d\d\*?", c) for c in lifts.split()[1:])
     assert table[6].startswith("P@5 by label-frequency decile") and table[7].split()[:2] == ["decile", "pretrained"]
+    assert "pecos P@5" in table[7]
     assert [row.split()[0] for row in table[8:18]] == [str(d) for d in range(10)]
     assert len(first["label_deciles"]) == 10
     assert table[18].startswith(f"champion: {first['champion']['method']} v{first['champion']['version']} ")
@@ -181,7 +190,8 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert first["promotion"][0]["promoted"]  # the first model becomes champion
     assert first["champion"]["version"] in {d["version"] for d in first["promotion"]}
     assert Path(first["report"]).exists() and "ramen" in Path(first["report"]).read_text()
-    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny", "validation"}
+    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny",
+                                                                        "pecos-tiny", "validation"}
     assert {p.name for p in (home / "eval" / "synthetic" / "validation").iterdir()} == {"pretrained-tiny", "ramen-tiny"}
 
     anchors_before = (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns
@@ -191,7 +201,7 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
     assert json.loads((home / "last-run.json").read_text()) == second  # saved whichever output was asked for
     assert second["success"] and second["reused_data"] and list(second["methods"]) == ["dual_encoder"]
     assert (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns == anchors_before  # not rebuilt
-    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny",
+    assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny", "pecos-tiny",
                                                                         "dual_encoder-tiny", "validation"}
 
     # `xc promote` re-runs the gate for evaluated models: the same model again is never "better"; its step lines

@@ -86,19 +86,35 @@ def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     from xc_assets.progress import log_tail
     from xc_assets.run import run_pipeline
 
-    methods, address = _methods(args), _dask_address(args)  # both refused before the home is touched
+    methods, address, peers = _methods(args), _dask_address(args), _peers(args)  # refused before the home is touched
     home = resolve_home(args.home)
     dataset = resolve_dataset(args.dataset, home)
     with _watched(args, home) as progress:
         summary = run_pipeline(dataset=dataset, profile=args.profile, home=home, methods=methods,
                                reuse_data=args.reuse_data, min_lead=args.min_lead, dask_address=address,
-                               progress=progress)
+                               progress=progress, peers=peers)
     if not summary["success"] and not args.quiet:  # the table says which step; the log says why
         print(f"xc run: a step failed; the last lines of {home / RUN_LOG}:\n{log_tail(home / RUN_LOG)}",
               file=sys.stderr)
     # for machines and for `python -m xc_assets.summary`, whichever output was asked for
     (home / "last-run.json").write_text(json.dumps(summary, default=str) + "\n")
     return summary
+
+
+def _peers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The linear peers ``--peers`` names, each known and its environment built: checked before any stage runs."""
+    from xc_core.stages.peer import PEERS, require_peer_environment
+
+    peers = tuple(p for p in args.peers.split(",") if p)
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise SystemExit(f"xc {args.command}: --peers {','.join(unknown)}: choose from {', '.join(PEERS)}")
+    if peers:
+        try:
+            require_peer_environment()
+        except FileNotFoundError as err:
+            raise SystemExit(f"xc {args.command}: --peers {args.peers}: {err}") from err
+    return peers
 
 
 def _dask_address(args: argparse.Namespace) -> str | None:
@@ -202,6 +218,11 @@ def _pipeline_arguments(command: argparse.ArgumentParser, run: bool) -> None:
     if run:
         command.add_argument("--reuse-data", action="store_true", help="skip the data lineage run and train on the "
                                                                        "anchor sets already materialized in --home")
+        command.add_argument("--peers", default="", metavar="PEERS",
+                             help="comma-separated linear peers to score on the same test split before the report "
+                                  "(pecos, pecos-xc; their environment: make peers), shown beside the methods in "
+                                  "the report, its label-decile table and the summary (default: none; make run "
+                                  "asks for pecos)")
         _executor_arguments(command)
 
 

@@ -44,17 +44,21 @@ DEFAULT_CONTROL = abtest_assets.ABTestConfig().control  # make run prints each m
 @dataclass
 class RunJobs:
     """The named jobs one ``xc run`` launches on a data set (each built once): the lineage, a method partition's
-    steps, the report, one promotion. ``progress`` follows every run's steps (None: nothing printed)."""
+    steps, the report (the linear ``peers`` scored first, when asked for), one promotion. ``progress`` follows every
+    run's steps (None: nothing printed)."""
 
     dataset: str
     home: Path
     progress: StepProgress | None = None
+    peers: tuple[str, ...] = ()
     _built: dict[str, dg.JobDefinition] = field(default_factory=dict)
 
     def job(self, role: str) -> dg.JobDefinition:
         if role not in self._built:
             family = dataset_family(self.dataset, self.home)
-            assets = {"method": family.method_steps, "report": [family.eval_report], "promotion": family.promotion}
+            report = [family.declared["peer_eval"]] if self.peers else []
+            assets = {"method": family.method_steps, "report": [*report, family.eval_report],
+                      "promotion": family.promotion}
             self._built[role] = (lineage_job(self.dataset, self.home) if role == "lineage"
                                  else named_job(job_name(self.dataset, role), assets[role], self.home))
         return self._built[role]
@@ -105,16 +109,26 @@ def _train_and_evaluate(jobs: RunJobs, profile: str, methods: tuple[str, ...], i
                 metrics["ab_vs_control"] = _ab_headline(dataset, profile, home, method)
         out["methods"][method] = {"success": result.success, **metrics}
     report = execute(jobs.job("report"), instance, tags={"xc/dataset": dataset, "xc/profile": profile},
-                     run_config={"ops": {op_name(dataset, "eval_report"): {"config": {"profile": profile}}}},
-                     watch=jobs.watcher(instance))
+                     run_config=_report_config(dataset, profile, jobs.peers), watch=jobs.watcher(instance))
     for event in report.get_asset_materialization_events():
         metadata = event.step_materialization_data.materialization.metadata
+        if "peers" in metadata:  # the linear peers' test metrics, shown beside the methods (never registered)
+            out["peers"] = metadata["peers"].value
+            continue
         out["report"] = metadata["report"].value
         if "label_deciles" in metadata:  # the tail in view: P@5 by label-frequency decile
             out["label_deciles"] = metadata["label_deciles"].value
     out["success"] = report.success and all(m["success"] for m in out["methods"].values())
     out["promotion"] = _promote_each(jobs, profile, methods, instance, min_lead)
     return out
+
+
+def _report_config(dataset: str, profile: str, peers: tuple[str, ...]) -> dict[str, Any]:
+    """The report run's config: the profile, and the peers to score before the report reads every evaluation."""
+    ops: dict[str, Any] = {op_name(dataset, "eval_report"): {"config": {"profile": profile}}}
+    if peers:
+        ops[op_name(dataset, "peer_eval")] = {"config": {"profile": profile, "peers": list(peers)}}
+    return {"ops": ops}
 
 
 def _ab_headline(dataset: str, profile: str, home: Path, method: str) -> dict[str, str]:
@@ -233,8 +247,8 @@ def _finish(summary: dict[str, object], home: Path, started: float) -> dict[str,
 
 
 def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] | None = None,
-                 reuse_data: bool = False, min_lead: float = 0.0,
-                 dask_address: str | None = None, progress: TextIO | None = None) -> dict[str, object]:
+                 reuse_data: bool = False, min_lead: float = 0.0, dask_address: str | None = None,
+                 progress: TextIO | None = None, peers: tuple[str, ...] = ()) -> dict[str, object]:
     """Data lineage in one run (with its checks), then training/evaluation per method and the report.
 
     ``reuse_data`` skips the lineage run when its anchor sets are already materialized in ``home`` (e.g. to
@@ -242,12 +256,14 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
     to the promotion gate (as in :func:`promote_methods`). ``methods``: default the registry's ``run_methods()``;
     each trains after the methods it builds on. ``dask_address``: run each method partition's steps on the dask
     cluster there (``xc run --executor dask``); None keeps every run in this process. ``progress``: where a line
-    per step start and end goes (:class:`xc_assets.progress.StepProgress`; None: nowhere)."""
+    per step start and end goes (:class:`xc_assets.progress.StepProgress`; None: nowhere). ``peers``: the linear
+    peers (``xc_core.stages.peer.PEERS``) scored on the same test split before the report, so that its tables and
+    the summary show them beside the methods (``make run`` asks for PECOS)."""
     from xc_core.methods import dependency_order, run_methods
 
     started = time.perf_counter()
     methods = tuple(dependency_order(run_methods() if methods is None else methods))
-    jobs = RunJobs(dataset, home)
+    jobs = RunJobs(dataset, home, peers=peers)
     if reuse_data:
         return _reuse_data(jobs, profile, methods, started, min_lead, dask_address, progress)
     _progress(jobs, methods, progress)

@@ -2,8 +2,8 @@
 ``python -m xc_assets.summary LAST_RUN_JSON`` to print it again from ``<home>/last-run.json``.
 
 One row per method: P@1 and PSP@1 in points with the 95% bootstrap intervals its evaluation saved (the summary
-holds point estimates only), and the promotion decision; then each method's A/B lifts against the control, the
-champion and the HTML report."""
+holds point estimates only), and the promotion decision, then one per linear peer the run scored; then each
+method's A/B lifts against the control, the label-decile table, the champion and the HTML report."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ def lines(summary: dict[str, Any]) -> list[str]:
     rows = [["method", *(f"test {m} [95% CI]" for m in METRICS), *decided, "promotion"]]
     rows += [[m, *_metrics(summary, m), *_decided_cell(decisions.get(m), split), _decision(decisions.get(m))]
              for m in methods]
+    # the linear peers on the same test split (``xc run --peers``): beside the methods, never a candidate
+    rows += [[peer, *_metrics(summary, peer), *(["—"] if split else []), "linear peer: scored, never registered"]
+             for peer in summary.get("peers", {}) if methods]
     out = _aligned(rows) if methods else ["no method trained or promoted (data stages only)"]
     out += _split_lines(decisions, split)
     out += _ab_lines(summary)

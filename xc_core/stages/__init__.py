@@ -1,6 +1,6 @@
 """The floor plan: one module per ``xc`` command and Dagster asset group, named after what it does.
 
-    ingest → simulate → graph_tables → dataset → anchor_sets → train → index → evaluate → report → abtest →
+    ingest → simulate → graph_tables → dataset → anchor_sets → train → index → evaluate → peer → report → abtest →
     keywords → predict → serve → results
 
 Each module holds its stage's run function(s), which the CLI and the Dagster assets both call, and registers its
@@ -73,14 +73,19 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 #: the built-in stage modules, in pipeline order (the order of ``xc --help``)
-STAGES = ("ingest", "simulate", "graph_tables", "dataset", "anchor_sets", "train", "index", "evaluate", "report",
-          "abtest", "keywords", "predict", "serve", "results")
+STAGES = ("ingest", "simulate", "graph_tables", "dataset", "anchor_sets", "train", "index", "evaluate", "peer",
+          "report", "abtest", "keywords", "predict", "serve", "results")
 
 
 def register(command: Command) -> Command:
-    if command.name in COMMANDS:
+    """Add ``command`` to :data:`COMMANDS`; a name registered twice is an error, except by the same module once run
+    as a script (``python -m xc_core.stages.peer``: its ``__main__`` copy and its imported copy both register; the
+    imported one is kept)."""
+    existing = COMMANDS.get(command.name)
+    if existing is not None and "__main__" not in (existing.run.__module__, command.run.__module__):
         raise ValueError(f"command '{command.name}' registered twice")
-    COMMANDS[command.name] = command
+    if existing is None or existing.run.__module__ == "__main__":
+        COMMANDS[command.name] = command
     return command
 
 

@@ -2,6 +2,7 @@
 [TF-IDF ⊕ the untrained encoder's vectors] (``pecos-xc``: XR-Transformer's recipe, no fine-tuning).
 
     make peers   # once: .venv-peers with libpecos 1.2.8 (numpy<2, scipy<1.14; never in xc's environment)
+    xc peer --dataset synthetic --profile demo --home ~/.xc            # the `peer_eval` asset, one home
     .venv/bin/python -m xc_core.stages.peer --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 /tmp/xc-s1
     .venv/bin/python -m xc_core.stages.peer --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 --peer pecos-xc
 
@@ -26,6 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import BaseModel, Field
+
+from xc_core.stages import Command, Markdown, Payload, StageAsset, register
+from xc_core.stages.options import add_dataset, add_profile
 
 if TYPE_CHECKING:
     from xc_core.datasets.container import XCDataset
@@ -40,6 +45,13 @@ PEERS = {"pecos": ("tfidf", ""), "pecos-xc": ("hybrid", "-xc")}
 
 def _line(text: str) -> str:
     return " ".join(text.split())  # one document per line: no newline may survive in a text
+
+
+def require_peer_environment() -> None:
+    """Raises FileNotFoundError (one line, the fix in it) when the peers' environment is not built."""
+    if not PEER_PYTHON.exists():
+        raise FileNotFoundError(f"{PEER_PYTHON} missing: run `make peers` first (libpecos lives in its own "
+                                "environment; `make run` and `make test` build it)")
 
 
 def export(dataset: XCDataset, folder: Path, split: str, features: str = "tfidf") -> None:
@@ -77,8 +89,7 @@ def run_peer(dataset: XCDataset, folder: Path, features: str = "tfidf") -> tuple
     fresh = (meta.exists() and json.loads(meta.read_text()).get("test_split") == split
              and (folder / "tst_scores.npz").exists() and (folder / "peer.json").exists())
     if not fresh:
-        if not PEER_PYTHON.exists():
-            raise SystemExit(f"{PEER_PYTHON} missing: run `make peers` first (libpecos lives in its own venv)")
+        require_peer_environment()
         (folder / "tst_scores.npz").unlink(missing_ok=True)
         export(dataset, folder, split, features)
         subprocess.run([str(PEER_PYTHON), str(PEER_SCRIPT), str(folder), "--features", features], check=True)
@@ -118,8 +129,58 @@ def evaluate_peer(dataset_name: str, profile: str, homes: list[Path], peer: str 
     return summary
 
 
+class PeerOptions(BaseModel):
+    profile: str = Field(default="demo", description="the profile whose evaluation folders the peers join")
+    peers: list[str] = Field(default=["pecos"], description=f"the linear peers to score: {', '.join(PEERS)}")
+
+
+#: the metrics the ``peer_eval`` asset shows per peer (the whole evaluation is in its folder)
+SHOWN = ("P@1", "PSP@1", "P@5", "PSP@5", "R@10")
+
+
+def materialize_peers(home: Path, dataset: str, method: str | None, options: PeerOptions) -> dict[str, Any]:
+    """The ``peer_eval`` asset: each peer scored on the data set's test split into ``eval/<data set>/<peer>-<profile>``
+    of ``home``, where the report, its label-decile table and ``xc run``'s summary find it beside the methods."""
+    unknown = sorted(set(options.peers) - set(PEERS))
+    if unknown:
+        raise ValueError(f"unknown peer {', '.join(unknown)}: choose from {', '.join(PEERS)}")
+    require_peer_environment()
+    scored = {peer: evaluate_peer(dataset, options.profile, [home], peer) for peer in options.peers}
+    rows = ["| peer | " + " | ".join(SHOWN) + " |", "|---" * (len(SHOWN) + 1) + "|"]
+    rows += [f"| {peer} | " + " | ".join(f"{100 * float(s.get(m, float('nan'))):.2f}" for m in SHOWN) + " |"
+             for peer, s in scored.items()]
+    return {"summary": Markdown("\n".join(rows)), "peers": {peer: {m: float(s[m]) for m in SHOWN if m in s}
+                                                              for peer, s in scored.items()}}
+
+
+def _run(args: argparse.Namespace) -> Payload:
+    from xc_core.paths import resolve_home
+
+    home = resolve_home(args.home)
+    peers = args.peer or ["pecos"]
+    return {"dataset": args.dataset, "profile": args.profile,
+            **{peer: evaluate_peer(args.dataset, args.profile, [home], peer) for peer in peers}}
+
+
+def _arguments(command: argparse.ArgumentParser) -> None:
+    add_dataset(command)
+    add_profile(command, help="the profile whose evaluation folders the peer joins")
+    command.add_argument("--peer", action="append", choices=sorted(PEERS), default=None,
+                         help="a linear peer to score (repeat for several; default: pecos)")
+
+
+COMMAND = register(Command(
+    "peer", "score the linear peer (PECOS) on the data set's test split beside the methods", _arguments, _run,
+    asset=StageAsset("peer_eval", "The linear peers (PECOS XR-Linear on TF-IDF) scored on the same test split as "
+                                  "the methods, in their own environment (.venv-peers); the report and the "
+                                  "label-decile table list them beside the methods", materialize_peers,
+                     deps=("anchor_sets",), options=PeerOptions, kinds=("pecos",)),
+    docs="docs/evaluation.md"))
+
+
 def main() -> None:
-    """The command line: score one peer on one data set into the homes' eval folders; its summary on stdout."""
+    """The command line over several homes (the seed homes of ``make results``): score one peer on one data set into
+    the homes' eval folders; its summary on stdout."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--profile", required=True, help="the profile whose eval folders the peer joins")

@@ -217,5 +217,5 @@ COMMAND = register(Command(
     "report", "HTML report over every evaluated method", _arguments, _run,
     asset=StageAsset("eval_report", "One self-contained HTML report comparing every evaluated method, with their "
                                     "simulated A/B tests (logged to MLflow)", materialize_report,
-                     deps=("offline_eval", "ab_vs_control"), options=ReportOptions, kinds=("html",)),
+                     deps=("offline_eval", "ab_vs_control", "peer_eval"), options=ReportOptions, kinds=("html",)),
     docs="docs/evaluation.md"))
