@@ -90,7 +90,7 @@ results: $(STAMP) peers
 	@mkdir -p $(XC_HOME)
 	$(BIN)/xc results --profile $(PROFILE) --datasets $(RESULTS_DATASETS) --home $(XC_HOME) --out $(RESULTS_OUT)
 	for d in $(subst $(COMMA), ,$(RESULTS_DATASETS)); do \
-		$(BIN)/python -m xc_core.stages.peer --dataset $$d --profile $(PROFILE) --homes $(XC_HOME) || exit 1; done
+		$(BIN)/xc peer --dataset $$d --profile $(PROFILE) --homes $(XC_HOME) --quiet || exit 1; done
 	$(BIN)/xc results --profile $(PROFILE) --datasets $(RESULTS_DATASETS) --home $(XC_HOME) --out $(RESULTS_OUT)
 
 # ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first

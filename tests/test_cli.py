@@ -114,27 +114,3 @@ def test_every_command_names_a_folder_data_set_by_its_name_not_the_path_it_was_g
         assert main([*argv, *where]) == 0
         assert json.loads(capsys.readouterr().out)["dataset"] == "shop-xc", argv
 
-
-def test_a_command_registered_twice_is_an_error_unless_its_module_also_ran_as_a_script(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """``python -m xc_core.stages.peer`` registers the module's command from ``__main__`` and again when anything
-    imports the module: the imported copy is kept; two modules registering one name is still an error."""
-    from xc_core import stages
-    from xc_core.stages import Command, register
-
-    def command(module: str) -> Command:
-        def run(args: object) -> dict[str, object]:
-            return {}
-
-        run.__module__ = module
-        return Command("twice", "a test command", lambda parser: None, run)
-
-    monkeypatch.setattr(stages, "COMMANDS", {})
-    script, imported = command("__main__"), command("xc_core.stages.twice")
-    register(script)
-    register(imported)  # the module imported after it ran as a script
-    assert stages.COMMANDS["twice"] is imported
-    register(command("__main__"))  # and the other way round
-    assert stages.COMMANDS["twice"] is imported
-    with pytest.raises(ValueError, match="command 'twice' registered twice"):
-        register(command("xc_core.stages.other"))

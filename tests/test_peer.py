@@ -34,12 +34,16 @@ def test_pecos_scores_the_same_split_with_xcs_metrics(tiny_home: Path, tmp_path:
     assert summary["P@1"] > 10 * chance
     out = eval_dir(tmp_path, "synthetic", "pecos", "tiny")
     assert {"per_row.npz", "ci.parquet", "metrics.json"} <= {p.name for p in out.iterdir()}
-    # `xc peer` (the `peer_eval` asset's command) on the same home reuses the finished peer run
+    # `xc peer` (the `peer_eval` asset's command) on the same home reuses the finished peer run, and writes the
+    # same evaluation into every home it is given (the seed homes of `make results`)
     from xc_core.cli import main
 
-    assert main(["peer", "--dataset", "synthetic", "--profile", "tiny", "--home", str(tmp_path), "--quiet"]) == 0
+    seed_home = tmp_path / "seed-1"
+    assert main(["peer", "--dataset", "synthetic", "--profile", "tiny", "--homes", str(tmp_path), str(seed_home),
+                 "--quiet"]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert again["pecos"]["P@1"] == summary["P@1"] and again["pecos"]["test_split"] == summary["test_split"]
+    assert (eval_dir(seed_home, "synthetic", "pecos", "tiny") / "per_row.npz").exists()
     assert json.loads((folder / "peer.json").read_text())["seconds"] > 0
 
 
@@ -49,7 +53,7 @@ def test_xc_run_refuses_an_unknown_peer_or_a_missing_peer_environment_before_any
 
     home = tmp_path / "home"
     run = ["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--methods", "pretrained"]
-    with pytest.raises(SystemExit, match=r"--peers linear: choose from pecos, pecos-xc"):
+    with pytest.raises(SystemExit, match=r"--peers linear: unknown peer linear: choose from pecos, pecos-xc"):
         main([*run, "--peers", "linear"])
     monkeypatch.setattr(peer_eval, "PEER_PYTHON", tmp_path / "no-venv" / "bin" / "python")
     with pytest.raises(SystemExit, match=r"--peers pecos: .*no-venv/bin/python missing: run `make peers` first"):

@@ -103,17 +103,13 @@ def cmd_run(args: argparse.Namespace) -> dict[str, object]:
 
 def _peers(args: argparse.Namespace) -> tuple[str, ...]:
     """The linear peers ``--peers`` names, each known and its environment built: checked before any stage runs."""
-    from xc_core.stages.peer import PEERS, require_peer_environment
+    from xc_core.stages.peer import check_peers
 
     peers = tuple(p for p in args.peers.split(",") if p)
-    unknown = [p for p in peers if p not in PEERS]
-    if unknown:
-        raise SystemExit(f"xc {args.command}: --peers {','.join(unknown)}: choose from {', '.join(PEERS)}")
-    if peers:
-        try:
-            require_peer_environment()
-        except FileNotFoundError as err:
-            raise SystemExit(f"xc {args.command}: --peers {args.peers}: {err}") from err
+    try:
+        check_peers(peers)
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"xc {args.command}: --peers {args.peers}: {err}") from err
     return peers
 
 

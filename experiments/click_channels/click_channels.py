@@ -12,7 +12,7 @@ labels trained before the block ("seen"). Then the memory, popularity and the un
     .venv/bin/python experiments/click_channels/click_channels.py --home /work/exp_home --dataset aol-1000 --dump
     .venv/bin/python experiments/click_channels/click_channels.py --home /work/exp_home --dataset aol-1000
 
-The encoder's document vectors are read from ``python -m xc_core.stages.peer --peer pecos-xc``'s exchange folder (the
+The encoder's document vectors are read from ``xc peer --peer pecos-xc``'s exchange folder (the
 untrained encoder's), so the model must be ``pretrained-clf``.
 """
 

@@ -39,7 +39,7 @@ def table(homes: dict[int, Path], method: str = "pretrained-clf") -> dict[int, d
     # `pretrained` is the untrained encoder: no seed changes it (13.74 P@1 in the homes of seeds 0 and 1 alike), so a
     # seed home that did not score it again is paired with the first home's record, on the same test split
     first_encoder = EvaluationRecord.load(first / "eval/aol-1000/pretrained-demo")
-    assert pecos is not None, f"{first}: PECOS not scored (python -m xc_core.stages.peer)"
+    assert pecos is not None, f"{first}: PECOS not scored (xc peer)"
     out: dict[int, dict[str, object]] = {}
     for seed, home in homes.items():
         clf = EvaluationRecord.load(home / f"eval/aol-1000/{method}-demo")

@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--methods", default="pretrained,dual_encoder,ramen")
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--peer", action="store_true", help="also score PECOS XR-Linear in every home "
-                        "(python -m xc_core.stages.peer; needs `make peers`)")
+                        "(xc peer; needs `make peers`)")
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:

@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--homes", nargs="+", required=True, type=Path)
     parser.add_argument("--methods", default="pecos,pretrained,dual_encoder,ramen,pretrained-clf,dual_encoder-clf,"
                         "ramen-clf", help="methods not evaluated in any home are left out; 'pecos' is the linear "
-                        "peer (python -m xc_core.stages.peer)")
+                        "peer (xc peer)")
     parser.add_argument("--pairs", default="ramen:dual_encoder,ramen:pretrained,dual_encoder:pretrained,"
                         "pretrained-clf:pretrained,dual_encoder-clf:dual_encoder,ramen-clf:ramen,"
                         "ramen-clf:dual_encoder-clf,pretrained-clf:pecos,dual_encoder-clf:pecos,ramen-clf:pecos")

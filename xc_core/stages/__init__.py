@@ -78,14 +78,9 @@ STAGES = ("ingest", "simulate", "graph_tables", "dataset", "anchor_sets", "train
 
 
 def register(command: Command) -> Command:
-    """Add ``command`` to :data:`COMMANDS`; a name registered twice is an error, except by the same module once run
-    as a script (``python -m xc_core.stages.peer``: its ``__main__`` copy and its imported copy both register; the
-    imported one is kept)."""
-    existing = COMMANDS.get(command.name)
-    if existing is not None and "__main__" not in (existing.run.__module__, command.run.__module__):
+    if command.name in COMMANDS:
         raise ValueError(f"command '{command.name}' registered twice")
-    if existing is None or existing.run.__module__ == "__main__":
-        COMMANDS[command.name] = command
+    COMMANDS[command.name] = command
     return command
 
 

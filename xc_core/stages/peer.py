@@ -3,8 +3,8 @@
 
     make peers   # once: .venv-peers with libpecos 1.2.8 (numpy<2, scipy<1.14; never in xc's environment)
     xc peer --dataset synthetic --profile demo --home ~/.xc            # the `peer_eval` asset, one home
-    .venv/bin/python -m xc_core.stages.peer --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 /tmp/xc-s1
-    .venv/bin/python -m xc_core.stages.peer --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 --peer pecos-xc
+    xc peer --dataset wikispeedia --profile cpu --homes /tmp/xc-s0 /tmp/xc-s1     # the same result into seed homes
+    xc peer --dataset wikispeedia --profile cpu --home /tmp/xc-s0 --peer pecos-xc
 
 Writes the data set's training and test documents and the training labels as an XC-repository-style folder
 (``<first home>/peers/<data set>/``, ``peers/<data set>-xc/`` for ``pecos-xc`` with the encoder's vectors as
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,17 @@ PEERS = {"pecos": ("tfidf", ""), "pecos-xc": ("hybrid", "-xc")}
 
 def _line(text: str) -> str:
     return " ".join(text.split())  # one document per line: no newline may survive in a text
+
+
+def check_peers(peers: list[str] | tuple[str, ...]) -> None:
+    """Raises ValueError for a name not in :data:`PEERS`, FileNotFoundError when the peers' environment is not built
+    (each one line, the fix in it): what ``xc run --peers`` checks before any stage and ``peer_eval`` before it
+    scores."""
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise ValueError(f"unknown peer {', '.join(unknown)}: choose from {', '.join(PEERS)}")
+    if peers:
+        require_peer_environment()
 
 
 def require_peer_environment() -> None:
@@ -141,10 +151,7 @@ SHOWN = ("P@1", "PSP@1", "P@5", "PSP@5", "R@10")
 def materialize_peers(home: Path, dataset: str, method: str | None, options: PeerOptions) -> dict[str, Any]:
     """The ``peer_eval`` asset: each peer scored on the data set's test split into ``eval/<data set>/<peer>-<profile>``
     of ``home``, where the report, its label-decile table and ``xc run``'s summary find it beside the methods."""
-    unknown = sorted(set(options.peers) - set(PEERS))
-    if unknown:
-        raise ValueError(f"unknown peer {', '.join(unknown)}: choose from {', '.join(PEERS)}")
-    require_peer_environment()
+    check_peers(options.peers)
     scored = {peer: evaluate_peer(dataset, options.profile, [home], peer) for peer in options.peers}
     rows = ["| peer | " + " | ".join(SHOWN) + " |", "|---" * (len(SHOWN) + 1) + "|"]
     rows += [f"| {peer} | " + " | ".join(f"{100 * float(s.get(m, float('nan'))):.2f}" for m in SHOWN) + " |"
@@ -156,10 +163,10 @@ def materialize_peers(home: Path, dataset: str, method: str | None, options: Pee
 def _run(args: argparse.Namespace) -> Payload:
     from xc_core.paths import resolve_home
 
-    home = resolve_home(args.home)
+    homes = [resolve_home(h) for h in args.homes] if args.homes else [resolve_home(args.home)]
     peers = args.peer or ["pecos"]
     return {"dataset": args.dataset, "profile": args.profile,
-            **{peer: evaluate_peer(args.dataset, args.profile, [home], peer) for peer in peers}}
+            **{peer: evaluate_peer(args.dataset, args.profile, homes, peer) for peer in peers}}
 
 
 def _arguments(command: argparse.ArgumentParser) -> None:
@@ -167,6 +174,9 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     add_profile(command, help="the profile whose evaluation folders the peer joins")
     command.add_argument("--peer", action="append", choices=sorted(PEERS), default=None,
                          help="a linear peer to score (repeat for several; default: pecos)")
+    command.add_argument("--homes", nargs="+", default=None, metavar="HOME",
+                         help="score the first home's data set and write the same evaluation into every home "
+                              "(a peer has no training seed: the seed homes of `make results`; default: --home)")
 
 
 COMMAND = register(Command(
@@ -177,19 +187,3 @@ COMMAND = register(Command(
                      deps=("anchor_sets",), options=PeerOptions, kinds=("pecos",)),
     docs="docs/evaluation.md"))
 
-
-def main() -> None:
-    """The command line over several homes (the seed homes of ``make results``): score one peer on one data set into
-    the homes' eval folders; its summary on stdout."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", required=True)
-    parser.add_argument("--profile", required=True, help="the profile whose eval folders the peer joins")
-    parser.add_argument("--homes", type=Path, nargs="+", required=True)
-    parser.add_argument("--peer", choices=sorted(PEERS), default="pecos")
-    args = parser.parse_args()
-    json.dump(evaluate_peer(args.dataset, args.profile, args.homes, args.peer), sys.stdout, indent=2, default=float)
-    print()
-
-
-if __name__ == "__main__":
-    main()
