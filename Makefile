@@ -98,10 +98,12 @@ lint: $(STAMP) $(SCALE_STAMP)
 	$(BIN)/ruff check xc_core xc_assets tests benchmarks experiments
 	$(BIN)/mypy xc_core xc_assets tests benchmarks experiments
 
-# the suite on every core (pytest-xdist, at most TEST_WORKERS_MAX: each worker builds its own session homes); a test
-# file runs whole on one worker, so its module fixtures are built once; tests/conftest.py gives each worker its
-# share of the threads and homes of its own. TEST_WORKERS=1 for one worker; pytest without -n runs it serially.
-TEST_WORKERS ?= auto
+# the suite on one worker more than cores (pytest-xdist, at most TEST_WORKERS_MAX: each worker builds its own session
+# homes): a worker also waits on the servers, subprocesses and Dagster step processes its tests start, and the spare
+# worker fills those waits (docs/results/issue-65.md). A test file runs whole on one worker, so its module fixtures
+# are built once; tests/conftest.py gives each worker its share of the threads and homes of its own.
+# TEST_WORKERS=1 for one worker; pytest without -n runs it serially.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 TEST_WORKERS_MAX ?= 4
 test: $(STAMP) $(SCALE_STAMP) peers lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses $(TEST_WORKERS_MAX) --dist loadfile -m "not scale" --durations=20

@@ -7,12 +7,19 @@ silent fallback."""
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import urllib.request
 from pathlib import Path
 
 from xc_core.provenance import git_commit  # noqa: F401  # the one commit stamp, re-exported for tracking's callers
 from xc_core.storage import ARTIFACT_ROOT_ENV, database_url, postgres_server
+
+log = logging.getLogger(__name__)
+
+#: a folder for migrated empty MLflow databases, one per MLflow version, shared by the homes of a machine
+SCHEMA_CACHE_ENV = "XC_MLFLOW_SCHEMA_CACHE"
 
 
 def tracking_uri(home: Path) -> str:
@@ -27,7 +34,55 @@ def tracking_uri(home: Path) -> str:
         return database_url("mlflow")
     store = store_dir(home)
     store.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{store / 'mlflow.db'}"
+    database = store / "mlflow.db"
+    if not database.exists() and os.environ.get(SCHEMA_CACHE_ENV):
+        seed_from_schema(database, Path(os.environ[SCHEMA_CACHE_ENV]))
+    return f"sqlite:///{database}"
+
+
+def seed_from_schema(database: Path, cache: Path) -> None:
+    """Start a new sqlite store ``database`` as a copy of an empty database MLflow migrated itself.
+
+    MLflow creates a new store by running all its schema migrations (1.5–2 s a store on this machine kind), which
+    every new home pays: each seed's, each test's. With a cache folder, the migrations run once per MLflow version
+    into ``cache/mlflow-<version>-schema.db`` and each new store starts as its copy. MLflow then opens it as its own:
+    every table present, the schema checked against its head revision, and the Default experiment created with this
+    store's artifact root (the copy holds no experiment). A copy never replaces a database another process created
+    meanwhile; when the template cannot be made, MLflow initializes the store as without a cache."""
+    try:
+        template = _schema_template(cache)
+    except Exception as exc:  # a read-only or full cache folder: the store is still made, the slow way
+        log.warning("MLflow schema cache %s unusable (%s); MLflow migrates %s itself", cache, exc, database)
+        return
+    staged = database.with_name(f".{database.name}.{os.getpid()}.seed")
+    shutil.copyfile(template, staged)
+    try:
+        os.link(staged, database)  # fails, harmlessly, if the database appeared since the caller looked
+    except FileExistsError:
+        pass
+    finally:
+        staged.unlink()
+
+
+def _schema_template(cache: Path) -> Path:
+    """The migrated empty database of the installed MLflow in ``cache``, made (atomically) when missing."""
+    from importlib.metadata import version
+
+    template = cache / f"mlflow-{version('mlflow')}-schema.db"
+    if template.exists():
+        return template
+    import sqlalchemy
+    from mlflow.store.db.utils import _initialize_tables  # what MLflow's store runs on an empty database
+
+    cache.mkdir(parents=True, exist_ok=True)
+    staged = template.with_name(f".{template.name}.{os.getpid()}.tmp")
+    engine = sqlalchemy.create_engine(f"sqlite:///{staged}")
+    try:
+        _initialize_tables(engine)
+    finally:
+        engine.dispose()
+    os.replace(staged, template)
+    return template
 
 
 def store_dir(home: Path) -> Path:
