@@ -36,6 +36,7 @@ def _trained_stand_in(encoder: Any, seed: int) -> Any:
 
     other = copy.copy(encoder)
     other.model = copy.deepcopy(encoder.model)
+    other.runner = other.model  # what torch's forward calls
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in other.model.parameters():
