@@ -196,10 +196,13 @@ def test_xc_run_tiny_materializes_everything_and_reuse_data_trains_more(
 
     anchors_before = (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns
     assert main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--quiet",
-                 "--reuse-data", "--methods", "dual_encoder", "--json"]) == 0
+                 "--reuse-data", "--methods", "dual_encoder", "--seed", "3", "--json"]) == 0
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert json.loads((home / "last-run.json").read_text()) == second  # saved whichever output was asked for
     assert second["success"] and second["reused_data"] and list(second["methods"]) == ["dual_encoder"]
+    # --seed is the training's: the model's record carries it, the summary says it (the first run: the profile's)
+    trained = json.loads((home / "models" / "synthetic" / "dual_encoder-tiny" / "train_summary.json").read_text())
+    assert (trained["seed"], second["seed"], first["seed"]) == (3, 3, 0)
     assert (home / "anchor_sets" / "synthetic" / "meta.json").stat().st_mtime_ns == anchors_before  # not rebuilt
     assert {p.name for p in (home / "eval" / "synthetic").iterdir()} == {"pretrained-tiny", "ramen-tiny", "pecos-tiny",
                                                                         "dual_encoder-tiny", "validation"}

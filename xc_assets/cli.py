@@ -64,7 +64,8 @@ def _watched(args: argparse.Namespace, home: Path) -> Iterator[TextIO | None]:
     home.mkdir(parents=True, exist_ok=True)
     if not args.json:
         print(f"xc {args.command} --dataset {getattr(args, 'dataset', None) or getattr(args, 'datasets', '')} "
-              f"--profile {args.profile}: the Dagster log and the libraries' messages go to {log}", flush=True)
+              f"--profile {args.profile}{_seed_flag(args)}: the Dagster log and the libraries' messages go to {log}",
+              flush=True)
     try:
         with stderr_to(log), bars_to(sys.stdout if sys.stdout.isatty() and not args.json else None):
             yield None if args.json else sys.stdout
@@ -82,6 +83,11 @@ def cmd_promote(args: argparse.Namespace) -> dict[str, object]:
         return promote_methods(dataset, args.profile, home, methods, min_lead=args.min_lead, progress=progress)
 
 
+def _seed_flag(args: argparse.Namespace) -> str:
+    seed = getattr(args, "seed", None)
+    return "" if seed is None else f" --seed {seed}"
+
+
 def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     from xc_assets.progress import log_tail
     from xc_assets.run import run_pipeline
@@ -92,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> dict[str, object]:
     with _watched(args, home) as progress:
         summary = run_pipeline(dataset=dataset, profile=args.profile, home=home, methods=methods,
                                reuse_data=args.reuse_data, min_lead=args.min_lead, dask_address=address,
-                               progress=progress, peers=peers)
+                               progress=progress, peers=peers, seed=args.seed)
     if not summary["success"] and not args.quiet:  # the table says which step; the log says why
         print(f"xc run: a step failed; the last lines of {home / RUN_LOG}:\n{log_tail(home / RUN_LOG)}",
               file=sys.stderr)
@@ -214,6 +220,11 @@ def _pipeline_arguments(command: argparse.ArgumentParser, run: bool) -> None:
     if run:
         command.add_argument("--reuse-data", action="store_true", help="skip the data lineage run and train on the "
                                                                        "anchor sets already materialized in --home")
+        command.add_argument("--seed", type=int, default=None, metavar="N",
+                             help="every method's training seed (default: the profile's, 0): it draws the training "
+                                  "subsample, validation rows, batches and the classifier's folds; the data and the "
+                                  "test split stay the same. Give each seed its own --home: the gate compares "
+                                  "with the home's champion")
         command.add_argument("--peers", default="", metavar="PEERS",
                              help="comma-separated linear peers to score on the same test split before the report "
                                   "(pecos, pecos-xc; their environment: make peers), shown beside the methods in "

@@ -33,6 +33,7 @@ from xc_assets.launch import (
 )
 from xc_assets.progress import STEP_TIMES, StepProgress, step_label, watcher
 from xc_core.datasets.registry import get_dataset_spec
+from xc_core.profiles import get_profile
 
 SUMMARY_KEYS = ("rows_read", "rows_accepted", "rows_rejected", "events_stored", "documents", "labels",
                 "train_documents", "test_documents", "leaked_test_nodes", "proxy_edges", "reachable_train_labels")
@@ -51,6 +52,7 @@ class RunJobs:
     home: Path
     progress: StepProgress | None = None
     peers: tuple[str, ...] = ()
+    seed: int | None = None  # every method's training seed (None: the profile's)
     _built: dict[str, dg.JobDefinition] = field(default_factory=dict)
 
     def job(self, role: str) -> dg.JobDefinition:
@@ -81,7 +83,7 @@ def _method_run(jobs: RunJobs, profile: str, method: str, instance: dg.DagsterIn
     """One method partition's run (encoder → label_index → offline_eval → ab_vs_control): in this process, or its
     steps on the dask cluster at ``dask_address`` (:mod:`xc_assets.distributed`); the same config either way."""
     dataset, home = jobs.dataset, jobs.home
-    run_config = method_run_config(dataset, profile)
+    run_config = method_run_config(dataset, profile, seed=jobs.seed)
     tags = {"xc/dataset": dataset, "xc/profile": profile, "xc/method": method}
     if dask_address:
         from xc_assets.distributed import materialize_on_dask  # dagster-dask: the optional extra `scale`
@@ -248,7 +250,8 @@ def _finish(summary: dict[str, object], home: Path, started: float) -> dict[str,
 
 def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...] | None = None,
                  reuse_data: bool = False, min_lead: float = 0.0, dask_address: str | None = None,
-                 progress: TextIO | None = None, peers: tuple[str, ...] = ()) -> dict[str, object]:
+                 progress: TextIO | None = None, peers: tuple[str, ...] = (),
+                 seed: int | None = None) -> dict[str, object]:
     """Data lineage in one run (with its checks), then training/evaluation per method and the report.
 
     ``reuse_data`` skips the lineage run when its anchor sets are already materialized in ``home`` (e.g. to
@@ -258,19 +261,23 @@ def run_pipeline(dataset: str, profile: str, home: Path, methods: tuple[str, ...
     cluster there (``xc run --executor dask``); None keeps every run in this process. ``progress``: where a line
     per step start and end goes (:class:`xc_assets.progress.StepProgress`; None: nowhere). ``peers``: the linear
     peers (``xc_core.stages.peer.PEERS``) scored on the same test split before the report, so that its tables and
-    the summary show them beside the methods (``make run`` asks for PECOS)."""
+    the summary show them beside the methods (``make run`` asks for PECOS). ``seed``: every method's training seed
+    (None: the profile's), recorded in the summary."""
     from xc_core.methods import dependency_order, run_methods
 
     started = time.perf_counter()
     methods = tuple(dependency_order(run_methods() if methods is None else methods))
-    jobs = RunJobs(dataset, home, peers=peers)
+    jobs = RunJobs(dataset, home, peers=peers, seed=seed)
     if reuse_data:
-        return _reuse_data(jobs, profile, methods, started, min_lead, dask_address, progress)
-    _progress(jobs, methods, progress)
-    try:
-        return _run_all(jobs, profile, methods, started, min_lead, dask_address)
-    finally:
-        _save_times(jobs)
+        summary = _reuse_data(jobs, profile, methods, started, min_lead, dask_address, progress)
+    else:
+        _progress(jobs, methods, progress)
+        try:
+            summary = _run_all(jobs, profile, methods, started, min_lead, dask_address)
+        finally:
+            _save_times(jobs)
+    summary["seed"] = get_profile(profile).seed if seed is None else seed
+    return summary
 
 
 def _run_all(jobs: RunJobs, profile: str, methods: tuple[str, ...], started: float, min_lead: float,
