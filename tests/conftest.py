@@ -44,7 +44,7 @@ _onnx_cache = (Path(tempfile.gettempdir()) / f"xc-test-onnx-{_run_id}" if _run_i
 atexit.register(shutil.rmtree, _onnx_cache, ignore_errors=True)
 os.environ["XC_ONNX_CACHE"] = str(_onnx_cache)
 # Likewise one migrated empty MLflow database (``tracking/store.seed_from_schema``): each test home's sqlite store
-# starts as its copy instead of running MLflow's migrations again (~1.5 s a home, some 80 homes a run).
+# starts as its copy instead of running MLflow's migrations again (~1.4 s a home, ~50 homes a run in the workers).
 _schema_cache = (Path(tempfile.gettempdir()) / f"xc-test-mlflow-schema-{_run_id}" if _run_id
                  else Path(tempfile.mkdtemp(prefix="xc-test-mlflow-schema-")))
 atexit.register(shutil.rmtree, _schema_cache, ignore_errors=True)

@@ -113,3 +113,16 @@ def test_stored_graphs_serve_the_same_weights_and_their_architecture_other_weigh
     assert direct["encoder_runtime"] == "onnxruntime" and "architecture" not in direct["onnx"], direct
     assert not template.exists() and (cache.folder / f"{ExportCache.key(third)}.onnx").exists()
     assert not list(cache.folder.glob(".*partial"))
+
+
+def test_an_architecture_found_unrebindable_is_exported_directly_without_a_template(tmp_path: Path) -> None:
+    """What :func:`export_template` found once (a parameter folded into something else) is remembered: the next
+    encoder of that architecture is exported directly, not through a template export that cannot serve it."""
+    cache = ExportCache(tmp_path / "store")
+    encoder = _encoder(tmp_path / "bert", seed=0)
+    arch = ExportCache.architecture_key(encoder)
+    cache.mark_unrebindable(arch, "initializer val_1 [4, 4] is no parameter of the module")
+    assert cache.unrebindable(arch) == "initializer val_1 [4, 4] is no parameter of the module"
+    found = export_checked(encoder, tmp_path / "a.onnx", SAMPLE, cache)
+    assert found["encoder_runtime"] == "onnxruntime" and "architecture" not in found["onnx"], found
+    assert not (cache.folder / f"{arch}.onnx").exists() and (cache.folder / f"{ExportCache.key(encoder)}.onnx").exists()

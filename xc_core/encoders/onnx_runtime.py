@@ -63,12 +63,10 @@ class ExportCache:
         import onnxscript
         import torch
 
-        from xc_core.encoders import text, tower
         from xc_core.encoders.vector_cache import weights_digest
 
         digest = hashlib.sha256(f"{weights_digest(encoder)}\0{torch.__version__}\0{onnxscript.__version__}\0".encode())
-        for source in (str(text.__file__), str(tower.__file__), __file__):  # what the graph is traced from
-            digest.update(Path(source).read_bytes())
+        _add_traced_sources(digest)
         return digest.hexdigest()[:32]
 
     @staticmethod
@@ -78,8 +76,6 @@ class ExportCache:
         torch's and onnxscript's versions."""
         import onnxscript
         import torch
-
-        from xc_core.encoders import text, tower
 
         module = _pooled(encoder)
         digest = hashlib.sha256(f"{type(encoder.model).__name__}\0{torch.__version__}\0{onnxscript.__version__}\0"
@@ -91,8 +87,7 @@ class ExportCache:
             digest.update(f"{name}:{tuple(parameter.shape)}:{parameter.dtype}\0".encode())
         for name, buffer in module.named_buffers():
             digest.update(f"{name}\0".encode() + buffer.detach().cpu().contiguous().numpy().tobytes())
-        for source in (str(text.__file__), str(tower.__file__), __file__):
-            digest.update(Path(source).read_bytes())
+        _add_traced_sources(digest)
         return "arch-" + digest.hexdigest()[:27]
 
     def fetch_template(self, arch: str) -> tuple[Path, dict[str, list[str]], str] | None:
@@ -107,6 +102,22 @@ class ExportCache:
 
     def store_template(self, arch: str, path: Path, binding: dict[str, list[str]], exporter: str) -> None:
         self._write(arch, path, {"exporter": exporter, "binding": binding})
+
+    def mark_unrebindable(self, arch: str, reason: str) -> None:
+        """Remember that ``arch``'s graph folds a parameter (:func:`export_template`): its encoders are exported
+        directly, without first exporting a template that cannot serve them."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / f"{arch}.unrebindable").write_text(reason + "\n")
+        except OSError as err:
+            log.warning("ONNX export cache: could not mark %s unrebindable (%s)", arch, err)
+
+    def unrebindable(self, arch: str) -> str | None:
+        """Why ``arch`` cannot be rebound, when a template export found so; else None."""
+        try:
+            return (self.folder / f"{arch}.unrebindable").read_text().strip()
+        except OSError:
+            return None
 
     def fetch(self, key: str, path: Path) -> str | None:
         """Copy the graph stored under ``key`` to ``path``; its exporter's name, or None when none is stored."""
@@ -224,6 +235,14 @@ def export_template(encoder: TextEncoder, path: Path) -> tuple[str, dict[str, li
     return exporter, binding
 
 
+def _add_traced_sources(digest: Any) -> None:
+    """Hash the modules a graph is traced from (pooling, tower, this exporter) into ``digest``."""
+    from xc_core.encoders import text, tower
+
+    for source in (str(text.__file__), str(tower.__file__), __file__):
+        digest.update(Path(source).read_bytes())
+
+
 def _fingerprint(array: np.ndarray) -> tuple[Any, ...]:
     array = np.ascontiguousarray(array)
     return array.shape, array.dtype.str, hashlib.sha1(array.tobytes()).hexdigest()
@@ -278,6 +297,8 @@ def _rebound(encoder: TextEncoder, path: Path, sample: list[str],
     """The encoder's weights in its architecture's graph (exported and stored first when missing), checked, and the
     exporter's name; None when the architecture cannot be rebound or its graph fails (exported directly instead)."""
     arch = ExportCache.architecture_key(encoder)
+    if cache.unrebindable(arch) is not None:
+        return None
     stored = cache.fetch_template(arch)
     if stored is None:
         template = path.with_name(f".{path.name}.template.onnx")
@@ -286,6 +307,8 @@ def _rebound(encoder: TextEncoder, path: Path, sample: list[str],
         except Exception as exc:  # a graph with folded parameters, or no export at all: a direct export next
             template.unlink(missing_ok=True)
             log.info("ONNX export: no architecture graph to rebind (%s); exporting these weights directly", exc)
+            if isinstance(exc, ValueError):  # the architecture's, not this attempt's: never tried again
+                cache.mark_unrebindable(arch, str(exc))
             return None
         cache.store_template(arch, template, binding, exporter)
         stored = (template, binding, exporter)
