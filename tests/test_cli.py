@@ -114,3 +114,20 @@ def test_every_command_names_a_folder_data_set_by_its_name_not_the_path_it_was_g
         assert main([*argv, *where]) == 0
         assert json.loads(capsys.readouterr().out)["dataset"] == "shop-xc", argv
 
+
+
+def test_a_negative_or_non_integer_seed_is_refused_before_the_home_is_touched(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from xc_assets.cli import main
+
+    home = tmp_path / "home"
+    for bad in ("-1", "one"):
+        with pytest.raises(SystemExit) as stop:
+            main(["run", "--dataset", "synthetic", "--profile", "tiny", "--home", str(home), "--seed", bad])
+        assert stop.value.code == 2
+        assert f"argument --seed: '{bad}' is not a seed: give a non-negative integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["results", "--profile", "tiny", "--datasets", "synthetic", "--home", str(home), "--seeds", "0,-1"])
+    assert stop.value.code == 2
+    assert "argument --seeds: '0,-1': comma-separated non-negative integers" in capsys.readouterr().err
+    assert not home.exists()

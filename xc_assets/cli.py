@@ -141,17 +141,25 @@ def cmd_results(args: argparse.Namespace) -> dict[str, object]:
     home = resolve_home(args.home)
     with _watched(args, home) as progress:
         summary = run_results(home, args.profile, [d for d in args.datasets.split(",") if d], methods,
-                              seeds=_seeds(args.seeds), out=Path(args.out) if args.out else None,
+                              seeds=args.seeds, out=Path(args.out) if args.out else None,
                               retrain=args.retrain, progress=progress)
     return {"results": summary["results"], "json": summary["json"], "header": summary["header"],
             "datasets": summary["datasets"], "ran": summary["ran"]}
 
 
+def _seed(text: str) -> int:
+    """A training seed: a non-negative integer (numpy's seed sequences take no negative entropy)."""
+    value = int(text) if text.strip().isdigit() else -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed: give a non-negative integer, e.g. 0, 1 or 2")
+    return value
+
+
 def _seeds(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError as err:
-        raise SystemExit(f"xc results --seeds {text}: comma-separated integers, e.g. 0,1,2") from err
+        return tuple(_seed(part) for part in text.split(",") if part.strip())
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated non-negative integers, e.g. 0,1,2") from err
 
 
 def _results_table(payload: dict[str, object]) -> str:
@@ -194,8 +202,9 @@ def _results_arguments(command: argparse.ArgumentParser) -> None:
                          help=f"comma-separated registered methods, run in the order their requirements give "
                               f"(default: {','.join(result_methods())})")
     command.add_argument("--out", default="", help="folder for RESULTS.md and results.json (default: ./docs)")
-    command.add_argument("--seeds", default="0", help="comma-separated training seeds: the tables are the first's, "
-                                                      "more add a mean ± sd table (default 0)")
+    command.add_argument("--seeds", type=_seeds, default="0",
+                         help="comma-separated training seeds: the tables are the first's, more add a mean ± sd "
+                              "table (default 0)")
     command.add_argument("--retrain", action="store_true", help="train every method anew (default: only what is "
                                                                 "missing, or stale: its code or data changed)")
     command.add_argument("--json", action="store_true", help="print the whole results JSON as one line")
@@ -220,7 +229,7 @@ def _pipeline_arguments(command: argparse.ArgumentParser, run: bool) -> None:
     if run:
         command.add_argument("--reuse-data", action="store_true", help="skip the data lineage run and train on the "
                                                                        "anchor sets already materialized in --home")
-        command.add_argument("--seed", type=int, default=None, metavar="N",
+        command.add_argument("--seed", type=_seed, default=None, metavar="N",
                              help="every method's training seed (default: the profile's, 0): it draws the training "
                                   "subsample, validation rows, batches and the classifier's folds; the data and the "
                                   "test split stay the same. Give each seed its own --home: the gate compares "
