@@ -30,17 +30,20 @@ def out_of_fold_grid(home: Path, dataset: str, profile: str) -> Any:
     import xc_core.classifier.stage as stage
     from xc_core.datasets.container import XCDataset
     from xc_core.methods import get_method
-    from xc_core.methods.encoder.training import train_config
+    from xc_core.methods.encoder import EncoderMethod
+    from xc_core.methods.encoder.training import classifier_stage_inputs, train_config
     from xc_core.paths import dataset_dir, model_dir
     from xc_core.profiles import get_profile
-    from xc_core.training.selection import fine_tuned_rows
 
     data = XCDataset.load(dataset_dir(home, dataset))
     chosen = get_profile(profile)
     model = model_dir(home, dataset, "dual_encoder-clf", profile)
     summary = json.loads((model / "train_summary.json").read_text())
-    method = get_method("dual_encoder-clf")
-    rows = fine_tuned_rows(data, train_config(method, chosen), summary)  # type: ignore[arg-type]
+    # what the method's own stage saw: validation rows held out, the encoder's training rows never scored
+    found = get_method("dual_encoder-clf")
+    if not isinstance(found, EncoderMethod) or not found.classifier:
+        raise SystemExit(f"{found.name}: not a dual-encoder method with a classifier stage (e.g. dual_encoder-clf)")
+    seen, rows, cfg = classifier_stage_inputs(data, train_config(found, chosen, dataset=data), summary, chosen)
     captured: dict[str, Any] = {}
 
     class Captured(Exception):
@@ -52,13 +55,13 @@ def out_of_fold_grid(home: Path, dataset: str, profile: str) -> Any:
 
     real, stage.choose_fusion = stage.choose_fusion, capture
     try:
-        stage.fit_classifier_stage(data, model / "encoder", int(summary.get("max_length", 32)), chosen.classifier,
+        stage.fit_classifier_stage(seen, model / "encoder", int(summary.get("max_length", 32)), cfg,
                                    model / "probe", rows, vector_cache=home / "cache")
     except Captured:
         pass
     finally:
         stage.choose_fusion = real
-    return captured["grid"], chosen.classifier
+    return captured["grid"], cfg
 
 
 def scores(grid: Any, fusion: Any) -> dict[str, float]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xc_core.datasets.container import XCDataset
 from xc_core.methods.base import Fitted, TrainJob
@@ -15,6 +15,11 @@ from xc_core.methods.encoder import EncoderMethod, base_method_name
 from xc_core.paths import model_dir, vectors_dir
 from xc_core.profiles import Profile, encoder_config, train_settings
 from xc_core.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from xc_core.classifier.config import ClassifierConfig
 
 
 class MlflowSink:
@@ -120,19 +125,8 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
     classifier_dir = None
     if method.classifier:
         from xc_core.classifier.stage import stage_key
-        from xc_core.training.selection import fine_tuned_rows
-        from xc_core.training.validation import validation_split
 
-        clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
-        rows = fine_tuned_rows(job.dataset, cfg, summary)
-        if rows is not None and cfg.train_before_day is not None:
-            # the encoder trained on clicks before the stage's first block only: a block's query it trained on is a
-            # repeated query, as in the test period, so the stage scores it (nothing is left out)
-            rows = rows[:0]
-        # the stage never sees what the validation rows are scored on, as the encoder never does: the gate decides
-        # on those rows (the promotion split), so a -clf's score there must be out of sample
-        seen = validation_split(job.dataset, cfg).holdout_view(job.dataset) if clf_cfg.hold_out_validation \
-            else job.dataset
+        seen, rows, clf_cfg = classifier_stage_inputs(job.dataset, cfg, summary, profile)
         key = stage_key(seen, encoder_dir, enc_cfg.max_length, clf_cfg, rows)
         twin = _same_classifier(job.home, job.dataset.name, method.name, profile.name, cfg.seed, key)
         classifier_dir, clf_summary = _fit_classifier(seen, encoder_dir, enc_cfg.max_length, rows, clf_cfg,
@@ -146,6 +140,35 @@ def fit(method: EncoderMethod, job: TrainJob) -> Fitted:
         "encoder_dir": str(encoder_dir), "max_length": enc_cfg.max_length, "seed": cfg.seed, "train_config": stamp,
         "classifier_dir": str(classifier_dir) if classifier_dir else None, **summary,
         "val_recall@10": summary.get(f"val_recall@{cfg.val_k}")})
+
+
+def classifier_stage_inputs(dataset: XCDataset, cfg: TrainConfig, summary: dict[str, Any],
+                            profile: Profile) -> tuple[XCDataset, np.ndarray | None, ClassifierConfig]:
+    """What a ``-clf`` method's classifier stage is fit on, given its encoder's training record.
+
+    Args:
+        dataset: the method's data set.
+        cfg: the encoder's training settings (:func:`train_config`).
+        summary: the encoder's training record (``train_summary.json``).
+        profile: the profile the method runs under.
+
+    Returns:
+        (the data set the stage sees: its validation rows held out when the profile says so; the training rows the
+        stage never scores, or None; the stage's settings, seeded by the training seed).
+    """
+    from xc_core.training.selection import fine_tuned_rows
+    from xc_core.training.validation import validation_split
+
+    clf_cfg = profile.classifier.model_copy(update={"seed": cfg.seed})
+    rows = fine_tuned_rows(dataset, cfg, summary)
+    if rows is not None and cfg.train_before_day is not None:
+        # the encoder trained on clicks before the stage's first block only: a block's query it trained on is a
+        # repeated query, as in the test period, so the stage scores it (nothing is left out)
+        rows = rows[:0]
+    # the stage never sees what the validation rows are scored on, as the encoder never does: the gate decides on
+    # those rows (the promotion split), so a -clf's score there must be out of sample
+    seen = validation_split(dataset, cfg).holdout_view(dataset) if clf_cfg.hold_out_validation else dataset
+    return seen, rows, clf_cfg
 
 
 def _fit_encoder(data: XCDataset, dataset: XCDataset, method: EncoderMethod, enc_cfg: Any, cfg: TrainConfig, out: Path,

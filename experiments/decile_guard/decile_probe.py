@@ -16,7 +16,8 @@ documents), so a row's label bins are those its own W saw. Variants:
 - ``each rare decile``: also each of deciles 0–4 on its own;
 - ``rare half, lifted``: the ``rare half`` guard, with the tail offset τ lifting deciles 0–4 (not only the tail bin).
 
-    .venv/bin/python experiments/decile_guard/probe.py --home HOME --dataset synthetic [--method dual_encoder-clf]
+    .venv/bin/python experiments/decile_guard/decile_probe.py --home HOME --dataset synthetic \\
+        [--method dual_encoder-clf]
 """
 
 from __future__ import annotations
@@ -43,16 +44,20 @@ def out_of_fold(home: Path, dataset: str, profile: str, method: str) -> tuple[An
     import xc_core.classifier.stage as stage
     from xc_core.datasets.container import XCDataset
     from xc_core.methods import get_method
-    from xc_core.methods.encoder.training import train_config
+    from xc_core.methods.encoder import EncoderMethod
+    from xc_core.methods.encoder.training import classifier_stage_inputs, train_config
     from xc_core.paths import dataset_dir, model_dir
     from xc_core.profiles import get_profile
-    from xc_core.training.selection import fine_tuned_rows
 
     data = XCDataset.load(dataset_dir(home, dataset))
     chosen = get_profile(profile)
     model = model_dir(home, dataset, method, profile)
     summary = json.loads((model / "train_summary.json").read_text())
-    rows = fine_tuned_rows(data, train_config(get_method(method), chosen), summary)  # type: ignore[arg-type]
+    # what the method's own stage saw: validation rows held out, the encoder's training rows never scored
+    found = get_method(method)
+    if not isinstance(found, EncoderMethod) or not found.classifier:
+        raise SystemExit(f"{found.name}: not a dual-encoder method with a classifier stage (e.g. dual_encoder-clf)")
+    seen, rows, cfg = classifier_stage_inputs(data, train_config(found, chosen, dataset=data), summary, chosen)
     captured: dict[str, Any] = {}
 
     class Captured(Exception):
@@ -69,13 +74,13 @@ def out_of_fold(home: Path, dataset: str, profile: str, method: str) -> tuple[An
     real_choose, real_folds = stage.choose_fusion, folds_module.out_of_fold
     stage.choose_fusion, folds_module.out_of_fold = capture_grid, capture_folds
     try:
-        stage.fit_classifier_stage(data, model / "encoder", int(summary.get("max_length", 32)), chosen.classifier,
+        stage.fit_classifier_stage(seen, model / "encoder", int(summary.get("max_length", 32)), cfg,
                                    model / "probe", rows, vector_cache=home / "cache")
     except Captured:
         pass
     finally:
         stage.choose_fusion, folds_module.out_of_fold = real_choose, real_folds
-    return captured["grid"].parts, captured["folds"], chosen.classifier, data
+    return captured["grid"].parts, captured["folds"], cfg, seen
 
 
 def decile_grid(parts: list[Any], folds: list[Any]) -> Any:
