@@ -38,49 +38,14 @@ RARE_HALF = (0, 4)  # deciles 0..4: the rarer half of the training positives
 
 
 def out_of_fold(home: Path, dataset: str, profile: str, method: str) -> tuple[Any, list[Any], Any, Any]:
-    """(the stage's out-of-fold grid parts, their folds, the classifier config, the data set) for the home's trained
-    ``method`` (the stage runs up to its choice, which is not made)."""
-    import xc_core.classifier.folds as folds_module
-    import xc_core.classifier.stage as stage
+    """(the stage's out-of-fold grid parts, their folds, the classifier config, the data set it saw) for the home's
+    trained ``method``, rebuilt as the method fit it."""
     from xc_core.datasets.container import XCDataset
-    from xc_core.methods import get_method
-    from xc_core.methods.encoder import EncoderMethod
-    from xc_core.methods.encoder.training import classifier_stage_inputs, train_config
-    from xc_core.paths import dataset_dir, model_dir
-    from xc_core.profiles import get_profile
+    from xc_core.methods.encoder.training import trained_stage_grids
+    from xc_core.paths import dataset_dir
 
-    data = XCDataset.load(dataset_dir(home, dataset))
-    chosen = get_profile(profile)
-    model = model_dir(home, dataset, method, profile)
-    summary = json.loads((model / "train_summary.json").read_text())
-    # what the method's own stage saw: validation rows held out, the encoder's training rows never scored
-    found = get_method(method)
-    if not isinstance(found, EncoderMethod) or not found.classifier:
-        raise SystemExit(f"{found.name}: not a dual-encoder method with a classifier stage (e.g. dual_encoder-clf)")
-    seen, rows, cfg = classifier_stage_inputs(data, train_config(found, chosen, dataset=data), summary, chosen)
-    captured: dict[str, Any] = {}
-
-    class Captured(Exception):
-        pass
-
-    def capture_grid(grid: Any, cfg: Any, seed: int = 0) -> Any:
-        captured["grid"] = grid
-        raise Captured
-
-    def capture_folds(*args: Any, **kwargs: Any) -> Any:
-        captured["folds"] = real_folds(*args, **kwargs)
-        return captured["folds"]
-
-    real_choose, real_folds = stage.choose_fusion, folds_module.out_of_fold
-    stage.choose_fusion, folds_module.out_of_fold = capture_grid, capture_folds
-    try:
-        stage.fit_classifier_stage(seen, model / "encoder", int(summary.get("max_length", 32)), cfg,
-                                   model / "probe", rows, vector_cache=home / "cache")
-    except Captured:
-        pass
-    finally:
-        stage.choose_fusion, folds_module.out_of_fold = real_choose, real_folds
-    return captured["grid"].parts, captured["folds"], cfg, seen
+    seen, folds, parts, cfg = trained_stage_grids(home, XCDataset.load(dataset_dir(home, dataset)), method, profile)
+    return parts, folds, cfg, seen
 
 
 def decile_grid(parts: list[Any], folds: list[Any]) -> Any:

@@ -25,43 +25,16 @@ OFFSETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 
 
 def out_of_fold_grid(home: Path, dataset: str, profile: str) -> Any:
-    """The stage's out-of-fold grid for the home's trained ``dual_encoder-clf`` encoder (the stage runs up to its
-    choice, which is not made)."""
-    import xc_core.classifier.stage as stage
+    """The stage's out-of-fold grid for the home's trained ``dual_encoder-clf``, rebuilt as the method fit it, and
+    its settings."""
+    from xc_core.classifier.stage import OutOfFoldGrid
     from xc_core.datasets.container import XCDataset
-    from xc_core.methods import get_method
-    from xc_core.methods.encoder import EncoderMethod
-    from xc_core.methods.encoder.training import classifier_stage_inputs, train_config
-    from xc_core.paths import dataset_dir, model_dir
-    from xc_core.profiles import get_profile
+    from xc_core.methods.encoder.training import trained_stage_grids
+    from xc_core.paths import dataset_dir
 
     data = XCDataset.load(dataset_dir(home, dataset))
-    chosen = get_profile(profile)
-    model = model_dir(home, dataset, "dual_encoder-clf", profile)
-    summary = json.loads((model / "train_summary.json").read_text())
-    # what the method's own stage saw: validation rows held out, the encoder's training rows never scored
-    found = get_method("dual_encoder-clf")
-    if not isinstance(found, EncoderMethod) or not found.classifier:
-        raise SystemExit(f"{found.name}: not a dual-encoder method with a classifier stage (e.g. dual_encoder-clf)")
-    seen, rows, cfg = classifier_stage_inputs(data, train_config(found, chosen, dataset=data), summary, chosen)
-    captured: dict[str, Any] = {}
-
-    class Captured(Exception):
-        pass
-
-    def capture(grid: Any, cfg: Any, seed: int = 0) -> Any:
-        captured["grid"] = grid
-        raise Captured
-
-    real, stage.choose_fusion = stage.choose_fusion, capture
-    try:
-        stage.fit_classifier_stage(seen, model / "encoder", int(summary.get("max_length", 32)), cfg,
-                                   model / "probe", rows, vector_cache=home / "cache")
-    except Captured:
-        pass
-    finally:
-        stage.choose_fusion = real
-    return captured["grid"], cfg
+    _, _, parts, cfg = trained_stage_grids(home, data, "dual_encoder-clf", profile)
+    return OutOfFoldGrid(parts), cfg
 
 
 def scores(grid: Any, fusion: Any) -> dict[str, float]:

@@ -167,6 +167,12 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     assert test["tested_on_rows"] == info["out_of_fold_rows"] == sum(f["scored_rows"] for f in info["folds"]) > 0
     assert [f["fit_documents"] for f in info["folds"]] == sorted(f["fit_documents"] for f in info["folds"])
     assert test["detectable"]["P@1"] > 0
+    # a probe's rebuild of the stage (experiments/decile_guard) scores the same rows in the same folds
+    from xc_core.methods.encoder.training import trained_stage_grids
+
+    _, folds, parts, _ = trained_stage_grids(tmp_path, tiny_data, "pretrained-clf", "tiny")
+    assert [len(f.score_rows) for f in folds] == [f["scored_rows"] for f in info["folds"]] == [
+        p.truth.shape[0] for p in parts]
     served_fusion = {"alpha": fused["alpha"], **{key: fused[key] for key in fusion_keys()[1:] if fused[key]}}
     assert test["served"] == (served_fusion if test["kept"] else {"alpha": 1.0})
     activate(tracking_uri(tmp_path))

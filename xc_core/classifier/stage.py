@@ -558,6 +558,25 @@ def _fold_grids(dataset: XCDataset, folds: list[Fold], doc_vecs: np.ndarray, lab
         return list(pool.map(one, folds))
 
 
+def out_of_fold_grids(dataset: XCDataset, doc_vecs: np.ndarray, label_vecs: np.ndarray, cfg: ClassifierConfig,
+                      encoder_rows: np.ndarray | None = None) -> tuple[list[Fold], list[FusionGrid], dict[str, float]]:
+    """The stage's folds of ``dataset`` (:func:`~xc_core.classifier.folds.out_of_fold` under ``cfg``), each fold's
+    :func:`fold_grid` and the refits' seconds summed by name (W's and each channel's): what the fusion is chosen on.
+    ``encoder_rows``: training rows no fold scores."""
+    from xc_core.classifier.folds import out_of_fold
+    from xc_core.evaluation.metrics import propensity
+
+    inv_propensity = propensity(dataset)
+    folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
+                        encoder_rows, cfg.time_blocks, cfg.oof_min_rows, cfg.max_time_blocks)
+    parts: list[FusionGrid] = []
+    refit_seconds: dict[str, float] = {}
+    for grid, fit_seconds in _fold_grids(dataset, folds, doc_vecs, label_vecs, inv_propensity, cfg):
+        parts.append(grid)
+        refit_seconds = {key: refit_seconds.get(key, 0.0) + value for key, value in fit_seconds.items()}
+    return folds, parts, refit_seconds
+
+
 def stage_key(dataset: XCDataset, encoder_dir: Path, max_length: int, cfg: ClassifierConfig,
               encoder_rows: np.ndarray | None) -> str:
     """A hash of everything the stage's output depends on besides the code: the encoder's files, the training side of
@@ -602,24 +621,16 @@ def fit_classifier_stage(dataset: XCDataset, encoder_dir: Path, max_length: int,
     """
     import time
 
-    from xc_core.classifier.folds import fold_kind, out_of_fold
+    from xc_core.classifier.folds import fold_kind
     from xc_core.encoders.text import encoder_for
     from xc_core.evaluation.analyses import label_quantiles
-    from xc_core.evaluation.metrics import propensity
 
     started = time.perf_counter()
     encoder = encoder_for(encoder_dir, max_length, vector_cache)
     label_vecs = encoder.encode(dataset.label_texts, progress=progress, desc="labels")
     doc_vecs = encoder.encode(dataset.train_texts, progress=progress, desc="train documents")
     encoded = time.perf_counter()
-    inv_propensity = propensity(dataset)
-    folds = out_of_fold(dataset, cfg.folds, cfg.oof_max_rows, cfg.seed, cfg.fold_kind, cfg.temporal_span,
-                        encoder_rows, cfg.time_blocks, cfg.oof_min_rows, cfg.max_time_blocks)
-    parts: list[FusionGrid] = []
-    refit_seconds: dict[str, float] = {}
-    for grid, fit_seconds in _fold_grids(dataset, folds, doc_vecs, label_vecs, inv_propensity, cfg):
-        parts.append(grid)
-        refit_seconds = {key: refit_seconds.get(key, 0.0) + value for key, value in fit_seconds.items()}
+    folds, parts, refit_seconds = out_of_fold_grids(dataset, doc_vecs, label_vecs, cfg, encoder_rows)
     best, decisions, curve = choose_fusion(OutOfFoldGrid(parts), cfg, seed=cfg.seed)
     chosen = time.perf_counter()
     fusion = Fusion({k: best[k] for k in registry.fusion_keys()})
