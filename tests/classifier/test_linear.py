@@ -120,3 +120,48 @@ def test_the_costs_count_the_hybrid_channels_weights_not_its_index_arrays(tiny_d
     folder = channel.save(tmp_path / HYBRID_DIR)
     expected = sum(layer.sparse_weights.nnz + layer.dense_weights.size + layer.biases.size for layer in channel.layers)
     assert count_parameters([folder]) == expected > 0
+
+
+def test_the_pair_kernel_adds_what_the_sparse_product_adds_to_the_bit_by_either_walk() -> None:
+    """The beam scores a node by ``x · w``; the kernel walks either the listed nodes' weights or the query's columns,
+    whichever is cheaper, and either way must give the CSR product's float32 sums exactly (the served ranking and
+    the evaluated one are the same ranking)."""
+    from xc_core.classifier.xrlinear.model import sparse_pairs
+
+    rng = np.random.default_rng(0)
+    weights = sp.random(400, 3000, density=0.02, format="csr", dtype=np.float32, random_state=1)
+    weights.data = rng.normal(size=weights.nnz).astype(np.float32)
+    weights = sp.csr_matrix(weights[:, rng.permutation(3000)])  # indices unsorted, as the solver may leave them
+    weights.sort_indices()
+    x = sp.random(5, 3000, density=0.05, format="csr", dtype=np.float32, random_state=2)
+    x.data = rng.normal(size=x.nnz).astype(np.float32)
+    x = sp.csr_matrix(sp.diags(np.array([1, 1, 1, 0, 1], np.float32)) @ x)  # query 3: no known n-gram, scores 0
+    x.eliminate_zeros()
+    x.sort_indices()
+    expected = (x @ weights.T).toarray()
+    few = rng.integers(0, 400, size=(5, 3))  # a beam's few nodes: the node walk is the cheaper
+    every = np.tile(np.arange(400), (5, 1))  # a small layer listed whole: the column walk is the cheaper
+    for nodes in (few, every):
+        got = sparse_pairs(x, weights, sp.csr_matrix(weights.T), nodes)
+        assert np.array_equal(got.view(np.int32), np.take_along_axis(expected, nodes, axis=1).view(np.int32))
+    assert not np.any(sparse_pairs(x, weights, sp.csr_matrix(weights.T), few)[3])
+
+
+def test_the_tfidf_rows_are_scikit_learns_to_the_bit(tiny_data: XCDataset) -> None:
+    """The hybrid features build TF-IDF rows without scikit-learn's per-call validation (most of a served query's
+    cost there); fitted vectorizers given the same vocabulary and idf must give the same float32 values."""
+    from sklearn.preprocessing import normalize
+
+    from xc_core.classifier.xrlinear import HybridFeatures
+    from xc_core.classifier.xrlinear.features import _vectorizers
+
+    cfg = LinearConfig(features="hybrid")
+    features = HybridFeatures.fit(list(tiny_data.train_texts), cfg)
+    word, char = _vectorizers(cfg, (features.word_vocabulary, features.char_vocabulary))
+    word.idf_, char.idf_ = features.word_idf, features.char_idf
+    texts = [*tiny_data.test_texts, *tiny_data.label_texts, "", "Ünïcode straße 42", "zzzz qqqq"]
+    expected = normalize(sp.hstack([word.transform(texts), char.transform(texts)], format="csr", dtype=np.float32))
+    got = features.sparse(texts)
+    assert got.shape == expected.shape and got.nnz > len(texts)
+    assert np.array_equal(got.indptr, expected.indptr) and np.array_equal(got.indices, expected.indices)
+    assert np.array_equal(got.data.view(np.int32), expected.data.view(np.int32))

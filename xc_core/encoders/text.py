@@ -256,9 +256,11 @@ class TextEncoder:
         cache (``cfg.vector_cache``) when this call was made before with the same weights and texts."""
         from xc_core.encoders.vector_cache import MIN_CACHED_TEXTS, VectorCache
 
-        self.model.eval()  # left in eval mode whether the vectors are computed or read, as callers have known it
-        if self.tower is not None:
-            self.tower.eval()
+        # left in eval mode whether the vectors are computed or read, as callers have known it; a walk over the
+        # modules first, since eval() itself sets every module's flag (a millisecond a served query otherwise)
+        for module in (self.model, self.tower):
+            if module is not None and any(m.training for m in module.modules()):
+                module.eval()
         # a frozen transformer under a tower in training: its vectors change every step, never worth storing
         if not self.cfg.vector_cache or self.onnx is not None or len(texts) < MIN_CACHED_TEXTS or self._base:
             return self._encode(texts, progress, desc)

@@ -17,10 +17,11 @@ from pathlib import Path
 PIP_REQUIREMENTS = ("torch", "transformers", "tokenizers", "safetensors", "huggingface-hub", "numpy", "pandas",
                     "pydantic", "mlflow")
 #: the served model's load/predict path on top (``served.py``): the label index (faiss), labels (polars, pyarrow),
-#: the ONNX encoder, the classifier stage's fusion and lexical / hybrid channels (scipy, scikit-learn), the
-#: encoder's progress bar (tqdm). ``tests/tracking/test_deployable.py`` traces a load and checks this list.
+#: the ONNX encoder, the classifier stage's fusion and lexical / hybrid channels (scipy, scikit-learn; numba: the
+#: hybrid channel's beam scores its nodes in a compiled loop), the encoder's progress bar (tqdm).
+#: ``tests/tracking/test_deployable.py`` traces a load and checks this list.
 SERVED_REQUIREMENTS = (*PIP_REQUIREMENTS, "faiss-cpu", "polars", "pyarrow", "onnxruntime", "scipy", "scikit-learn",
-                       "tqdm")
+                       "numba", "tqdm")
 #: left out of the code a model carries: bytecode and numba's on-disk caches belong to one interpreter and machine
 CODE_IGNORE = ("__pycache__", "*.pyc", "*.nbi", "*.nbc")
 

@@ -6,7 +6,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,24 +57,24 @@ class HybridFeatures:
         return len(self.word_vocabulary) + len(self.char_vocabulary)
 
     @functools.cached_property
-    def _transformers(self) -> tuple[Any, Any]:
+    def _analyzers(self) -> tuple[Any, Any]:
+        """The fitted vectorizers' text → n-grams functions (lower-casing, tokens, n-gram ranges)."""
         word, char = _vectorizers(self.cfg, (self.word_vocabulary, self.char_vocabulary or {"": 0}))
-        word.idf_ = self.word_idf
-        if self.char_vocabulary:
-            char.idf_ = self.char_idf
-        return word, char
+        return word.build_analyzer(), char.build_analyzer()
 
     def sparse(self, texts: list[str]) -> sp.csr_matrix:
         """(n, n_sparse) TF-IDF rows, L2-normalised as one block (word ⊕ character n-grams)."""
-        from sklearn.preprocessing import normalize
+        from sklearn.utils.sparsefuncs_fast import inplace_csr_row_normalize_l2
 
         if not self.cfg.uses_sparse:
             return sp.csr_matrix((len(texts), 0), dtype=np.float32)
-        word, char = self._transformers
-        blocks = [word.transform(texts)]
+        word, char = self._analyzers
+        blocks = [_tfidf(texts, word, self.word_vocabulary, self.word_idf)]
         if self.char_vocabulary:
-            blocks.append(char.transform(texts))
-        return cast(sp.csr_matrix, normalize(sp.hstack(blocks, format="csr", dtype=np.float32)))
+            blocks.append(_tfidf(texts, char, self.char_vocabulary, self.char_idf))
+        joined = sp.csr_matrix(sp.hstack(blocks, format="csr", dtype=np.float32))
+        inplace_csr_row_normalize_l2(joined)
+        return joined
 
     def rows(self, texts: list[str], vectors: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
         """The solver's rows: (sparse block, dense block), each weighted, together unit-norm per row."""
@@ -99,3 +99,26 @@ class HybridFeatures:
         vocabularies = json.loads((folder / "features.json").read_text())
         return cls(cfg, vocabularies["word_vocabulary"], vocabularies["char_vocabulary"],
                    np.load(folder / "word_idf.npy"), np.load(folder / "char_idf.npy"))
+
+
+def _tfidf(texts: list[str], analyze: Any, vocabulary: dict[str, int], idf: np.ndarray) -> sp.csr_matrix:
+    """What the fitted ``TfidfVectorizer.transform`` returns (raw counts × idf, each row L2-normalised), to the bit
+    (a test compares them), without its per-call input validation: most of a single query's cost there."""
+    from sklearn.utils.sparsefuncs_fast import inplace_csr_row_normalize_l2
+
+    indptr, indices, counts = [0], list[int](), list[int]()
+    for text in texts:
+        counter: dict[int, int] = {}
+        for gram in analyze(text):
+            column = vocabulary.get(gram)
+            if column is not None:
+                counter[column] = counter.get(column, 0) + 1
+        indices.extend(counter)
+        counts.extend(counter.values())
+        indptr.append(len(indices))
+    rows = sp.csr_matrix((np.asarray(counts, np.float32), np.asarray(indices, np.int32), np.asarray(indptr, np.int32)),
+                         shape=(len(texts), len(vocabulary)))
+    rows.sort_indices()
+    rows.data *= idf[rows.indices]
+    inplace_csr_row_normalize_l2(rows)
+    return rows

@@ -36,6 +36,11 @@ class Layer:
     children_ptr: np.ndarray  # (n_nodes + 1,)
     children: np.ndarray
 
+    def __post_init__(self) -> None:
+        # the pair kernel walks each node's weights in feature order, the order in which a sparse product over the
+        # query's sorted features would add them, so the scores do not depend on how the solver listed them
+        self.sparse_weights.sort_indices()
+
     @property
     def size(self) -> int:
         return len(self.biases)
@@ -43,6 +48,11 @@ class Layer:
     @functools.cached_property
     def _sparse_t(self) -> sp.csr_matrix:
         return sp.csr_matrix(self.sparse_weights.T)
+
+    @functools.cached_property
+    def _lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(weights per node, weights per feature): what each walk of ``sparse_pairs`` costs."""
+        return np.diff(self.sparse_weights.indptr), np.diff(self._sparse_t.indptr)
 
     def raw(self, x_sparse: sp.csr_matrix, x_dense: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """(rows, c) decision values of each row's ``nodes`` (−1 pads → −inf)."""
@@ -54,7 +64,7 @@ class Layer:
                 out[lo: lo + step] += np.einsum("rcd,rd->rc", self.dense_weights[safe[lo: lo + step]],
                                                 x_dense[lo: lo + step])
         if self.sparse_weights.shape[1] and self.sparse_weights.nnz:
-            out += _sparse_pairs(x_sparse, self._sparse_t, safe)
+            out += sparse_pairs(x_sparse, self.sparse_weights, self._sparse_t, safe, *self._lengths)
         return np.where(nodes >= 0, out, -np.inf).astype(np.float32)
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -210,19 +220,76 @@ def expand(layer: Layer, nodes: np.ndarray, scores: np.ndarray) -> tuple[np.ndar
                 at += count
     return out_nodes, out_scores
 
-def _sparse_pairs(x: sp.csr_matrix, weights_t: sp.csr_matrix, nodes: np.ndarray) -> np.ndarray:
-    """(rows, c) ``x[r] · w[nodes[r, c]]`` with ``weights_t`` the (features, nodes) transpose of the weights."""
-    product = sp.csr_matrix(x @ weights_t)  # (rows, nodes): only nodes sharing a feature with the row
-    product.sort_indices()
+def sparse_pairs(x: sp.csr_matrix, weights: sp.csr_matrix, weights_t: sp.csr_matrix, nodes: np.ndarray,
+                 node_nnz: np.ndarray | None = None, feature_nnz: np.ndarray | None = None) -> np.ndarray:
+    """(rows, c) float32 ``x[r] · weights[nodes[r, c]]``.
+
+    Args:
+        x: (rows, features) CSR, indices sorted per row.
+        weights: (nodes, features) CSR, indices sorted per row (``Layer`` sorts them).
+        weights_t: its transpose, (features, nodes) CSR.
+        nodes: (rows, c) node ids, each ≥ 0.
+        node_nnz, feature_nnz: the weights' row and column lengths (computed when not given; a layer keeps them).
+
+    Returns:
+        The dot products, each summed in float32 in ascending feature order: what the CSR product ``x @ weights.T``
+        forms, to the bit. Per row, the cheaper of two walks: the listed nodes' weights (a beam's few nodes of a
+        large layer) or the query's features' columns (a small layer whose every node is listed).
+    """
     out = np.zeros(nodes.shape, np.float32)
-    for r in range(nodes.shape[0]):
-        lo, hi = product.indptr[r], product.indptr[r + 1]
-        if lo == hi:
-            continue
-        ids, values = product.indices[lo:hi], product.data[lo:hi]
-        at = np.minimum(np.searchsorted(ids, nodes[r]), len(ids) - 1)
-        out[r] = np.where(ids[at] == nodes[r], values[at], 0.0)
+    if not (nodes.size and weights.nnz and x.nnz):
+        return out
+    node_nnz = np.diff(weights.indptr) if node_nnz is None else node_nnz
+    feature_nnz = np.diff(weights_t.indptr) if feature_nnz is None else feature_nnz
+    nodes = np.ascontiguousarray(nodes, np.int64)
+    x_ptr, x_idx = x.indptr.astype(np.int64), x.indices.astype(np.int64)
+    by_nodes = node_nnz[nodes].sum(axis=1)
+    by_features = np.array([feature_nnz[x_idx[lo:hi]].sum() for lo, hi in zip(x_ptr[:-1], x_ptr[1:], strict=True)])
+    # the weights go in as stored (no copy: a leaf layer holds millions of them)
+    _pairs_kernel()(x_ptr, x_idx, x.data.astype(np.float32), weights.indptr, weights.indices, weights.data,
+                    weights_t.indptr, weights_t.indices, weights_t.data, nodes, by_nodes <= by_features, out)
     return out
+
+
+@functools.cache
+def _pairs_kernel() -> Any:
+    from xc_core.classifier.xrlinear.solver import jit
+
+    return jit(_pairs_py)
+
+
+def _pairs_py(x_ptr, x_idx, x_val, w_ptr, w_idx, w_val, t_ptr, t_idx, t_val, nodes, walk_nodes, out):
+    # numba (see sparse_pairs). Either walk adds each node's products in ascending feature order, as the CSR product
+    # does: walking a node's sorted weights, or walking the query's sorted features and each one's column.
+    n_features, n_nodes = len(t_ptr) - 1, len(w_ptr) - 1
+    row_values = np.zeros(n_features, np.float32)
+    totals = np.zeros(n_nodes, np.float32)
+    for r in range(nodes.shape[0]):
+        lo, hi = x_ptr[r], x_ptr[r + 1]
+        if hi == lo:
+            continue
+        if walk_nodes[r]:
+            for j in range(lo, hi):
+                row_values[x_idx[j]] = x_val[j]
+            for c in range(nodes.shape[1]):
+                node = nodes[r, c]
+                total = np.float32(0.0)
+                for j in range(w_ptr[node], w_ptr[node + 1]):
+                    total += row_values[w_idx[j]] * w_val[j]
+                out[r, c] = total
+            for j in range(lo, hi):
+                row_values[x_idx[j]] = 0.0
+        else:
+            for j in range(lo, hi):
+                feature, value = x_idx[j], x_val[j]
+                for t in range(t_ptr[feature], t_ptr[feature + 1]):
+                    totals[t_idx[t]] += value * t_val[t]
+            for c in range(nodes.shape[1]):
+                out[r, c] = totals[nodes[r, c]]
+            for j in range(lo, hi):
+                feature = x_idx[j]
+                for t in range(t_ptr[feature], t_ptr[feature + 1]):
+                    totals[t_idx[t]] = 0.0
 
 #: the registry entry (``channels.py``): its weight is chosen with α and the lexical channel's
 SPEC = ChannelSpec("hybrid", "linear_weight", "joint", grid=lambda cfg: cfg.linear_weights,

@@ -35,7 +35,8 @@ def level_problems(y_level: sp.csr_matrix, y_parent: sp.csr_matrix | None, assig
     signs = np.where(np.isin(members * n_nodes + nodes, keys, assume_unique=False), 1.0, -1.0).astype(np.float32)
     return ptr, members, signs
 
-def _jit(function: Callable[..., Any]) -> Callable[..., Any]:
+def jit(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` compiled by numba without the GIL, its machine code cached on disk beside its module."""
     import numba
 
     return cast(Callable[..., Any], numba.njit(cache=True, nogil=True)(function))
@@ -44,7 +45,7 @@ def _jit(function: Callable[..., Any]) -> Callable[..., Any]:
 @functools.cache
 def _kernels() -> dict[str, Callable[..., Any]]:
     """numba-compiled loops (compiled once per process, cached on disk beside this module)."""
-    return {"solve": _jit(_solve_all_py)}
+    return {"solve": jit(_solve_all_py)}
 
 
 def solve_all(*args: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
