@@ -144,7 +144,7 @@ def test_the_lineage_version_ignores_the_classifier_and_the_trainer() -> None:
 #: the serving benches' git block
 DIRTY = re.compile(r'\(with uncommitted changes\)|[0-9a-f]{7}-dirty"|"dirty": true')
 #: result files known to record uncommitted code, each with what re-running it needs (empty since serve_aol-1000.json
-#: was re-run at a72fa8a; a file added here must be re-run before the list shrinks again)
+#: was re-run from a clean checkout; a file added here must be re-run before the list shrinks again)
 KNOWN_DIRTY: dict[str, str] = {}
 
 

@@ -59,7 +59,7 @@ class HybridFeatures:
     @functools.cached_property
     def _analyzers(self) -> tuple[Any, Any]:
         """The fitted vectorizers' text → n-grams functions (lower-casing, tokens, n-gram ranges)."""
-        word, char = _vectorizers(self.cfg, (self.word_vocabulary, self.char_vocabulary or {"": 0}))
+        word, char = _vectorizers(self.cfg)  # an analyzer does not depend on the vocabulary
         return word.build_analyzer(), char.build_analyzer()
 
     def sparse(self, texts: list[str]) -> sp.csr_matrix:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from xc_core.classifier.config import ClassifierConfig
+    from xc_core.classifier.folds import Fold
+    from xc_core.classifier.stage import FusionGrid
 
 
 class MlflowSink:
@@ -171,7 +173,8 @@ def classifier_stage_inputs(dataset: XCDataset, cfg: TrainConfig, summary: dict[
     return seen, rows, clf_cfg
 
 
-def trained_stage_grids(home: Path, data: XCDataset, method: str, profile_name: str) -> tuple[Any, Any, Any, Any]:
+def trained_stage_grids(home: Path, data: XCDataset, method: str, profile_name: str
+                        ) -> tuple[XCDataset, list[Fold], list[FusionGrid], ClassifierConfig]:
     """A trained ``-clf`` model's classifier stage rebuilt up to its choice, as the method fit it: (the data set the
     stage saw, its folds, each fold's grid, its settings), for probes that rerun the selection out of fold."""
     from xc_core.classifier.stage import out_of_fold_grids
