@@ -166,10 +166,31 @@ def _imports_of(path: Path) -> set[str]:
     return set(_parsed_imports(str(path), stat.st_mtime_ns, stat.st_size))
 
 
+#: the nodes that hold statements: an import is a statement, so the walk never enters an expression
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _import_nodes(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of ``tree``, nested ones too (in functions, classes, ``if``/``try``/``with`` blocks,
+    ``match`` cases): the statements only, which is several times faster than :func:`ast.walk` over every
+    expression and finds the same nodes."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+            continue
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                todo.extend(v for v in value if isinstance(v, _BLOCKS))
+    return found
+
+
 @lru_cache(maxsize=4096)
 def _parsed_imports(path: str, mtime_ns: int, size: int) -> frozenset[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(Path(path).read_text(), filename=path)):
+    for node in _import_nodes(ast.parse(Path(path).read_text(), filename=path)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -189,6 +189,7 @@ def _fit(data: XCDataset, home: Path, skip: Skip = "add", **overrides: Any) -> t
     tg = TextGNNConfig(skip=skip, **{k: v for k, v in overrides.items() if k in TextGNNConfig.model_fields})
     encoder = TextEncoder(encoder_config(profile, home))
     docs, labels = _neighbours(data, encoder)
+    torch.manual_seed(cfg.seed)  # the heads' start, seeded as the method seeds it (else it follows earlier tests)
     heads = TextGNNHeads(encoder.dim, skip)
     return train_textgnn(data, encoder, heads, docs, labels, cfg, tg), encoder, heads
 

@@ -4,9 +4,12 @@ own is here. Every field can be overridden from the caller's overrides (Dagster 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
-from xc_core.methods.textgnn.model import Skip
+#: the skip layer (the model's ``Tower`` reads it); defined here so that the method registry imports no torch
+Skip = Literal["add", "concat"]
 
 
 class TextGNNConfig(BaseModel):

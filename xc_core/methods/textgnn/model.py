@@ -16,12 +16,10 @@ Towers return unit vectors (cosine retrieval). The crossing layer (§4.1.4, Twin
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch import nn
 
-Skip = Literal["add", "concat"]
+from xc_core.methods.textgnn.config import Skip
 
 
 class GATAggregator(nn.Module):
