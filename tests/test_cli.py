@@ -31,6 +31,15 @@ def test_xc_core_never_imports_dagster() -> None:
     assert done.stdout.strip() == "False"
 
 
+def test_the_code_location_and_the_method_registry_load_without_torch() -> None:
+    """Every Dagster step process, the code server and each `make` that lists the default methods load these; a
+    method imports torch when it trains or scores (loading it cost ~2 s a process: docs/results/issue-65.md)."""
+    code = ("import sys, xc_core.methods, xc_assets.definitions\n"
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_no_xc_core_module_imports_dagster_or_xc_assets_even_inside_a_function() -> None:
     """Importing every module (above) misses a function-level import that runs later (``xc run`` did that):
     read every import statement and every ``importlib.import_module("...")`` string instead."""
