@@ -1,0 +1,77 @@
+"""Paired P@1 of a graph-at-inference method (TextGNN, OAK) against others, split by whether a test query has a
+test-time graph edge (an anchor of its own, as of the query's time) or falls back to ANN proxies.
+
+    .venv/bin/python experiments/graph_at_inference/graph_edge_pairs.py --home /work/aolhome --dataset aol-1000 \\
+        --method textgnn --against pretrained --against dual_encoder [--json FILE]
+
+Every method named must be evaluated on the test split in the home (``per_row.npz``); the rows are the same test
+queries, so each difference is paired (95% bootstrap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def graph_edge_rows(home: Path, dataset: str) -> np.ndarray:
+    """True for each test query linked to at least one anchor other than its own text, in any anchor set: the rows
+    whose neighbours TextGNN and OAK take from the graph (the others get ANN proxies)."""
+    from xc_core.datasets.container import XCDataset
+    from xc_core.methods.textgnn.neighbours import anchor_test_edges
+    from xc_core.paths import anchors_dir
+
+    data = XCDataset.load(anchors_dir(home, dataset))
+    linked = np.zeros(len(data.test_texts), bool)
+    for anchor_set in data.anchor_sets.values():
+        for row, anchor in anchor_test_edges(anchor_set):
+            if anchor_set.texts[anchor] != data.test_texts[row]:
+                linked[row] = True
+    return linked
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--profile", default="demo")
+    parser.add_argument("--method", required=True)
+    parser.add_argument("--against", action="append", required=True)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    from xc_core.evaluation.analyses import paired_metric_diff
+    from xc_core.paths import eval_dir
+    from xc_core.provenance import write_result
+
+    def rows(method: str) -> dict[str, np.ndarray]:
+        with np.load(eval_dir(args.home, args.dataset, method, args.profile) / "per_row.npz") as data:
+            return {k: data[k] for k in data.files}
+
+    linked = graph_edge_rows(args.home, args.dataset)
+    out: dict[str, Any] = {"home": str(args.home), "dataset": args.dataset, "method": args.method,
+                           "test_queries": len(linked), "with_graph_edge": int(linked.sum()), "pairs": {}}
+    print(f"{args.dataset}: {linked.sum()} of {len(linked)} test queries have a test-time graph edge")
+    ours = rows(args.method)
+    for other in args.against:
+        theirs = rows(other)
+        for subset, mask in (("all", np.ones_like(linked)), ("graph edge", linked), ("proxy only", ~linked)):
+            a = {k: v[mask] for k, v in ours.items()}
+            b = {k: v[mask] for k, v in theirs.items()}
+            found = paired_metric_diff(a, b, "P@1")
+            assert found is not None
+            diff, low, high = (100 * x for x in found[:3])
+            out["pairs"][f"{args.method} − {other} ({subset})"] = {
+                "rows": int(mask.sum()), "P@1": [round(diff, 2), round(low, 2), round(high, 2)],
+                "means": [round(100 * float(a["P@1"].mean()), 2), round(100 * float(b["P@1"].mean()), 2)]}
+            print(f"{args.method} − {other} on {subset} ({mask.sum()}): P@1 {diff:+.2f} [{low:+.2f}, {high:+.2f}]")
+    if args.json:
+        write_result(args.json, json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
