@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
                         "oracle variant against another; written under 'seed_averaged' as 'A vs B'")
     parser.add_argument("--repair", action="store_true", help="train nothing: pair every recorded run again with "
                         "--baseline-home's dual_encoder")
+    parser.add_argument("--only", action="append", default=[], metavar="KEY", help="with --repair: only these "
+                        "recorded runs (each seed paired with its own seed's baseline home: a baseline home "
+                        "retrained at another seed no longer pairs the runs recorded against it)")
     parser.add_argument("--out-root", type=Path, required=True)
     parser.add_argument("--json", type=Path, required=True, help="results, rewritten after every share (resumable)")
     args = parser.parse_args(argv)
@@ -176,7 +179,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"averaged over {len(keys)} seeds, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
         return
     if args.repair:
-        for entry in done["shares"].values():
+        for key, entry in done["shares"].items():
+            if args.only and key not in args.only:
+                continue
             entry["rows"] = paired([(Path(entry["home"]), baseline)], args.dataset, args.profile)
             entry["baseline_home"] = str(baseline)
         write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
