@@ -53,6 +53,12 @@ def main() -> None:
             return {k: data[k] for k in data.files}
 
     linked = graph_edge_rows(args.home, args.dataset)
+    # the rule above restates the scorer's (heldout_doc_neighbours); its evaluation's recorded count must agree
+    analysis = eval_dir(args.home, args.dataset, args.method, args.profile) / "textgnn_analysis.json"
+    recorded = json.loads(analysis.read_text()).get("test_neighbours", {}) if analysis.is_file() else {}
+    if "graph" in recorded and recorded["graph"] != int(linked.sum()):
+        raise SystemExit(f"{analysis}: the evaluation linked {recorded['graph']} test queries to the graph, this "
+                         f"script finds {int(linked.sum())} — the scorer's rule changed; update graph_edge_rows")
     out: dict[str, Any] = {"home": str(args.home), "dataset": args.dataset, "method": args.method,
                            "test_queries": len(linked), "with_graph_edge": int(linked.sum()), "pairs": {}}
     print(f"{args.dataset}: {linked.sum()} of {len(linked)} test queries have a test-time graph edge")
