@@ -179,6 +179,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"averaged over {len(keys)} seeds, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
         return
     if args.repair:
+        unknown = [k for k in args.only if k not in done["shares"]]
+        if unknown:
+            raise SystemExit(f"--only {unknown}: no such recorded run in {args.json}; its runs: "
+                             f"{sorted(done['shares'])}")
         for key, entry in done["shares"].items():
             if args.only and key not in args.only:
                 continue
