@@ -35,7 +35,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xc_core.graphs.oracle import ORACLE, covered_queries, oracle_set
+import numpy as np
+import scipy.sparse as sp
+
+from xc_core.datasets.container import XCDataset
+from xc_core.graphs.oracle import ORACLE, covered_queries, oracle_pairs, oracle_set
+from xc_core.paths import anchors_dir
 from xc_core.provenance import write_result
 
 #: ``ramen``'s overrides here: the oracle's anchors are test-period labels, and synthetic's label texts are often a
@@ -50,18 +55,25 @@ COVERED = "oracle-covered"
 
 
 def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path, name: str,
-                novel_only: bool) -> Path:
-    """A fresh home holding the source's data set with the oracle (at ``share``) as its only anchor set."""
+                novel_only: bool, as_positives: bool = False) -> Path:
+    """A fresh home holding the source's data set with the oracle (at ``share``) as its only anchor set, or with
+    ``as_positives`` its edges added to the training pairs instead (no click day, so every validation split and
+    cut-off keeps them) and the source's anchor sets untouched."""
     from dataclasses import replace
 
-    from xc_core.datasets.container import XCDataset
-    from xc_core.paths import anchors_dir
+    from xc_core.training.validation import binary_pairs
 
     home = root / name
     if home.exists():
         shutil.rmtree(home)
     data = XCDataset.load(anchors_dir(source, dataset))
-    oracle = replace(data, anchor_sets={ORACLE: oracle_set(data, share, seed, novel_only)})
+    if as_positives:
+        merged = sp.csr_matrix(data.y_train) + binary_pairs(oracle_pairs(data, share, seed, novel_only),
+                                                               data.y_train.shape)
+        merged.data[:] = 1.0
+        oracle = replace(data, y_train=sp.csr_matrix(merged, dtype=np.float32))
+    else:
+        oracle = replace(data, anchor_sets={ORACLE: oracle_set(data, share, seed, novel_only)})
     oracle.save(anchors_dir(home, dataset))
     shutil.copytree(source / "datasets" / dataset, home / "datasets" / dataset)
     return home
@@ -72,39 +84,40 @@ def xc(*args: str) -> None:
 
 
 def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
-            settings: dict[str, Any]) -> dict[str, Any]:
-    """``ramen`` trained and evaluated in ``home``, paired with ``baseline``'s ``dual_encoder`` on the test queries."""
-    from xc_core.datasets.container import XCDataset
-    from xc_core.paths import anchors_dir, model_dir
+            settings: dict[str, Any], method: str = "ramen", edges: int = 0) -> dict[str, Any]:
+    """``method`` (``ramen``; ``dual_encoder`` where the oracle's edges are training pairs) trained and evaluated in
+    ``home`` (holding ``edges`` oracle edges), paired with ``baseline``'s ``dual_encoder`` on the test queries."""
+    from xc_core.paths import model_dir
     from xc_core.profiles import get_profile
     from xc_core.stages.anchor_sets import assess_graph
 
     common = ["--dataset", dataset, "--profile", profile, "--home", str(home)]
-    xc("train", "--method", "ramen", "--seed", str(seed), *common,
+    xc("train", "--method", method, "--seed", str(seed), *common,
        *(f"--set={k}={json.dumps(v)}" for k, v in settings.items()))
-    xc("eval", "--method", "ramen", *common)
+    xc("eval", "--method", method, *common)
     data = XCDataset.load(anchors_dir(home, dataset))
-    summary = json.loads((model_dir(home, dataset, "ramen", profile) / "train_summary.json").read_text())
-    return {"home": str(home), "baseline_home": str(baseline), "rows": paired([(home, baseline)], dataset, profile),
-            "check": assess_graph(data, home, get_profile(profile), overrides=settings),
-            "selected_epoch": summary.get("selected_epoch"), "edges": int(len(data.anchor_sets[ORACLE].doc_edges)),
+    summary = json.loads((model_dir(home, dataset, method, profile) / "train_summary.json").read_text())
+    as_set = method == "ramen"
+    return {"home": str(home), "baseline_home": str(baseline), "method": method,
+            "rows": paired([(home, baseline)], dataset, profile, arm_method=method),
+            "check": assess_graph(data, home, get_profile(profile), overrides=settings) if as_set else None,
+            "selected_epoch": summary.get("selected_epoch"),
+            "edges": edges,
             "heldout_anchor_edges": summary.get("heldout_anchor_edges"), "settings": settings,
             "git_commit": summary.get("git_commit")}
 
 
 def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
-           baseline_method: str = "dual_encoder") -> list[dict[str, Any]]:
-    """``ramen`` of each (oracle home, baseline home) pair − the baseline's ``dual_encoder`` (or its
+           baseline_method: str = "dual_encoder", arm_method: str = "ramen") -> list[dict[str, Any]]:
+    """``arm_method`` of each (oracle home, baseline home) pair − the baseline's ``dual_encoder`` (or its
     ``baseline_method``: ``ramen`` for one oracle variant against another): paired P@1 on all test queries and on
     the tail half. With several pairs (one per seed) the per-query metrics are averaged over them first
     (``xc_core.evaluation.seed_homes.seed_average``: the seed noise averaged out, the interval over test queries)."""
-    from xc_core.datasets.container import XCDataset
     from xc_core.evaluation.graph_gain import gain_rows
     from xc_core.evaluation.seed_homes import seed_average
-    from xc_core.paths import anchors_dir
 
     per_row = {}
-    for role, method, homes in (("ramen", "ramen", [h for h, _ in entries]),
+    for role, method, homes in (("ramen", arm_method, [h for h, _ in entries]),
                                 ("dual_encoder", baseline_method, [b for _, b in entries])):
         rows, found = seed_average(homes, dataset, method, profile)
         if found < len(homes):
@@ -125,6 +138,11 @@ def _run(done: dict[str, Any], path: Path, key: str) -> dict[str, Any]:
     return done["shares"][key]
 
 
+def _method(done: dict[str, Any], path: Path, key: str) -> str:
+    """The method the recorded run ``key`` trained (runs recorded before ``--as-positives`` trained ``ramen``)."""
+    return str(_run(done, path, key).get("method", "ramen"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="a home with the data set's anchor stage and an "
@@ -135,6 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shares", type=float, nargs="+", default=[1.0, 0.25])
     parser.add_argument("--novel-only", action="store_true", help="only test-period labels the query has no "
                         "training pair with")
+    parser.add_argument("--as-positives", action="store_true", help="the ceiling: the oracle's edges become "
+                        "training pairs of dual_encoder (the task loss itself carries them) instead of an anchor set "
+                        "of ramen")
     parser.add_argument("--fixed-lambda", type=float, help="the oracle's λ held fixed (no bandit) at this value")
     parser.add_argument("--train-set", action="append", default=[], metavar="KEY=VALUE", help="more training "
                         "overrides for ramen (as xc train --set; VALUE read as JSON), e.g. a larger budget; train the "
@@ -167,11 +188,12 @@ def main(argv: list[str] | None = None) -> None:
             name = f"{name} vs {' + '.join(versus)}"
             entries = [(Path(_run(done, args.json, k)["home"]), Path(_run(done, args.json, v)["home"]))
                        for k, v in zip(keys, versus, strict=True)]
-            rows = paired(entries, args.dataset, args.profile, baseline_method="ramen")
+            rows = paired(entries, args.dataset, args.profile, baseline_method=_method(done, args.json, versus[0]),
+                          arm_method=_method(done, args.json, keys[0]))
         else:
             rows = paired([(Path(_run(done, args.json, k)["home"]), Path(_run(done, args.json, k)["baseline_home"]))
                            for k in keys],
-                          args.dataset, args.profile)
+                          args.dataset, args.profile, arm_method=_method(done, args.json, keys[0]))
         done.setdefault("seed_averaged", {})[name] = rows
         write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
         for row in done["seed_averaged"][name]:
@@ -186,29 +208,34 @@ def main(argv: list[str] | None = None) -> None:
         for key, entry in done["shares"].items():
             if args.only and key not in args.only:
                 continue
-            entry["rows"] = paired([(Path(entry["home"]), baseline)], args.dataset, args.profile)
+            entry["rows"] = paired([(Path(entry["home"]), baseline)], args.dataset, args.profile,
+                                   arm_method=entry.get("method", "ramen"))
             entry["baseline_home"] = str(baseline)
         write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
         return
-    settings: dict[str, Any] = dict(TRAIN_SETTINGS)
+    method = "dual_encoder" if args.as_positives else "ramen"
+    settings: dict[str, Any] = {} if args.as_positives else dict(TRAIN_SETTINGS)
     if args.fixed_lambda is not None:
         settings.update(bandit=False, lambda_reg=args.fixed_lambda)
     extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.train_set)}
     settings.update(extra)
     for share in args.shares:
         key = (f"{share:g}" + (" novel only" if args.novel_only else "")
+               + (" as positives" if args.as_positives else "")
                + (f" λ {args.fixed_lambda:g} fixed" if args.fixed_lambda is not None else "")
                + "".join(f" {k} {v}" for k, v in extra.items()) + (f" seed {args.seed}" if args.seed else ""))
         if key in done["shares"]:
             continue
         home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root, key.replace(" ", "-"),
-                           args.novel_only)
-        done["shares"][key] = measure(baseline, home, args.dataset, args.profile, args.seed, settings)
+                           args.novel_only, args.as_positives)
+        edges = len(oracle_pairs(XCDataset.load(anchors_dir(args.home, args.dataset)), share, args.seed,
+                                 args.novel_only))
+        done["shares"][key] = measure(baseline, home, args.dataset, args.profile, args.seed, settings, method, edges)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
         for row in done["shares"][key]["rows"]:
             d, lo, hi = (100 * v for v in row["P@1"])
-            print(f"{key}: ramen − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
+            print(f"{key}: {method} − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
 
 
 if __name__ == "__main__":

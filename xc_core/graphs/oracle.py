@@ -24,6 +24,16 @@ def oracle_set(data: Any, share: float = 1.0, seed: int = 0, novel_only: bool = 
     only labels the query has no training pair with (what the task loss cannot already teach)."""
     from xc_core.datasets.container import AnchorSet
 
+    pairs_arr = oracle_pairs(data, share, seed, novel_only)
+    labels, anchor = np.unique(pairs_arr[:, 1], return_inverse=True)
+    return AnchorSet(name=ORACLE, texts=[data.label_texts[j] for j in labels],
+                     doc_edges=np.stack([pairs_arr[:, 0], anchor], axis=1).reshape(-1, 2),
+                     label_edges=np.empty((0, 2), np.int64))
+
+
+def oracle_pairs(data: Any, share: float = 1.0, seed: int = 0, novel_only: bool = False) -> np.ndarray:
+    """(edges, 2) int64 (training row, label id): the edges of :func:`oracle_set`, by label id. A training query
+    text that occurs on several rows is linked from its first row."""
     first: dict[str, int] = {}
     for i, text in enumerate(data.train_texts):
         first.setdefault(text, i)
@@ -35,11 +45,7 @@ def oracle_set(data: Any, share: float = 1.0, seed: int = 0, novel_only: bool = 
         trained = np.asarray(sp.csr_matrix(data.y_train)[pairs_arr[:, 0], pairs_arr[:, 1]]).ravel() > 0
         pairs_arr = pairs_arr[~trained]
     keep = np.random.default_rng(seed).random(len(pairs_arr)) < share
-    pairs_arr = pairs_arr[keep]
-    labels, anchor = np.unique(pairs_arr[:, 1], return_inverse=True)
-    return AnchorSet(name=ORACLE, texts=[data.label_texts[j] for j in labels],
-                     doc_edges=np.stack([pairs_arr[:, 0], anchor], axis=1).reshape(-1, 2),
-                     label_edges=np.empty((0, 2), np.int64))
+    return pairs_arr[keep]
 
 
 def covered_queries(data: Any) -> np.ndarray:
