@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from xc_core.datasets.container import XCDataset
-from xc_core.graphs.oracle import ORACLE, covered_queries, oracle_pairs, oracle_set
+from xc_core.graphs.oracle import ORACLE, covered_queries, novel_answer_queries, oracle_pairs, oracle_set
 from xc_core.paths import anchors_dir
 from xc_core.provenance import write_result
 
@@ -52,6 +52,9 @@ TRAIN_SETTINGS = {"graph_worth": False, "exclude_heldout_anchors": False}
 
 #: the subset of test queries whose text is a training query's (the positive control's criterion, issue #62)
 COVERED = "oracle-covered"
+#: covered queries whose every test label is novel to the query (the novel-only oracle holds the whole answer), and
+#: the other covered queries (a training label is among the answers)
+NOVEL_ANSWERS, TRAINED_ANSWER = "covered, every answer novel", "covered, a trained answer"
 
 
 def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path, name: str,
@@ -125,9 +128,11 @@ def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
                              "`xc eval` there first")
         per_row[role] = rows  # gain_rows pairs its roles: the graph run against the text-only one
     data = XCDataset.load(anchors_dir(entries[0][0], dataset))
-    covered = {COVERED: covered_queries(data)}  # the test queries the oracle can reach (issue #62)
-    return [r for r in gain_rows(data, per_row, extra_subsets=covered)
-            if r["subset"] in ("all", "tail half (deciles 5–9)", COVERED)]
+    reached, novel = covered_queries(data), novel_answer_queries(data)
+    subsets = {COVERED: reached,  # the test queries the oracle can reach (issue #62)
+               NOVEL_ANSWERS: novel, TRAINED_ANSWER: reached & ~novel}
+    return [r for r in gain_rows(data, per_row, extra_subsets=subsets)
+            if r["subset"] in ("all", "tail half (deciles 5–9)", *subsets)]
 
 
 

@@ -34,9 +34,7 @@ def oracle_set(data: Any, share: float = 1.0, seed: int = 0, novel_only: bool = 
 def oracle_pairs(data: Any, share: float = 1.0, seed: int = 0, novel_only: bool = False) -> np.ndarray:
     """(edges, 2) int64 (training row, label id): the edges of :func:`oracle_set`, by label id. A training query
     text that occurs on several rows is linked from its first row."""
-    first: dict[str, int] = {}
-    for i, text in enumerate(data.train_texts):
-        first.setdefault(text, i)
+    first = first_training_rows(data)
     y = sp.csr_matrix(data.y_test)
     pairs = [(first[text], int(j)) for t, text in enumerate(data.test_texts) if text in first
              for j in y.indices[y.indptr[t]:y.indptr[t + 1]]]
@@ -48,7 +46,32 @@ def oracle_pairs(data: Any, share: float = 1.0, seed: int = 0, novel_only: bool 
     return pairs_arr[keep]
 
 
+def first_training_rows(data: Any) -> dict[str, int]:
+    """Each training query text → the first training row holding it (the row the oracle links from)."""
+    first: dict[str, int] = {}
+    for i, text in enumerate(data.train_texts):
+        first.setdefault(text, i)
+    return first
+
+
 def covered_queries(data: Any) -> np.ndarray:
     """(test queries,) bool: the query's text is a training query's, so the oracle links it to its test labels."""
     train = set(data.train_texts)
     return np.array([text in train for text in data.test_texts], dtype=bool)
+
+
+def novel_answer_queries(data: Any) -> np.ndarray:
+    """(test queries,) bool: covered queries (:func:`covered_queries`) whose every test-period label is one the query
+    text has no training pair with — where a novel-only oracle holds the whole answer. On the other covered queries a
+    training label is among the answers, so a novel oracle label ranked first can also displace a right one."""
+    first = first_training_rows(data)
+    y_test, y_train = sp.csr_matrix(data.y_test), sp.csr_matrix(data.y_train)
+    out = np.zeros(len(data.test_texts), dtype=bool)
+    for t, text in enumerate(data.test_texts):
+        row = first.get(text)
+        truth = y_test.indices[y_test.indptr[t]:y_test.indptr[t + 1]]
+        if row is None or not len(truth):
+            continue
+        trained = y_train.indices[y_train.indptr[row]:y_train.indptr[row + 1]]
+        out[t] = not np.isin(truth, trained).any()
+    return out
