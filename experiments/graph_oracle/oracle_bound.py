@@ -25,7 +25,7 @@ from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.record import EvaluationRecord
 from xc_core.graphs.oracle import covered_queries, first_training_rows
 from xc_core.paths import anchors_dir, eval_dir
-from xc_core.provenance import write_result
+from xc_core.provenance import checkout_stamp, write_result
 
 
 def bound(data: XCDataset, top1: np.ndarray) -> dict[str, Any]:
@@ -60,13 +60,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method", default="dual_encoder")
     parser.add_argument("--json", type=Path, required=True)
     args = parser.parse_args(argv)
-    out: dict[str, Any] = {"dataset": args.dataset, "profile": args.profile, "method": args.method, "homes": {}}
+    out: dict[str, Any] = {"dataset": args.dataset, "profile": args.profile, "method": args.method,
+                           **checkout_stamp(), "homes": {}}
     for home in args.home:
         record = EvaluationRecord.load(eval_dir(home, args.dataset, args.method, args.profile))
         if record is None:
             raise SystemExit(f"{home}: no evaluation of {args.method} ({args.profile}): run `xc eval` there first")
         data = XCDataset.load(anchors_dir(home, args.dataset))
-        out["homes"][str(home)] = found = bound(data, record.top()[:, 0])
+        found = bound(data, record.top()[:, 0])
+        out["homes"][str(home)] = {**found, "trained_at": record.summary.get("git_commit")}
         print(f"{home}: " + ", ".join(f"{k} {100 * v:.2f}" if v <= 1 else f"{k} {v}" for k, v in found.items()))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     write_result(args.json, json.dumps(out, indent=2) + "\n")
