@@ -14,7 +14,9 @@ budget, whatever the graph holds.
 
 For each share ``s`` a seeded ``s`` of the oracle's edges is kept; ``--novel-only`` keeps only the labels the query
 has no training pair with (most of a repeated query's test-period labels are its training labels, which the task
-loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it. The
+loss already teaches), and ``--fixed-lambda`` holds the oracle's λ there instead of letting the bandit move it (it
+trains ``ramen_no_bandit``: before the session of 2026-12-06 it passed ``bandit=false`` to ``ramen``, whose own
+switch turned the bandit back on, so those runs started at that λ and the bandit moved it a little). The
 source home's data set is copied into a fresh home under ``--out-root`` with the oracle as its only anchor set; ``xc
 train --method ramen`` runs there with every set at its starting λ (``graph_worth=false``: this is about the
 regularizer, not the check) and held-out anchors kept (``exclude_heldout_anchors=false``: the filter that keeps
@@ -100,7 +102,7 @@ def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
     xc("eval", "--method", method, *common)
     data = XCDataset.load(anchors_dir(home, dataset))
     summary = json.loads((model_dir(home, dataset, method, profile) / "train_summary.json").read_text())
-    as_set = method == "ramen"
+    as_set = method != "dual_encoder"
     return {"home": str(home), "baseline_home": str(baseline), "method": method,
             "rows": paired([(home, baseline)], dataset, profile, arm_method=method),
             "check": assess_graph(data, home, get_profile(profile), overrides=settings) if as_set else None,
@@ -161,7 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--as-positives", action="store_true", help="the ceiling: the oracle's edges become "
                         "training pairs of dual_encoder (the task loss itself carries them) instead of an anchor set "
                         "of ramen")
-    parser.add_argument("--fixed-lambda", type=float, help="the oracle's λ held fixed (no bandit) at this value")
+    parser.add_argument("--fixed-lambda", type=float, help="the oracle's λ held fixed at this value (trains "
+                        "ramen_no_bandit)")
     parser.add_argument("--train-set", action="append", default=[], metavar="KEY=VALUE", help="more training "
                         "overrides for ramen (as xc train --set; VALUE read as JSON), e.g. a larger budget; train the "
                         "--baseline-home dual_encoder with the same")
@@ -218,10 +221,11 @@ def main(argv: list[str] | None = None) -> None:
             entry["baseline_home"] = str(baseline)
         write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
         return
-    method = "dual_encoder" if args.as_positives else "ramen"
+    method = ("dual_encoder" if args.as_positives else "ramen_no_bandit" if args.fixed_lambda is not None
+              else "ramen")
     settings: dict[str, Any] = {} if args.as_positives else dict(TRAIN_SETTINGS)
     if args.fixed_lambda is not None:
-        settings.update(bandit=False, lambda_reg=args.fixed_lambda)
+        settings.update(lambda_reg=args.fixed_lambda)
     extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.train_set)}
     settings.update(extra)
     for share in args.shares:

@@ -82,6 +82,31 @@ def test_every_data_set_gets_the_profile_recipe_then_overrides_then_the_methods_
     assert not train_config(encoder_method("dual_encoder"), demo, {"regularize": True}).regularize
 
 
+def test_a_setting_the_method_would_ignore_is_refused_before_anything_is_removed(tiny_data: XCDataset,
+                                                                                 tmp_path: Path) -> None:
+    """``--set bandit=false`` on ramen used to train with the bandit on (the method's switches win), and a misspelt
+    field trained the profile's recipe: both are refused now, naming the fix, and an earlier model stays."""
+    from xc_core.methods import get_method
+    from xc_core.methods.base import SettingError, check_settings
+    from xc_core.paths import model_dir
+    from xc_core.stages.train import train_method
+
+    earlier = model_dir(tmp_path, tiny_data.name, "ramen", "tiny") / "encoder" / "weights"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("an earlier model")
+    for settings, says in (({"bandit": False}, "sets bandit=True itself .* train ramen_no_bandit instead"),
+                           ({"regularize": False, "prune": False, "bandit": False}, "train dual_encoder or"),
+                           ({"lamda_reg": 1.0}, "no setting named lamda_reg \\(did you mean lambda_reg")):
+        with pytest.raises(SettingError, match=says):
+            train_method(tiny_data, "ramen", "tiny", tmp_path, overrides=settings)
+    assert earlier.read_text() == "an earlier model"
+    # the same value as the method's own switch, TrainConfig's fields, and a method's own config are accepted
+    check_settings(get_method("ramen"), {"bandit": True, "lambda_reg": 2.0})
+    check_settings(get_method("irene"), {"stage_one": "dual_encoder", "lr": 1e-3})
+    with pytest.raises(SettingError, match="IreneConfig's"):
+        check_settings(get_method("irene"), {"stage_uno": "dual_encoder"})
+
+
 def test_a_graph_method_restricted_to_some_anchor_sets_is_a_method_variant() -> None:
     from xc_core.methods.encoder import encoder_method
 

@@ -273,6 +273,54 @@ def register(method: M) -> M:
     return method
 
 
+class SettingError(LookupError, ValueError):
+    """A training setting (``xc train --set``, a launchpad override) that the method would not use."""
+
+
+def check_settings(method: Method, overrides: dict[str, Any]) -> None:
+    """Refuse, before anything is trained or removed, a setting the method would silently ignore.
+
+    A method reads ``TrainConfig``'s fields and, where it has one, its own config's (the pydantic ``cfg`` of IRENE,
+    TextGNN, OAK). Switches a method sets itself (``EncoderMethod.overrides``: ``ramen`` *is* the bandit) win over
+    the caller's, so setting one to another value would be ignored too.
+
+    Raises:
+        SettingError: an unknown field (with the nearest known names), or a clash with the method's own switches
+            (naming the registered methods that have the asked-for value, e.g. ``ramen_no_bandit``).
+    """
+    import difflib
+
+    from xc_core.training.config import TrainConfig
+
+    own = getattr(getattr(method, "cfg", None), "model_fields", {})
+    known = set(TrainConfig.model_fields) | set(own)
+    if unknown := sorted(set(overrides) - known):
+        near = sorted({m for k in unknown for m in difflib.get_close_matches(k, known, n=3)})
+        raise SettingError(f"{method.name}: no setting named {', '.join(unknown)}"
+                           + (f" (did you mean {', '.join(near)}?)" if near else "")
+                           + "; the fields are TrainConfig's (docs/training.md)"
+                           + (f" and {type(method.cfg).__name__}'s" if own else ""))  # type: ignore[attr-defined]
+    switches: dict[str, Any] = getattr(method, "overrides", {})
+    if clashes := {k: v for k, v in overrides.items() if k in switches and switches[k] != v}:
+        raise SettingError(_clash_message(method, switches, clashes))
+
+
+def _clash_message(method: Method, switches: dict[str, Any], clashes: dict[str, Any]) -> str:
+    """The clash refused by :func:`check_settings`, with the registered methods that have the asked-for values:
+    first those that differ from ``method`` in exactly these switches (its ablation), else any that set them."""
+    asked = ", ".join(f"{k}={v!r}" for k, v in clashes.items())
+    own = ", ".join(f"{k}={switches[k]!r}" for k in clashes)
+    wanted = {**switches, **clashes}
+    others = [m for m in METHODS.values() if getattr(m, "trains", True) and isinstance(getattr(m, "overrides", None),
+                                                                                         dict)]
+    fits = ([m.name for m in others if m.overrides == wanted]  # type: ignore[attr-defined]
+            or [m.name for m in others if all(m.overrides.get(k) == v  # type: ignore[attr-defined]
+                                              for k, v in clashes.items())])
+    hint = f"train {' or '.join(fits)} instead" if fits else "no registered method has that setting"
+    return (f"{method.name} sets {own} itself (it is what the method is), so --set {asked} would be ignored: "
+            f"drop the setting, or {hint}")
+
+
 def get_method(name: str) -> Method:
     """A registered method, or a graph method restricted to some anchor sets: ``ramen@links`` or
     ``ramen@links+categories`` (both sides, only those sets) — the "which graph helps" ablation on any data

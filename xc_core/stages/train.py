@@ -45,6 +45,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     import mlflow
 
     from xc_core.methods import TrainJob, get_method
+    from xc_core.methods.base import check_settings
     from xc_core.methods.versions import method_stamp
     from xc_core.tracking.store import ensure_experiment, tracking_uri
     from xc_core.training.record import TrainedModel
@@ -52,6 +53,7 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     started = time.perf_counter()
     profile = get_profile(profile) if isinstance(profile, str) else profile
     method = get_method(method_name)
+    check_settings(method, overrides or {})  # before the model folder is emptied: a refused setting loses nothing
     out = model_dir(home, dataset.name, method.name, profile.name)
     if not resume:  # a fresh run starts from an empty folder, whatever an earlier one left
         shutil.rmtree(out, ignore_errors=True)

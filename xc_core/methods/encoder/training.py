@@ -73,7 +73,8 @@ def _curves(history: list[dict[str, float]], trajectory: list[dict[str, Any]], o
 def train_config(method: EncoderMethod, profile: Profile, overrides: dict[str, Any] | None = None,
                  dataset: XCDataset | None = None) -> TrainConfig:
     """Profile (one recipe for every data set) → caller's overrides → the method's own switches, in that order;
-    with ``dataset``, ``stage_cutoff`` resolved to its day (:func:`with_stage_cutoff`)."""
+    with ``dataset``, ``stage_cutoff`` resolved to its day (:func:`with_stage_cutoff`). An override of one of the
+    method's switches is ignored here: ``train_method`` refuses it first (``methods.base.check_settings``)."""
     cfg = method.configure(train_settings(profile).model_copy(update=overrides or {}))
     return cfg if dataset is None else with_stage_cutoff(cfg, dataset, profile.classifier)
 
