@@ -178,14 +178,16 @@ def test_the_oracle_anchor_set_lifts_ramen_on_the_queries_it_covers(tiny_data: X
                                             "tower_lr": 1e-2, "graph_worth": False, "exclude_heldout_anchors": False,
                                             "bandit": False, "prune": False, "lambda_reg": 1.0, "epochs": 12})
     hits = {}
-    for name in ("dual_encoder", "ramen"):
+    for name in ("dual_encoder", "ramen_no_bandit"):
         cfg = encoder_method(name).configure(base)
         trainer = Trainer(data, encoder_config(profile, tiny_home), cfg, tmp_path / name)
         trainer.fit()
         hits[name] = _covered_p1(trainer, data, covered)
-    gain = hits["ramen"].mean() - hits["dual_encoder"].mean()
-    # the bar for the positive control: +3 P@1 on the covered queries (measured here: +7.2, 48.6 → 55.8)
-    assert gain >= 0.03, f"oracle ramen − dual_encoder on {covered.sum()} covered test queries: {gain:+.3f} P@1"
+    gain = hits["ramen_no_bandit"].mean() - hits["dual_encoder"].mean()
+    # the bar for the positive control: +3 P@1 on the covered queries (measured here at the fixed λ 1:
+    # +5.1; +7.2 before 5722c19, when ramen's own bandit switch overrode the base's bandit=False)
+    assert gain >= 0.03, (f"oracle ramen_no_bandit − dual_encoder on {covered.sum()} covered test queries: "
+                          f"{gain:+.3f} P@1")
 
 
 def test_distillation_keeps_the_frozen_encoders_order_of_the_other_labels(tiny_data: XCDataset, tiny_home: Path,
