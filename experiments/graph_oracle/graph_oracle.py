@@ -129,7 +129,9 @@ def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
             raise SystemExit(f"{homes}: not every home has a per-query evaluation of {method} ({profile}): run "
                              "`xc eval` there first")
         per_row[role] = rows  # gain_rows pairs its roles: the graph run against the text-only one
-    data = XCDataset.load(anchors_dir(entries[0][0], dataset))
+    # the subsets from the baseline's data set: an --as-positives home's training pairs hold the oracle's edges, so
+    # there every oracle label would count as trained
+    data = XCDataset.load(anchors_dir(entries[0][1], dataset))
     reached, novel = covered_queries(data), novel_answer_queries(data)
     subsets = {COVERED: reached,  # the test queries the oracle can reach (issue #62)
                NOVEL_ANSWERS: novel, TRAINED_ANSWER: reached & ~novel}
