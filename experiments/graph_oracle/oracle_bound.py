@@ -31,24 +31,33 @@ from xc_core.provenance import checkout_stamp, write_result
 def bound(data: XCDataset, top1: np.ndarray) -> dict[str, Any]:
     """Shares of the oracle-covered test queries (each a fraction of them): the baseline's top-1 right; wrong and
     the query clicks a novel label (the bound); wrong with no novel label; wrong with its top-1 one of the query's
-    training labels."""
+    training labels; every answer novel (and that with the top-1 right); then the baseline's P@1 on the two halves
+    of the covered queries (every answer novel, a trained answer among them)."""
     first = first_training_rows(data)
     y_test, y_train = sp.csr_matrix(data.y_test), sp.csr_matrix(data.y_train)
     covered = np.flatnonzero(covered_queries(data))
     counts = {"top1_right": 0, "wrong_with_novel_label": 0, "wrong_without_novel_label": 0,
-              "wrong_top1_a_training_label": 0, "all_test_labels_novel": 0}
+              "wrong_top1_a_training_label": 0, "all_test_labels_novel": 0, "all_novel_and_top1_right": 0}
     for t in covered:
         truth = set(y_test.indices[y_test.indptr[t]:y_test.indptr[t + 1]].tolist())
         row = first[data.test_texts[t]]
         trained = set(y_train.indices[y_train.indptr[row]:y_train.indptr[row + 1]].tolist())
         novel = truth - trained
-        counts["all_test_labels_novel"] += bool(truth) and novel == truth
+        all_novel = bool(truth) and novel == truth
+        counts["all_test_labels_novel"] += all_novel
         if int(top1[t]) in truth:
             counts["top1_right"] += 1
+            counts["all_novel_and_top1_right"] += all_novel
             continue
         counts["wrong_with_novel_label" if novel else "wrong_without_novel_label"] += 1
         counts["wrong_top1_a_training_label"] += int(top1[t]) in trained
-    return {"covered_queries": len(covered), **{k: v / len(covered) for k, v in counts.items()}}
+    shares = {k: v / len(covered) for k, v in counts.items()}
+    novel_rows = counts["all_test_labels_novel"]
+    # the baseline's P@1 on the two covered halves (every answer novel; a trained answer among them)
+    p1 = {"P@1_every_answer_novel": counts["all_novel_and_top1_right"] / max(novel_rows, 1),
+          "P@1_a_trained_answer": (counts["top1_right"] - counts["all_novel_and_top1_right"])
+          / max(len(covered) - novel_rows, 1)}
+    return {"covered_queries": len(covered), **shares, **p1}
 
 
 def main(argv: list[str] | None = None) -> None:
