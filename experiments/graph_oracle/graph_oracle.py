@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,9 @@ import scipy.sparse as sp
 
 from xc_core.datasets.container import XCDataset
 from xc_core.graphs.oracle import ORACLE, covered_queries, novel_answer_queries, oracle_pairs, oracle_set
-from xc_core.paths import anchors_dir
+from xc_core.paths import anchors_dir, dataset_dir, vectors_dir
 from xc_core.provenance import write_result
+from xc_core.stages.anchor_sets import load_with_anchors
 
 #: ``ramen``'s overrides here: the oracle's anchors are test-period labels, and synthetic's label texts are often a
 #: test query's text too, so the held-out filter would drop most of them (the set has no ``anchor_spaces`` entry, so
@@ -71,7 +73,7 @@ def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path,
     home = root / name
     if home.exists():
         shutil.rmtree(home)
-    data = XCDataset.load(anchors_dir(source, dataset))
+    data = load_with_anchors(source, dataset)  # the source's data set as built where no anchor stage has run
     if as_positives:
         merged = sp.csr_matrix(data.y_train) + binary_pairs(oracle_pairs(data, share, seed, novel_only),
                                                                data.y_train.shape)
@@ -80,7 +82,9 @@ def oracle_home(source: Path, dataset: str, share: float, seed: int, root: Path,
     else:
         oracle = replace(data, anchor_sets={ORACLE: oracle_set(data, share, seed, novel_only)})
     oracle.save(anchors_dir(home, dataset))
-    shutil.copytree(source / "datasets" / dataset, home / "datasets" / dataset)
+    shutil.copytree(dataset_dir(source, dataset), dataset_dir(home, dataset))
+    if vectors_dir(source).is_dir():  # the frozen encodings, keyed by content: linked, not computed again
+        shutil.copytree(vectors_dir(source), vectors_dir(home), copy_function=os.link)
     return home
 
 
@@ -131,7 +135,7 @@ def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
         per_row[role] = rows  # gain_rows pairs its roles: the graph run against the text-only one
     # the subsets from the baseline's data set: an --as-positives home's training pairs hold the oracle's edges, so
     # there every oracle label would count as trained
-    data = XCDataset.load(anchors_dir(entries[0][1], dataset))
+    data = load_with_anchors(entries[0][1], dataset)
     reached, novel = covered_queries(data), novel_answer_queries(data)
     subsets = {COVERED: reached,  # the test queries the oracle can reach (issue #62)
                NOVEL_ANSWERS: novel, TRAINED_ANSWER: reached & ~novel}
@@ -239,8 +243,7 @@ def main(argv: list[str] | None = None) -> None:
             continue
         home = oracle_home(args.home, args.dataset, share, args.seed, args.out_root, key.replace(" ", "-"),
                            args.novel_only, args.as_positives)
-        edges = len(oracle_pairs(XCDataset.load(anchors_dir(args.home, args.dataset)), share, args.seed,
-                                 args.novel_only))
+        edges = len(oracle_pairs(load_with_anchors(args.home, args.dataset), share, args.seed, args.novel_only))
         done["shares"][key] = measure(baseline, home, args.dataset, args.profile, args.seed, settings, method, edges)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
