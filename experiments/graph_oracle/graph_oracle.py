@@ -54,6 +54,10 @@ from xc_core.stages.anchor_sets import load_with_anchors
 TRAIN_SETTINGS = {"graph_worth": False, "exclude_heldout_anchors": False}
 
 
+class MissingEvaluation(LookupError):
+    """A home of a pair has no per-query evaluation of its method yet."""
+
+
 #: the subset of test queries whose text is a training query's (the positive control's criterion, issue #62)
 COVERED = "oracle-covered"
 #: covered queries whose every test label is novel to the query (the novel-only oracle holds the whole answer), and
@@ -107,8 +111,12 @@ def measure(baseline: Path, home: Path, dataset: str, profile: str, seed: int,
     data = XCDataset.load(anchors_dir(home, dataset))
     summary = json.loads((model_dir(home, dataset, method, profile) / "train_summary.json").read_text())
     as_set = method != "dual_encoder"
-    return {"home": str(home), "baseline_home": str(baseline), "method": method,
-            "rows": paired([(home, baseline)], dataset, profile, arm_method=method),
+    try:
+        rows: list[dict[str, Any]] | None = paired([(home, baseline)], dataset, profile, arm_method=method)
+    except MissingEvaluation as exc:  # the baseline still training: the run is kept, paired later by --repair
+        rows = None
+        print(f"{exc}; recorded unpaired: pair it with --repair --only KEY once the baseline is evaluated")
+    return {"home": str(home), "baseline_home": str(baseline), "method": method, "rows": rows,
             "check": assess_graph(data, home, get_profile(profile), overrides=settings) if as_set else None,
             "selected_epoch": summary.get("selected_epoch"),
             "edges": edges,
@@ -130,8 +138,8 @@ def paired(entries: list[tuple[Path, Path]], dataset: str, profile: str,
                                 ("dual_encoder", baseline_method, [b for _, b in entries])):
         rows, found = seed_average(homes, dataset, method, profile)
         if found < len(homes):
-            raise SystemExit(f"{homes}: not every home has a per-query evaluation of {method} ({profile}): run "
-                             "`xc eval` there first")
+            raise MissingEvaluation(f"{homes}: not every home has a per-query evaluation of {method} ({profile}): "
+                                    "run `xc eval` there first")
         per_row[role] = rows  # gain_rows pairs its roles: the graph run against the text-only one
     # the subsets from the baseline's data set: an --as-positives home's training pairs hold the oracle's edges, so
     # there every oracle label would count as trained
@@ -157,6 +165,13 @@ def _method(done: dict[str, Any], path: Path, key: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        run(argv)
+    except MissingEvaluation as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def run(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="a home with the data set's anchor stage and an "
                         "evaluated dual_encoder of --seed")
@@ -247,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         done["shares"][key] = measure(baseline, home, args.dataset, args.profile, args.seed, settings, method, edges)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         write_result(args.json, json.dumps(done, indent=2, default=str) + "\n")
-        for row in done["shares"][key]["rows"]:
+        for row in done["shares"][key]["rows"] or []:
             d, lo, hi = (100 * v for v in row["P@1"])
             print(f"{key}: {method} − dual_encoder, {row['subset']}: {d:+.2f} [{lo:+.2f}, {hi:+.2f}] P@1")
 
