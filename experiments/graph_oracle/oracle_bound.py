@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from xc_core.datasets.container import XCDataset
 from xc_core.evaluation.record import EvaluationRecord
-from xc_core.graphs.oracle import covered_queries, first_training_rows
+from xc_core.graphs.oracle import covered_answers, covered_queries
 from xc_core.paths import anchors_dir, eval_dir
 from xc_core.provenance import checkout_stamp, write_result
 
@@ -33,15 +32,10 @@ def bound(data: XCDataset, top1: np.ndarray) -> dict[str, Any]:
     the query clicks a novel label (the bound); wrong with no novel label; wrong with its top-1 one of the query's
     training labels; every answer novel (and that with the top-1 right); then the baseline's P@1 on the two halves
     of the covered queries (every answer novel, a trained answer among them)."""
-    first = first_training_rows(data)
-    y_test, y_train = sp.csr_matrix(data.y_test), sp.csr_matrix(data.y_train)
-    covered = np.flatnonzero(covered_queries(data))
+    covered = covered_queries(data)
     counts = {"top1_right": 0, "wrong_with_novel_label": 0, "wrong_without_novel_label": 0,
               "wrong_top1_a_training_label": 0, "all_test_labels_novel": 0, "all_novel_and_top1_right": 0}
-    for t in covered:
-        truth = set(y_test.indices[y_test.indptr[t]:y_test.indptr[t + 1]].tolist())
-        row = first[data.test_texts[t]]
-        trained = set(y_train.indices[y_train.indptr[row]:y_train.indptr[row + 1]].tolist())
+    for t, truth, trained in covered_answers(data):
         novel = truth - trained
         all_novel = bool(truth) and novel == truth
         counts["all_test_labels_novel"] += all_novel
@@ -51,13 +45,13 @@ def bound(data: XCDataset, top1: np.ndarray) -> dict[str, Any]:
             continue
         counts["wrong_with_novel_label" if novel else "wrong_without_novel_label"] += 1
         counts["wrong_top1_a_training_label"] += int(top1[t]) in trained
-    shares = {k: v / len(covered) for k, v in counts.items()}
+    shares = {k: v / covered.sum() for k, v in counts.items()}
     novel_rows = counts["all_test_labels_novel"]
     # the baseline's P@1 on the two covered halves (every answer novel; a trained answer among them)
     p1 = {"P@1_every_answer_novel": counts["all_novel_and_top1_right"] / max(novel_rows, 1),
           "P@1_a_trained_answer": (counts["top1_right"] - counts["all_novel_and_top1_right"])
-          / max(len(covered) - novel_rows, 1)}
-    return {"covered_queries": len(covered), **shares, **p1}
+          / max(int(covered.sum()) - novel_rows, 1)}
+    return {"covered_queries": int(covered.sum()), **shares, **p1}
 
 
 def main(argv: list[str] | None = None) -> None:

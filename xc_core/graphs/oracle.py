@@ -10,6 +10,7 @@ set covers, the training loop cannot absorb the answers, and no real graph can h
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -60,18 +61,23 @@ def covered_queries(data: Any) -> np.ndarray:
     return np.array([text in train for text in data.test_texts], dtype=bool)
 
 
+def covered_answers(data: Any) -> Iterator[tuple[int, set[int], set[int]]]:
+    """(test row, its test-period labels, the labels its text's first training row holds) of each covered query
+    (:func:`covered_queries`), in test-row order."""
+    first = first_training_rows(data)
+    y_test, y_train = sp.csr_matrix(data.y_test), sp.csr_matrix(data.y_train)
+    for t, text in enumerate(data.test_texts):
+        row = first.get(text)
+        if row is not None:
+            yield (t, set(y_test.indices[y_test.indptr[t]:y_test.indptr[t + 1]].tolist()),
+                   set(y_train.indices[y_train.indptr[row]:y_train.indptr[row + 1]].tolist()))
+
+
 def novel_answer_queries(data: Any) -> np.ndarray:
     """(test queries,) bool: covered queries (:func:`covered_queries`) whose every test-period label is one the query
     text has no training pair with — where a novel-only oracle holds the whole answer. On the other covered queries a
     training label is among the answers, so a novel oracle label ranked first can also displace a right one."""
-    first = first_training_rows(data)
-    y_test, y_train = sp.csr_matrix(data.y_test), sp.csr_matrix(data.y_train)
     out = np.zeros(len(data.test_texts), dtype=bool)
-    for t, text in enumerate(data.test_texts):
-        row = first.get(text)
-        truth = y_test.indices[y_test.indptr[t]:y_test.indptr[t + 1]]
-        if row is None or not len(truth):
-            continue
-        trained = y_train.indices[y_train.indptr[row]:y_train.indptr[row + 1]]
-        out[t] = not np.isin(truth, trained).any()
+    for t, truth, trained in covered_answers(data):
+        out[t] = bool(truth) and not truth & trained
     return out
