@@ -66,11 +66,17 @@ def linked_titles(tmp_path_factory: pytest.TempPathFactory) -> XCDataset:
 
 def _stage(data: XCDataset, home: Path, out: Path) -> dict:
     from xc_core.classifier import ClassifierConfig
+    from xc_core.classifier.lexical import LexicalConfig
     from xc_core.classifier.stage import fit_classifier_stage
     from xc_core.profiles import encoder_config, get_profile
 
     encoder = Path(encoder_config(get_profile("tiny"), home).model_path or "")
-    cfg = ClassifierConfig(folds=4, epochs=2, random_negatives=1024)  # test-sized refits
+    # test-sized refits, and a test-sized grid: every channel's weights still span off, a small and a large weight
+    # (the selection's rules, not its resolution, are under test; the default grid is ~40× as many fusions)
+    cfg = ClassifierConfig(folds=4, epochs=2, random_negatives=1024, alphas=(0.0, 0.25, 0.5, 0.75, 1.0),
+                           untrained_offsets=(-0.1, 0.0, 0.1), linear_weights=(0.0, 0.2, 0.8, 3.2),
+                           memory_weights=(0.0, 1.6), popularity_weights=(0.0, 0.1), name_weights=(0.0, 0.4),
+                           tail_offsets=(0.0, 0.1), lexical=LexicalConfig(weights=(0.0, 0.1, 0.3)))
     fused = fit_classifier_stage(data, encoder, 16, cfg, out)
     return {"fused": fused, **fused.info["fallback_tests"]["fusion"]}
 

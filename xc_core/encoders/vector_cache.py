@@ -19,6 +19,7 @@ expected shape is encoded again and replaced.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -57,9 +58,11 @@ def weights_digest(encoder: Any) -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=16)
 def _definition(backend_json: str) -> str:
     """A fast tokenizer's definition without the truncation and padding each call sets on it: the same tokenizer
-    hashes alike before and after its first call (the call's own settings are in the keys that need them)."""
+    hashes alike before and after its first call (the call's own settings are in the keys that need them). Kept
+    per process: re-serialising a 30k-token vocabulary sorted took most of a small encode call's key."""
     import json
 
     found = json.loads(backend_json)

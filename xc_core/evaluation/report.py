@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -59,17 +60,25 @@ def _metric_rows(results: list[MethodResult]) -> tuple[list[str], list[dict[str,
 
 
 def _curves(results: list[MethodResult]) -> str:
+    """P@k and PSP@k per method (base64 PNG). Drawn once per process for the same figures: the results job and the
+    report asset build the same page several times, and a drawing costs about as much as the rest of the page."""
+    drawn = [[r.method, {k: v for k, v in r.metrics.items() if k.startswith(("P@", "PSP@"))}] for r in results]
+    return _curves_png(json.dumps(drawn, default=float))
+
+
+@functools.lru_cache(maxsize=32)
+def _curves_png(drawn: str) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for r in results:
-        ks = sorted(int(k.split("@")[1]) for k in r.metrics if k.startswith("P@"))
-        axes[0].plot(ks, [100 * r.metrics[f"P@{k}"] for k in ks], marker="o", label=r.method)
-        ps = [k for k in ks if f"PSP@{k}" in r.metrics]
-        axes[1].plot(ps, [100 * r.metrics[f"PSP@{k}"] for k in ps], marker="o", label=r.method)
+    for method, metrics in json.loads(drawn):
+        ks = sorted(int(k.split("@")[1]) for k in metrics if k.startswith("P@"))
+        axes[0].plot(ks, [100 * metrics[f"P@{k}"] for k in ks], marker="o", label=method)
+        ps = [k for k in ks if f"PSP@{k}" in metrics]
+        axes[1].plot(ps, [100 * metrics[f"PSP@{k}"] for k in ps], marker="o", label=method)
     axes[0].set(title="P@k", xlabel="k")
     axes[1].set(title="PSP@k", xlabel="k")
     axes[0].legend(fontsize=8)
@@ -77,20 +86,30 @@ def _curves(results: list[MethodResult]) -> str:
 
 
 def _quantile_chart(results: list[MethodResult]) -> str | None:
+    """P@5 per label quantile per method (base64 PNG), or None when no method has the bins; cached as
+    :func:`_curves`."""
+    with_bins = [r for r in results if r.quantiles]
+    if not with_bins:
+        return None
+    drawn = [[r.method, [q["P@5"] for q in r.quantiles]] for r in with_bins]
+    return _quantile_png(json.dumps({"bins": [q["bin"] for q in with_bins[0].quantiles], "methods": drawn},
+                                    default=float))
+
+
+@functools.lru_cache(maxsize=32)
+def _quantile_png(drawn: str) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    with_bins = [r for r in results if r.quantiles]
-    if not with_bins:
-        return None
+    found = json.loads(drawn)
+    bins, methods = found["bins"], found["methods"]
     fig, ax = plt.subplots(figsize=(9, 3.8))
-    bins = [q["bin"] for q in with_bins[0].quantiles]
-    width = 0.8 / len(with_bins)
-    for i, r in enumerate(with_bins):
-        ax.bar(np.arange(len(bins)) + i * width, [100 * q["P@5"] for q in r.quantiles], width, label=r.method)
+    width = 0.8 / len(methods)
+    for i, (method, shares) in enumerate(methods):
+        ax.bar(np.arange(len(bins)) + i * width, [100 * share for share in shares], width, label=method)
     ax.set_xticks(np.arange(len(bins)) + 0.4 - width / 2, [f"Q{b + 1}" for b in bins])
     ax.set(title="P@5 contribution per label quantile (Q1 = tail … Q5 = head; RAMEN Fig. 4)", ylabel="P@5 (%)")
     ax.legend(fontsize=8)
