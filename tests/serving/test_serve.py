@@ -187,15 +187,37 @@ def test_the_served_encoder_runs_on_onnx_runtime_and_ranks_as_torch_does(home: P
     model = load_registered("models:/xc-encoder-synthetic/2")  # pretrained-clf: the fused search too
     assert model is not None
     assert model.info["encoder_runtime"] == "onnxruntime", model.info.get("onnx")
-    encoder = model.embedder.unwrap_python_model().encoder
+    python_model = model.embedder.unwrap_python_model()
+    encoder = python_model.encoder
     assert encoder.onnx is not None
     texts = XCDataset.load(home / "datasets" / DATASET).test_texts[:40]
     with_onnx = model.search(texts, 10)
+    # served on ONNX, the transformer was never built (its weights are in the graph), and its folder is gone: asked
+    # for torch, the encoder says so instead of failing inside transformers
+    assert encoder._model is None
     encoder.use_onnx(None)
+    with pytest.raises(FileNotFoundError, match="load the model again"):
+        encoder.encode(texts[:1])
+    # the same served search with the version's encoder on torch
+    from xc_core.encoders.text import encoder_for
+
+    python_model.encoder = encoder_for(_registered_encoder(home, "2"), max_length=encoder.cfg.max_length)
     with_torch = model.search(texts, 10)
     from xc_core.index.ties import rankings_agree
 
     assert rankings_agree(with_torch, with_onnx).all()  # the same labels up to ties, not the same last bits
+
+
+def _registered_encoder(home: Path, version: str) -> Path:
+    """The encoder folder of a registered version's method model, downloaded into the home."""
+    import mlflow
+
+    out = home / f"registered-encoder-v{version}"
+    if not out.exists():
+        served = mlflow.artifacts.download_artifacts(f"models:/xc-encoder-synthetic/{version}",
+                                                     tracking_uri=_uri(home), dst_path=str(out))
+        assert Path(served, "artifacts", "model", "artifacts", "encoder").is_dir()
+    return out / "artifacts" / "model" / "artifacts" / "encoder"
 
 
 def test_mlflow_models_serve_on_the_champion_answers_ads(home: Path) -> None:

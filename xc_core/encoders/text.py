@@ -7,7 +7,11 @@ layers (TextGNN initialises from the first 3 layers of BERT), which makes CPU pr
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +67,22 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
+#: set while a caller that serves encoders on ONNX Runtime loads them (:func:`transformers_deferred`)
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("xc_transformers_deferred", default=False)
+
+
+@contextlib.contextmanager
+def transformers_deferred() -> Iterator[None]:
+    """Within this block (this thread or task only), :class:`TextEncoder`s built with ``defer_model=None`` defer
+    their transformer: a model loader that will serve the encoder on ONNX Runtime (``tracking/served.load_served``)
+    says so around MLflow's ``load_model``, which builds the encoder inside the model's own ``load_context``."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
 class OnnxForward:
     """An ONNX Runtime session over an exported encoder: ``(input_ids, attention_mask)`` → unit vectors."""
 
@@ -83,8 +103,11 @@ class OnnxForward:
 class TextEncoder:
     """``encode(texts) -> np.ndarray`` (float32, unit rows); ``forward`` for training with gradients."""
 
-    def __init__(self, cfg: EncoderConfig | None = None) -> None:
-        from transformers import AutoModel, AutoTokenizer
+    def __init__(self, cfg: EncoderConfig | None = None, defer_model: bool | None = False) -> None:
+        """``defer_model``: build the transformer only when something first needs it (an encoder about to be served
+        on ONNX Runtime, :meth:`use_onnx`, never does; its folder must still exist then); None: as the enclosing
+        :func:`transformers_deferred` says (no block: built now)."""
+        from transformers import AutoConfig, AutoTokenizer
 
         self.cfg = cfg or EncoderConfig()
         path = self.cfg.model_path or str(default_model_path())
@@ -93,15 +116,15 @@ class TextEncoder:
                                     "folder (config.json, weights, tokenizer files); nothing is downloaded")
         self.path = path
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        self.model = AutoModel.from_pretrained(path, local_files_only=True)
-        if self.cfg.n_layers is not None:
-            truncate_layers(self.model, self.cfg.n_layers)
-        pooler = getattr(self.model, "pooler", None)
-        if pooler is not None:  # mean pooling never uses BERT's [CLS] pooler: freeze it (DDP needs every
-            for param in pooler.parameters():  # trainable parameter to receive a gradient)
-                param.requires_grad_(False)
+        #: the folder's model settings (its width), read without building the network
+        self._config = AutoConfig.from_pretrained(path, local_files_only=True)
         self.device = _device()
-        self.model.to(self.device)
+        # a served ONNX encoder never needs the transformer, and building it imports most of transformers'
+        # modelling code: seconds of a served model's start (``tracking/served.load_served`` defers it)
+        self._model: Any = None
+        self._model_lock = threading.Lock()
+        if not (_DEFERRED.get() if defer_model is None else defer_model):
+            self._model = self._build_model()
         from xc_core.encoders.tower import load_tower
 
         #: the light trainable tower beside the transformer (tower.py), when the folder has one
@@ -111,13 +134,45 @@ class TextEncoder:
         #: the frozen transformer's unit vector per text, read back instead of computed (:meth:`freeze_base`)
         self._base: dict[str, torch.Tensor] | None = None
         self._cache: dict[str, tuple[list[int], int]] = {}
-        #: what forward() calls: the model itself, or its DistributedDataParallel wrapper during DDP training
-        self.runner: Any = self.model
+        self._runner: Any = None
         self.onnx: OnnxForward | None = None  # what encode() runs instead of torch (serving; onnx_runtime.py)
 
     @property
+    def model(self) -> Any:
+        """The transformer (a Hugging Face model on :attr:`device`, its [CLS] pooler frozen), built once."""
+        if self._model is None:
+            with self._model_lock:  # a server's threads may ask at once
+                if self._model is None:
+                    self._model = self._build_model()
+        return self._model
+
+    def _build_model(self) -> Any:
+        from transformers import AutoModel
+
+        if not Path(self.path, "config.json").exists():
+            raise FileNotFoundError(f"{self.path}: the encoder's folder is gone, and its transformer was deferred "
+                                    "(served on ONNX Runtime): load the model again to run it on torch")
+        model = AutoModel.from_pretrained(self.path, local_files_only=True)
+        if self.cfg.n_layers is not None:
+            truncate_layers(model, self.cfg.n_layers)
+        pooler = getattr(model, "pooler", None)
+        if pooler is not None:  # mean pooling never uses BERT's [CLS] pooler: freeze it (DDP needs every
+            for param in pooler.parameters():  # trainable parameter to receive a gradient)
+                param.requires_grad_(False)
+        return model.to(self.device)
+
+    @property
+    def runner(self) -> Any:
+        """What :meth:`forward` calls: the model itself, or its DistributedDataParallel wrapper during DDP training."""
+        return self._runner if self._runner is not None else self.model
+
+    @runner.setter
+    def runner(self, value: Any) -> None:
+        self._runner = value
+
+    @property
     def dim(self) -> int:
-        return int(self.model.config.hidden_size)
+        return int(self._config.hidden_size)
 
     def parameter_count(self) -> int:
         """Every weight of the transformer and of its tower (trainable or not): the costs table's model size."""
@@ -246,7 +301,8 @@ class TextEncoder:
 
     def use_onnx(self, path: Path | str | None) -> None:
         """Run ``encode`` on ONNX Runtime over the graph exported to ``path`` (``onnx_runtime.export``), with as
-        many threads as torch uses; None goes back to torch. Training (``forward``) always runs torch."""
+        many threads as torch uses; None goes back to torch (building a deferred transformer from its folder when
+        it is first used). Training (``forward``) always runs torch."""
         import torch
 
         self.onnx = None if path is None else OnnxForward(Path(path), torch.get_num_threads())
@@ -258,7 +314,7 @@ class TextEncoder:
 
         # left in eval mode whether the vectors are computed or read, as callers have known it; a walk over the
         # modules first, since eval() itself sets every module's flag (a millisecond a served query otherwise)
-        for module in (self.model, self.tower):
+        for module in (self._model, self.tower):  # a model not built yet is not training
             if module is not None and any(m.training for m in module.modules()):
                 module.eval()
         # a frozen transformer under a tower in training: its vectors change every step, never worth storing

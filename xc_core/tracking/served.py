@@ -26,6 +26,7 @@ pyfunc ``predict(queries, params={"k": 10, "output": "labels" | "embeddings"})``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -40,7 +41,7 @@ import polars as pl
 from mlflow.pyfunc import PythonModel
 
 from xc_core.classifier.fusion import CLASSIFIER_INDEX, LABEL_VECTORS, FusedClassifier, fused_search
-from xc_core.encoders.text import TextEncoder
+from xc_core.encoders.text import TextEncoder, transformers_deferred
 from xc_core.index import IndexError_, LabelIndex
 from xc_core.tracking.requirements import SERVED_REQUIREMENTS, pinned, stage_code
 
@@ -205,13 +206,16 @@ def load_served(artifacts: dict[str, str]) -> ServedModel:
             classifier_index = LabelIndex.load(folder / CLASSIFIER_INDEX, expect_dataset=info["dataset"])
     except IndexError_ as exc:
         raise ServedModelError(str(exc)) from exc
+    on_onnx = "onnx" in artifacts and Path(artifacts["onnx"]).exists()
     try:
-        embedder = mlflow.pyfunc.load_model(artifacts["model"])
+        # served on ONNX Runtime, the encoder's transformer is never built: its weights are in the graph
+        with transformers_deferred() if on_onnx else contextlib.nullcontext():
+            embedder = mlflow.pyfunc.load_model(artifacts["model"])
     except Exception as exc:  # MLflow raises many kinds; each means the method's model folder is unusable
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ServedModelError(f"{artifacts['model']}: the method's model does not load ({first})") from exc
     encoder = getattr(embedder.unwrap_python_model(), "encoder", None)
-    if "onnx" in artifacts and Path(artifacts["onnx"]).exists() and isinstance(encoder, TextEncoder):
+    if on_onnx and isinstance(encoder, TextEncoder):
         encoder.use_onnx(artifacts["onnx"])  # checked against torch at registration
     else:
         info["encoder_runtime"] = "torch"

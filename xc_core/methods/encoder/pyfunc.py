@@ -24,7 +24,9 @@ class EncoderPyfunc(PythonModel):
         from xc_core.encoders.text import EncoderConfig, TextEncoder
 
         settings = json.loads(Path(context.artifacts["settings"]).read_text())
-        self.encoder = TextEncoder(EncoderConfig(model_path=context.artifacts["encoder"], **settings))
+        # a loader that serves the encoder on ONNX Runtime defers its transformer (``transformers_deferred``)
+        self.encoder = TextEncoder(EncoderConfig(model_path=context.artifacts["encoder"], **settings),
+                                   defer_model=None)
         self.classifier = None
         if "classifier" in context.artifacts:
             from xc_core.classifier.fusion import FusedClassifier
