@@ -66,15 +66,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         _main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules holding a test marked ``slow`` run first, each module's tests in their order. The parallel workers
-    (``--dist loadfile``) take whole modules in collection order, and the longest (one to three minutes) were
-    collected late (``tests/test_run.py``, ``tests/tracking/``, ``tests/training/``): the run then ended on one of
-    them while the other workers sat idle. Started first, the many short modules fill in around them."""
-    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)  # a stable sort
-
-
 @pytest.fixture(autouse=True)
 def _no_leaked_environment():
     """A test's environment variables end with it: ``mlflow.set_tracking_uri`` exports MLFLOW_TRACKING_URI,

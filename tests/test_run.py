@@ -22,9 +22,6 @@ import pytest
 from tests.postgres import PostgresServer
 from xc_core.paths import REPO_ROOT
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 BIN = Path(sys.executable).parent  # the environment running the tests: make uses its xc, not .venv's
 # the shell a user types in: no tracking URI, home or make state inherited from the test run
 ENV = {k: v for k, v in os.environ.items()

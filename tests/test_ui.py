@@ -18,9 +18,6 @@ import pytest
 
 from xc_core.measure import free_port
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parent.parent
 
 

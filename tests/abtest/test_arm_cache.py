@@ -6,14 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlflow
-import pytest
 from mlflow.pyfunc import PythonModel
 
 from xc_core.abtest import ModelArm
 from xc_core.paths import index_dir
-
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
 
 
 class _Served(PythonModel):

@@ -23,9 +23,6 @@ import pytest
 
 from xc_core.measure import free_port
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 pytest.importorskip("dagster_dask", reason="the optional extra `scale` (make test installs it)")
 
 DASK = str(Path(sys.executable).parent / "dask")

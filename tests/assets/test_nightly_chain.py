@@ -23,9 +23,6 @@ from xc_core.simulate.pipeline import simulate_into_store
 from xc_core.tracking.registry import CHALLENGER, model_name
 from xc_core.tracking.store import tracking_uri
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 
 def _log_dated_today(home: Path, out: Path) -> Path:
     """The simulated world's last week of events, moved so that its last day is today."""

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import dagster as dg
 import mlflow
-import pytest
 
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
@@ -17,9 +16,6 @@ from xc_core.stages.evaluate import evaluate_method
 from xc_core.stages.train import train_method
 from xc_core.tracking.registry import CHALLENGER, model_name
 from xc_core.tracking.store import tracking_uri
-
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
 
 
 def _ensure_evaluated(home: Path, method: str) -> None:

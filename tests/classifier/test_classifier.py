@@ -15,9 +15,6 @@ from xc_core.classifier.train import train_classifier
 from xc_core.datasets.container import XCDataset
 from xc_core.index import IndexConfig, LabelIndex
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 FLAT = IndexConfig(kind="flat")
 
 

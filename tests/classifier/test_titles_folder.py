@@ -15,9 +15,6 @@ import scipy.sparse as sp
 from xc_core.datasets.container import XCDataset
 from xc_core.paths import shared_data_dir
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 
 def _rows(path: Path) -> list[list[str]]:
     return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()

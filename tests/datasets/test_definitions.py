@@ -27,9 +27,6 @@ from xc_core.datasets.registry import build_dataset, dataset_names, event_datase
 from xc_core.logs.ingest import Source, ingest
 from xc_core.logs.store import EventStore
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 #: a small log in another market and language: intents, each with the ads its queries click
 INTENTS = {
     "跑步鞋": ["ad-shoes-1", "ad-shoes-2"], "手机壳": ["ad-case-1", "ad-case-2"], "咖啡机": ["ad-coffee-1"],

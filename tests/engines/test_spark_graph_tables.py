@@ -13,9 +13,6 @@ import pytest
 from xc_core.datasets.graph_tables import TABLES, GraphConfig, GraphTablesSummary, build_graph_tables
 from xc_core.logs.store import EventStore
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 pytest.importorskip("pyspark", reason="engine 'spark' is the optional extra: pip install -e '.[scale]'")
 
 

@@ -31,9 +31,6 @@ from xc_core.methods.irene.settings import reveal, setting_truths
 from xc_core.methods.irene.stream import add_keywords, read_keywords
 from xc_core.methods.irene.train import train_stage_two
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 POOLINGS = ("attention", "sum", "max", "weighted_sum")
 
 

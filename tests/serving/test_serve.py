@@ -23,9 +23,6 @@ import pytest
 from xc_core.datasets.container import XCDataset
 from xc_core.measure import free_port
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 DATASET, PROFILE = "synthetic", "tiny"
 
 

@@ -22,9 +22,6 @@ from xc_core.stages.report import build_report
 from xc_core.stages.train import train_method
 from xc_core.tracking.store import tracking_uri
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 ARM_KEYS = {"queries", "impressions", "clicks", "ctr", "iy", "brand_bmr", "location_bmr", "revenue"}
 
 

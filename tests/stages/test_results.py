@@ -17,9 +17,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 METHODS = ["pretrained", "dual_encoder", "ramen"]
 HEADER_FIELDS = ("command", "git commit", "profile", "machine", "date")
 COMMIT = r"([0-9a-f]{40}( \(with uncommitted changes\))?|unknown)"  # a recorded git_commit

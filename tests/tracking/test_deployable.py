@@ -23,9 +23,6 @@ from packaging.version import Version
 
 from xc_core.datasets.container import XCDataset
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 DATASET, PROFILE, METHOD = "synthetic", "tiny", "pretrained-clf"  # -clf: index, classifier, fusion, lexical, ONNX
 REPO = Path(__file__).resolve().parents[2]
 

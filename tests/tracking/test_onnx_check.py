@@ -17,9 +17,6 @@ from xc_core.encoders.tiny import build_tiny_bert
 from xc_core.index import IndexConfig, LabelIndex
 from xc_core.tracking.served import Labels, ServedModel, _onnx_ranks_as_torch
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 LABELS = ["running shoes", "trail runners", "cheap flights", "flights to rome", "bank of america", "credit cards",
           "achilles heel brace", "knee brace", "pizza near me", "sushi delivery", "garden hose", "lawn mower"]
 SAMPLE = ["shoes for running", "flight to rome", "heel brace", "pizza delivery", "mortgage rates"]

@@ -15,9 +15,6 @@ import pytest
 from xc_core.datasets.container import XCDataset
 from xc_core.measure import free_port
 
-#: a long module: the suite starts it first (tests/conftest.py)
-pytestmark = pytest.mark.slow
-
 
 def _launch(home: Path, anchors: Path, out: Path, digest: Path, *extra: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "xc_core.stages.launch", "--anchors", str(anchors), "--method", "ramen",
