@@ -3,14 +3,12 @@ per test — as a page of its own, or as a section of the data set's evaluation 
 
 from __future__ import annotations
 
-import base64
 import functools
-import io
-import json
 from pathlib import Path
 from typing import Any
 
 from xc_core.abtest.stats import LOWER_IS_BETTER
+from xc_core.evaluation.report import drawn_once, png_base64
 
 #: (key, label) of the columns of Tables 1 and 3, and of Table 2
 TABLE_METRICS = (("revenue", "Revenue"), ("ctr", "CTR"), ("iy", "IY"))
@@ -36,32 +34,26 @@ def _row(name: str, result: dict[str, Any], keys: tuple[tuple[str, str], ...], a
 
 
 def _plot(result: dict[str, Any]) -> str:
-    """Forest plot: each metric's %Δ with its interval, overall and per segment (base64 PNG). The same test is drawn
-    once per process: a run shows it on its A/B page and again in the data set's report, the results job in every
-    report it builds, and a drawing takes about as long as the rest of the page."""
+    """Forest plot: each metric's %Δ with its interval, overall and per segment (base64 PNG)."""
     groups = [("total", result), *result.get("segments", {}).items()]
     keys = [k for k in PLOT_METRICS if k in result["delta_pct"]]
-    drawn = json.dumps({"metrics": keys, "groups": [[name, [[res["delta_pct"].get(key), res["ci95"].get(key)]
-                                                            for key in keys]] for name, res in groups]},
-                       default=float)
-    return _forest_png(drawn)
+    return _forest_png({"metrics": keys, "groups": [[name, [[res["delta_pct"].get(key), res["ci95"].get(key)]
+                                                             for key in keys]] for name, res in groups]})
 
 
-@functools.lru_cache(maxsize=64)
-def _forest_png(drawn: str) -> str:
-    """The forest plot of :func:`_plot`'s JSON: the plotted metrics, and per group its name and, per metric,
-    [%Δ, [low, high]]."""
+@drawn_once
+def _forest_png(figures: dict[str, Any]) -> str:
+    """The plotted metrics, and per group its name and, per metric, [%Δ, [low, high]] (None: not measured)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    found = json.loads(drawn)
-    keys, groups = found["metrics"], found["groups"]
+    keys, groups = figures["metrics"], figures["groups"]
     fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys), 2.8), sharey=True)
     for i, (ax, key) in enumerate(zip(axes, keys, strict=True)):
-        for y, (_, figures) in enumerate(groups):
-            pct, interval = figures[i]
+        for y, (_, measured) in enumerate(groups):
+            pct, interval = measured[i]
             if pct is None:
                 continue
             low, high = interval
@@ -70,10 +62,7 @@ def _forest_png(drawn: str) -> str:
         ax.set_title(f"%Δ {key}", fontsize=9)
     axes[0].set_yticks(range(len(groups)), [g[0] for g in groups])
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
+    return png_base64(fig, dpi=80)
 
 
 def _figure(value: float | None) -> str:

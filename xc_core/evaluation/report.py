@@ -6,6 +6,7 @@ import base64
 import functools
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,14 +34,27 @@ class MethodResult:
     mismatch: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _png(fig: Any) -> str:
-    """The figure as base64 PNG (embedded in the page: the report is one self-contained file)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+def png_base64(fig: Any, dpi: int = 90) -> str:
+    """The figure as base64 PNG, closed (embedded in the page: a report is one self-contained file)."""
     import matplotlib.pyplot as plt
 
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buffer.getvalue()).decode()
+
+
+def drawn_once(draw: Callable[[Any], str]) -> Callable[[Any], str]:
+    """``draw(figures) -> base64 PNG`` made once per process for equal figures (JSON-able: compared, and handed to
+    ``draw``, as their JSON). A run shows the same chart on several pages, and the results job rebuilds every report:
+    a drawing cost as much as the rest of the page."""
+    cached = functools.lru_cache(maxsize=32)(lambda text: draw(json.loads(text)))
+
+    @functools.wraps(draw)
+    def drawing(figures: Any) -> str:
+        return cached(json.dumps(figures, default=float))
+
+    return drawing
 
 
 def _metric_rows(results: list[MethodResult]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -60,21 +74,20 @@ def _metric_rows(results: list[MethodResult]) -> tuple[list[str], list[dict[str,
 
 
 def _curves(results: list[MethodResult]) -> str:
-    """P@k and PSP@k per method (base64 PNG). Drawn once per process for the same figures: the results job and the
-    report asset build the same page several times, and a drawing costs about as much as the rest of the page."""
-    drawn = [[r.method, {k: v for k, v in r.metrics.items() if k.startswith(("P@", "PSP@"))}] for r in results]
-    return _curves_png(json.dumps(drawn, default=float))
+    """P@k and PSP@k per method (base64 PNG)."""
+    return _curves_png([[r.method, {k: v for k, v in r.metrics.items() if k.startswith(("P@", "PSP@"))}]
+                        for r in results])
 
 
-@functools.lru_cache(maxsize=32)
-def _curves_png(drawn: str) -> str:
+@drawn_once
+def _curves_png(methods: list[list[Any]]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for method, metrics in json.loads(drawn):
+    for method, metrics in methods:
         ks = sorted(int(k.split("@")[1]) for k in metrics if k.startswith("P@"))
         axes[0].plot(ks, [100 * metrics[f"P@{k}"] for k in ks], marker="o", label=method)
         ps = [k for k in ks if f"PSP@{k}" in metrics]
@@ -82,30 +95,27 @@ def _curves_png(drawn: str) -> str:
     axes[0].set(title="P@k", xlabel="k")
     axes[1].set(title="PSP@k", xlabel="k")
     axes[0].legend(fontsize=8)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _quantile_chart(results: list[MethodResult]) -> str | None:
-    """P@5 per label quantile per method (base64 PNG), or None when no method has the bins; cached as
-    :func:`_curves`."""
+    """P@5 per label quantile per method (base64 PNG), or None when no method has the bins."""
     with_bins = [r for r in results if r.quantiles]
     if not with_bins:
         return None
-    drawn = [[r.method, [q["P@5"] for q in r.quantiles]] for r in with_bins]
-    return _quantile_png(json.dumps({"bins": [q["bin"] for q in with_bins[0].quantiles], "methods": drawn},
-                                    default=float))
+    return _quantile_png({"bins": [q["bin"] for q in with_bins[0].quantiles],
+                          "methods": [[r.method, [q["P@5"] for q in r.quantiles]] for r in with_bins]})
 
 
-@functools.lru_cache(maxsize=32)
-def _quantile_png(drawn: str) -> str:
+@drawn_once
+def _quantile_png(figures: dict[str, Any]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    found = json.loads(drawn)
-    bins, methods = found["bins"], found["methods"]
+    bins, methods = figures["bins"], figures["methods"]
     fig, ax = plt.subplots(figsize=(9, 3.8))
     width = 0.8 / len(methods)
     for i, (method, shares) in enumerate(methods):
@@ -113,7 +123,7 @@ def _quantile_png(drawn: str) -> str:
     ax.set_xticks(np.arange(len(bins)) + 0.4 - width / 2, [f"Q{b + 1}" for b in bins])
     ax.set(title="P@5 contribution per label quantile (Q1 = tail … Q5 = head; RAMEN Fig. 4)", ylabel="P@5 (%)")
     ax.legend(fontsize=8)
-    return _png(fig)
+    return png_base64(fig)
 
 
 def _cell(value: Any) -> str:
