@@ -2,10 +2,11 @@
 
 The layers, lowest first (a package imports only from the layers before it):
 
-1. ``paths``, ``seeds``, ``provenance``, ``storage``, ``progress``, ``measure`` — the home's layout, named random
-   streams, the code version, where the run history and registry live (SQLite or PostgreSQL), the progress bars and
-   what benchmarks measure with; import nothing of xc_core; ``engines`` — what runs a stage on engines beside the
-   process (Spark; dask for embedding), given SQL, files or an encoder factory, blind to what they mean
+1. ``paths``, ``seeds``, ``provenance``, ``storage``, ``progress``, ``measure``, ``plotting`` — the home's layout,
+   named random streams, the code version, where the run history and registry live (SQLite or PostgreSQL), the
+   progress bars, what benchmarks measure with and matplotlib on Agg; import nothing of xc_core; ``engines`` — what
+   runs a stage on engines beside the process (Spark; dask for embedding), given SQL, files or an encoder factory,
+   blind to what they mean
 2. ``logs`` → ``simulate`` → ``datasets`` (the container, graph tables, the data-set registry) → ``quality``
 3. ``encoders``, ``index`` — text encoders and label indexes, blind to data sets
 4. ``graphs`` (anchor sets) → ``evaluation`` (metrics, analyses, report) → ``training`` (the trainer) →
@@ -43,9 +44,9 @@ ROOT = Path(xc_core.__file__).parent
 PACKAGES = (ROOT, Path(xc_assets.__file__).parent)
 #: the layers above, lowest first; a package may import only from packages in earlier layers
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("paths", "seeds", "provenance", "storage", "progress", "measure"), ("engines",), ("logs",), ("simulate",),
-    ("datasets",), ("quality",), ("encoders", "index"), ("graphs",), ("evaluation",), ("training",), ("classifier",),
-    ("profiles",), ("tracking",), ("methods",), ("abtest",), ("serving",), ("stages",), ("cli",))
+    ("paths", "seeds", "provenance", "storage", "progress", "measure", "plotting"), ("engines",), ("logs",),
+    ("simulate",), ("datasets",), ("quality",), ("encoders", "index"), ("graphs",), ("evaluation",), ("training",),
+    ("classifier",), ("profiles",), ("tracking",), ("methods",), ("abtest",), ("serving",), ("stages",), ("cli",))
 
 Edge = tuple[str, str]
 

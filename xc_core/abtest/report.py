@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.abtest.stats import LOWER_IS_BETTER
-from xc_core.evaluation.report import drawn_once, png_base64
+from xc_core.evaluation.report import drawn_once
+from xc_core.plotting import png_base64, pyplot
 
 #: (key, label) of the columns of Tables 1 and 3, and of Table 2
 TABLE_METRICS = (("revenue", "Revenue"), ("ctr", "CTR"), ("iy", "IY"))
@@ -44,10 +45,7 @@ def _plot(result: dict[str, Any]) -> str:
 @drawn_once
 def _forest_png(figures: dict[str, Any]) -> str:
     """The plotted metrics, and per group its name and, per metric, [%Δ, [low, high]] (None: not measured)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     keys, groups = figures["metrics"], figures["groups"]
     fig, axes = plt.subplots(1, len(keys), figsize=(2.6 * len(keys), 2.8), sharey=True)

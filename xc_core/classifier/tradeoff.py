@@ -11,6 +11,8 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from xc_core.plotting import pyplot
+
 VARIANTS_FILE = "variants.npz"  # index folder: the test queries' top ids under alpha = 1, alpha = 0 (no text
 #                                 channel) and each text channel (lexical, hybrid) alone when the model has it
 
@@ -40,10 +42,7 @@ def plot(table: pl.DataFrame, curve: list[dict[str, float]], chosen: float, out:
          k: int = 5, linear_weight: float = 0.0) -> Path:
     """Left two panels: per-decile shares of P@k and PSP@k by variant; right: the out-of-fold alpha curve at
     the chosen lexical and hybrid weights."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
     variants = table["variant"].unique(maintain_order=True).to_list()

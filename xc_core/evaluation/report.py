@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import functools
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from xc_core.plotting import png_base64, pyplot
 
 TABLE_KEYS = ("P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5", "PSnDCG@3", "PSnDCG@5",
               "R@10", "R@100")
@@ -32,16 +33,6 @@ class MethodResult:
     # brand / location mismatch in the top-k of queries naming one (evaluation.mismatch): attribute → its summary;
     # empty on a data set without item metadata
     mismatch: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def png_base64(fig: Any, dpi: int = 90) -> str:
-    """The figure as base64 PNG, closed (embedded in the page: a report is one self-contained file)."""
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
 
 
 def drawn_once(draw: Callable[[Any], str]) -> Callable[[Any], str]:
@@ -81,10 +72,7 @@ def _curves(results: list[MethodResult]) -> str:
 
 @drawn_once
 def _curves_png(methods: list[list[Any]]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     for method, metrics in methods:
@@ -109,10 +97,7 @@ def _quantile_chart(results: list[MethodResult]) -> str | None:
 
 @drawn_once
 def _quantile_png(figures: dict[str, Any]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
 
     bins, methods = figures["bins"], figures["methods"]

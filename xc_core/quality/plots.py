@@ -6,13 +6,12 @@ from pathlib import Path
 
 import polars as pl
 
+from xc_core.plotting import pyplot
+
 
 def plot_degree_histogram(hist: pl.DataFrame, out: Path, title: str = "") -> Path:
     """Nodes per anchor degree (last bin = that degree or more), one panel per node type."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=False)
     for ax, node_type in zip(axes, ("document", "label"), strict=True):

@@ -13,6 +13,7 @@ from xc_core.datasets.container import XCDataset
 from xc_core.methods.base import Fitted, TrainJob
 from xc_core.methods.encoder import EncoderMethod, base_method_name
 from xc_core.paths import model_dir, vectors_dir
+from xc_core.plotting import pyplot
 from xc_core.profiles import Profile, encoder_config, train_settings
 from xc_core.training.config import TrainConfig
 
@@ -46,10 +47,7 @@ def _flat(prefix: str, value: Any) -> dict[str, Any]:
 
 
 def _curves(history: list[dict[str, float]], trajectory: list[dict[str, Any]], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
     epochs = [h["epoch"] for h in history]
