@@ -30,6 +30,22 @@ MetricsCallback = Callable[[dict[str, float], int], None]
 Scorer = Callable[[list[str], int], tuple[np.ndarray, np.ndarray]]
 
 
+def stage_one(home: Path, dataset: str, profile: str, method: str, who: str) -> TrainedModel:
+    """The trained encoder that ``who`` (IRENE, TextGNN on a stage I) builds on: ``method``'s model of this home, data
+    set and profile (never the registry's live champion: the command and its config decide)."""
+    from xc_core.paths import model_dir
+    from xc_core.training.record import SUMMARY
+
+    folder = model_dir(home, dataset, method, profile)
+    if not (folder / SUMMARY).exists():
+        raise FileNotFoundError(f"{who}'s stage I is {method}'s trained encoder and {folder} has none: train it "
+                                f"first (`xc train --dataset {dataset} --method {method} --profile {profile}`)")
+    trained = TrainedModel.load(folder)
+    if "encoder_dir" not in trained.summary:
+        raise ValueError(f"{who}'s stage I must be a method with a text encoder; {method} records none")
+    return trained
+
+
 @dataclass(frozen=True)
 class TrainJob:
     """One training as the stage hands it to a method, inside the MLflow run the stage opened for it."""

@@ -17,7 +17,17 @@ from typing import Any
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Fitted, Predictions, Requires, Roles, Scorer, Served, TrainJob, register
+from xc_core.methods.base import (
+    Fitted,
+    Predictions,
+    Requires,
+    Roles,
+    Scorer,
+    Served,
+    TrainJob,
+    register,
+    stage_one,
+)
 from xc_core.methods.irene.config import IreneConfig
 from xc_core.training.record import TrainedModel
 
@@ -25,22 +35,6 @@ NAME = "irene"
 ABLATIONS: dict[str, dict[str, str]] = {"irene (sum)": {"pooling": "sum"}, "irene (max)": {"pooling": "max"},
                                         "irene (weighted sum)": {"pooling": "weighted_sum"},
                                         "irene (embeddings, not classifiers)": {"inputs": "embeddings"}}
-
-
-def stage_one(home: Path, dataset: str, profile: str, method: str) -> TrainedModel:
-    """The trained encoder IRENE builds on: ``method``'s model of this home, data set and profile (never the
-    registry's live champion: the command and its config decide)."""
-    from xc_core.paths import model_dir
-    from xc_core.training.record import SUMMARY
-
-    folder = model_dir(home, dataset, method, profile)
-    if not (folder / SUMMARY).exists():
-        raise FileNotFoundError(f"IRENE's stage I is {method}'s trained encoder and {folder} has none: train it "
-                                f"first (`xc train --dataset {dataset} --method {method} --profile {profile}`)")
-    trained = TrainedModel.load(folder)
-    if "encoder_dir" not in trained.summary:
-        raise ValueError(f"IRENE's stage I must be a method with a text encoder; {method} records none")
-    return trained
 
 
 @dataclass(frozen=True)
@@ -69,7 +63,7 @@ class IreneMethod:
 
         own = {k: v for k, v in job.overrides.items() if k in IreneConfig.model_fields}  # the launchpad's TrainConfig
         cfg = IreneConfig(**{**self.cfg.model_dump(), "seed": job.profile.seed, **own})  # fields are not IRENE's
-        base = stage_one(job.home, job.dataset.name, job.profile.name, cfg.stage_one)
+        base = stage_one(job.home, job.dataset.name, job.profile.name, cfg.stage_one, "IRENE")
         encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
         encoder = encoder_for(encoder_dir, max_length)
         vecs = embed(job.dataset, encoder, job.out, job.progress)

@@ -25,7 +25,17 @@ from typing import Any
 import numpy as np
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Fitted, Predictions, Requires, Roles, Scorer, Served, TrainJob, register
+from xc_core.methods.base import (
+    Fitted,
+    Predictions,
+    Requires,
+    Roles,
+    Scorer,
+    Served,
+    TrainJob,
+    register,
+    stage_one,
+)
 from xc_core.methods.textgnn.config import TextGNNConfig
 from xc_core.training.record import TrainedModel
 
@@ -41,19 +51,27 @@ class TextGNNMethod:
     needs_anchor_sets: bool = True
     baselines: tuple[str, ...] = ("dual_encoder", "pretrained")
     ablation_of: str | None = None
-    requires: Requires = Requires(graph_at_inference=True)  # a query's behaviour-graph neighbours
     roles: Roles = Roles(results=True)
     cfg: TextGNNConfig = field(default_factory=TextGNNConfig)
 
-    def settings(self, job: TrainJob) -> tuple[Any, TextGNNConfig]:
-        """(TrainConfig, TextGNNConfig): the profile's recipe, then the caller's overrides for either."""
-        from xc_core.profiles import finetune_settings
+    @property
+    def requires(self) -> Requires:
+        """A query's behaviour-graph neighbours at inference; the configured stage I, trained first, when set."""
+        return Requires(methods=(self.cfg.stage_one,) if self.cfg.stage_one else (), graph_at_inference=True)
+
+    def settings(self, job: TrainJob) -> tuple[Any, TextGNNConfig, TrainedModel | None]:
+        """(TrainConfig, TextGNNConfig, stage I's model or None): the profile's recipe — its fine-tune schedule, or
+        its encoder recipe on a stage I — then the caller's overrides for either."""
+        from xc_core.profiles import finetune_settings, train_settings
         from xc_core.training.config import TrainConfig
 
-        cfg = finetune_settings(job.profile).model_copy(
-            update={k: v for k, v in job.overrides.items() if k in TrainConfig.model_fields})
         own = {k: v for k, v in job.overrides.items() if k in TextGNNConfig.model_fields}
-        return cfg, TextGNNConfig(**{**self.cfg.model_dump(), **own})
+        tg = TextGNNConfig(**{**self.cfg.model_dump(), **own})
+        theirs = {k: v for k, v in job.overrides.items() if k in TrainConfig.model_fields}
+        if not tg.stage_one:
+            return finetune_settings(job.profile).model_copy(update=theirs), tg, None
+        cfg = train_settings(job.profile).model_copy(update=theirs)
+        return cfg, tg, _stage_one(job, tg.stage_one, cfg)
 
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
@@ -64,13 +82,18 @@ class TextGNNMethod:
         from xc_core.methods.textgnn.neighbours import MemoEmbed, label_neighbours, train_doc_neighbours
         from xc_core.methods.textgnn.pyfunc import log_textgnn
         from xc_core.methods.textgnn.scorer import FOLDER, TextGNNModel
-        from xc_core.methods.textgnn.train import train_textgnn
+        from xc_core.methods.textgnn.train import freeze_under_tower, train_textgnn
         from xc_core.profiles import encoder_config
 
-        cfg, tg = self.settings(job)
+        cfg, tg, base = self.settings(job)
         enc_cfg = encoder_config(job.profile, job.home)
+        if base is not None:  # stage I's encoder folder, its light tower included
+            enc_cfg = enc_cfg.model_copy(update={"model_path": base.summary["encoder_dir"],
+                                                 "max_length": int(base.summary.get("max_length", enc_cfg.max_length))})
         torch.manual_seed(cfg.seed)
         encoder = TextEncoder(enc_cfg)
+        if cfg.tower:  # the CPU recipe: the transformer frozen (its vector of each text computed once), a light tower
+            freeze_under_tower(encoder, cfg, job.dataset)
         started, embed = time.perf_counter(), MemoEmbed(encoder.encode)
         docs, pool, _ = train_doc_neighbours(job.dataset, embed, tg.neighbours, tg.candidates,
                                              tg.min_impressions, tg.proxy_candidates)
@@ -82,17 +105,17 @@ class TextGNNMethod:
         mlflow.log_params({k: str(v)[:500] for k, v in {
             **{f"train.{k}": v for k, v in cfg.model_dump().items()},
             **{f"textgnn.{k}": v for k, v in tg.model_dump().items()},
-            **{f"encoder.{k}": v for k, v in enc_cfg.model_dump().items()}, "method": NAME}.items()})
+            **{f"encoder.{k}": v for k, v in enc_cfg.model_dump().items()}, "method": NAME,
+            **({"stage_one": base.method, "stage_one_run_id": base.mlflow_run_id} if base else {})}.items()})
         fit = train_textgnn(job.dataset, encoder, heads, docs, labels, cfg, tg, job.progress,
                             log_metrics=lambda m, step: mlflow.log_metrics(m, step=step))
         encoder_dir = job.out / "encoder"
-        encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
-        encoder.tokenizer.save_pretrained(encoder_dir)
+        encoder.save(encoder_dir)  # the light tower beside the transformer's files when it has one
         model = TextGNNModel(encoder, heads.eval(), tg,
                              {t: docs.texts[i][:tg.neighbours] for i, t in enumerate(job.dataset.train_texts)},
                              labels, pool, encoder.encode(pool) if pool else np.zeros((0, encoder.dim), np.float32))
         folder = model.save(job.out / FOLDER)
-        encoder_parameters = sum(p.numel() for p in encoder.model.parameters())
+        encoder_parameters = encoder.parameter_count()
         coverage = {f"train_docs_{k}": v for k, v in docs.counts().items()}
         coverage |= {f"labels_{k}": v for k, v in labels.counts().items()}
         summary = {"encoder_dir": str(encoder_dir), "max_length": enc_cfg.max_length, "seed": cfg.seed,
@@ -103,6 +126,7 @@ class TextGNNMethod:
                    "loss_before": fit.loss_before, "loss_after": fit.loss_after,
                    "final_task_loss": fit.history[-1]["loss"] if fit.history else float("nan"),
                    "neighbour_seconds": neighbour_seconds, "neighbours": coverage, "skip": tg.skip,
+                   "light_tower": bool(cfg.tower), **_stage_one_record(base),
                    **fit.selection, "history": fit.history}
         mlflow.log_metrics({k: float(summary[k]) for k in (
             "train_seconds", "seconds_per_epoch", "parameters", "encoder_parameters", "loss_before", "loss_after",
@@ -148,6 +172,29 @@ class TextGNNMethod:
         from xc_core.methods.textgnn.scorer import textgnn_scorer
 
         return textgnn_scorer(served)
+
+
+def _stage_one(job: TrainJob, method: str, cfg: Any) -> TrainedModel:
+    """Stage I's trained model; refused when this run would draw other validation rows than stage I held out (its
+    validation documents would be trained on, and the epoch choice would read rows stage I learnt)."""
+    from xc_core.training.validation import recorded_split_config, split_record
+
+    base = stage_one(job.home, job.dataset.name, job.profile.name, method, "TextGNN")
+    theirs = split_record(recorded_split_config(base.summary, f"TextGNN's stage I ({method} on {job.dataset.name})"))
+    ours = split_record(cfg)
+    differ = {k: (ours[k], theirs[k]) for k in ours if ours[k] != theirs.get(k)}
+    if differ:
+        raise ValueError(f"TextGNN on stage I {method}: its validation split differs from stage I's ("
+                         + ", ".join(f"{k} {a!r} here, {b!r} there" for k, (a, b) in differ.items())
+                         + f"): train both with the same profile, seed and split settings, or retrain {method}")
+    return base
+
+
+def _stage_one_record(base: TrainedModel | None) -> dict[str, Any]:
+    """What a model trained on a stage I records of it (the registry tags the version with the encoder's run)."""
+    if base is None:
+        return {"stage_one": ""}
+    return {"stage_one": base.method, "stage_one_model_uri": base.model_uri, "depends_on_run_id": base.mlflow_run_id}
 
 
 def ground_truth(dataset: str, home: Path) -> Any | None:

@@ -23,6 +23,11 @@ class TextGNNConfig(BaseModel):
     proxy_candidates: int = Field(default=32, ge=1, description="nearest anchor texts searched for an ANN proxy "
                                   "before exclusions")
     lr_heads: float = Field(default=1e-3, gt=0, description="AdamW learning rate of the towers (GAT, skip)")
+    stage_one: str = Field(default="", description="a trained method of the home whose encoder TextGNN starts from "
+                           "(its light tower included) and whose validation rows it keeps, trained on the profile's "
+                           "encoder recipe: on the CPU profiles the transformer stays frozen and the light tower "
+                           "trains with the GAT towers; '' : the shipped encoder fine-tuned on the profile's "
+                           "fine-tune schedule")
     relevant_grade: int = Field(default=1, ge=1, le=3, description="relevance head: world grade ≥ this is a "
                                 "positive (TextGNN §5.1 maps excellent…fair to 1, bad to 0)")
     relevance_negatives: int = Field(default=5, ge=0, description="relevance head: random ads per query beside its "

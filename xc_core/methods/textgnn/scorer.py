@@ -92,8 +92,9 @@ class TextGNNModel:
 
     @property
     def parameters(self) -> int:
-        """Trainable and frozen parameters of what inference runs: the encoder and both towers."""
-        return sum(p.numel() for p in self.encoder.model.parameters()) + sum(p.numel() for p in self.heads.parameters())
+        """Trainable and frozen parameters of what inference runs: the encoder (its light tower included) and both
+        GAT towers."""
+        return self.encoder.parameter_count() + sum(p.numel() for p in self.heads.parameters())
 
     def label_vectors(self, dataset: XCDataset, progress: bool = False) -> np.ndarray:
         k = self.cfg.neighbours

@@ -100,7 +100,10 @@ class Steps:
 
     @property
     def modules(self) -> list[torch.nn.Module]:
-        return [self.encoder.model, self.heads]
+        """What trains, and what the kept epoch restores: the transformer unless frozen, its light tower, the heads."""
+        encoder = self.encoder
+        trained = [encoder.model] if any(p.requires_grad for p in encoder.model.parameters()) else []
+        return [*trained, *([encoder.tower] if encoder.tower is not None else []), self.heads]
 
     def batches(self, epoch: int) -> list[np.ndarray]:
         rng = seeds.rng(self.cfg.seed, Stream.EPOCH_BATCHES, epoch)
@@ -166,11 +169,26 @@ def _log_epoch(log: Any, row: dict[str, float]) -> None:
     log(mlflow_metrics(metrics), int(row["epoch"]))
 
 
+def freeze_under_tower(encoder: TextEncoder, cfg: TrainConfig, dataset: XCDataset) -> None:
+    """The CPU recipe (``cfg.tower``): the transformer frozen, a light tower beside it (stage I's when the encoder
+    has one, else a zero one), every training and label text's frozen vector computed once (neighbours met later
+    are encoded as they come)."""
+    encoder.add_tower(cfg.tower_hidden, cfg.tower_bigrams)
+    for texts in (dataset.train_texts, dataset.label_texts):  # one list each: the vector cache's keys, as the trainer
+        encoder.freeze_base(list(texts))
+
+
 def _optimizer(encoder: TextEncoder, heads: TextGNNHeads, cfg: TrainConfig, tg: TextGNNConfig) -> tuple[Any, Any]:
-    encoder_params = [p for p in encoder.model.parameters() if p.requires_grad]
-    groups = [{"params": encoder_params, "lr": cfg.lr}, {"params": list(heads.parameters()), "lr": tg.lr_heads}]
-    optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-    return optimizer, torch.amp.GradScaler("cuda", enabled=encoder.device.type == "cuda")
+    """(optimizers, scaler): AdamW over the encoder's dense weights (the transformer's, or only its light tower's
+    when frozen, at the tower's rate) and the heads; lazy Adam over the light tower's bags of embeddings."""
+    from xc_core.training.optim import Group
+
+    lr = cfg.tower_lr if cfg.tower else cfg.lr
+    groups = [{"params": encoder.dense_parameters(), "lr": lr}, {"params": list(heads.parameters()), "lr": tg.lr_heads}]
+    optimizers: list[Any] = [torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)]
+    if encoder.sparse_parameters():
+        optimizers.append(torch.optim.SparseAdam(encoder.sparse_parameters(), lr=lr))
+    return Group(optimizers), torch.amp.GradScaler("cuda", enabled=encoder.device.type == "cuda")
 
 
 def _epoch(steps: Steps, optimizer: Any, scaler: Any, epoch: int, fit: Fit, progress: bool) -> float:
@@ -178,7 +196,8 @@ def _epoch(steps: Steps, optimizer: Any, scaler: Any, epoch: int, fit: Fit, prog
     from xc_core.progress import bar
 
     cfg = steps.cfg
-    trained = [p for group in optimizer.param_groups for p in group["params"]]
+    # a sparse gradient (the light tower's bags) is left unclipped: lazy Adam scales each row by its own history
+    dense = [p for group in optimizer.members[0].param_groups for p in group["params"]]
     for module in steps.modules:
         module.train()
     total, count = 0.0, 0
@@ -188,9 +207,11 @@ def _epoch(steps: Steps, optimizer: Any, scaler: Any, epoch: int, fit: Fit, prog
         loss = steps.value(epoch, step, rows)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(trained, 1.0)
-        scaler.step(optimizer)
+        for member in optimizer.members:
+            scaler.unscale_(member)
+        torch.nn.utils.clip_grad_norm_(dense, 1.0)
+        for member in optimizer.members:
+            scaler.step(member)
         scaler.update()
         total += float(loss.detach()) * len(rows)
         count += len(rows)
