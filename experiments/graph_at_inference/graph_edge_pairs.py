@@ -41,30 +41,37 @@ def main() -> None:
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--method", required=True)
     parser.add_argument("--against", action="append", required=True)
+    parser.add_argument("--method-home", type=Path, help="the home --method was evaluated in, when not --home (a "
+                        "variant home sharing its data: the same test split)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    method_home = args.method_home or args.home
 
     from xc_core.evaluation.analyses import paired_metric_diff
     from xc_core.paths import eval_dir
     from xc_core.provenance import write_result
 
-    def rows(method: str) -> dict[str, np.ndarray]:
-        with np.load(eval_dir(args.home, args.dataset, method, args.profile) / "per_row.npz") as data:
+    def rows(method: str, home: Path = args.home) -> dict[str, np.ndarray]:
+        with np.load(eval_dir(home, args.dataset, method, args.profile) / "per_row.npz") as data:
             return {k: data[k] for k in data.files}
 
     linked = graph_edge_rows(args.home, args.dataset)
     # the rule above restates the scorer's (heldout_doc_neighbours); its evaluation's recorded count must agree
-    analysis = eval_dir(args.home, args.dataset, args.method, args.profile) / "textgnn_analysis.json"
+    analysis = eval_dir(method_home, args.dataset, args.method, args.profile) / "textgnn_analysis.json"
     recorded = json.loads(analysis.read_text()).get("test_neighbours", {}) if analysis.is_file() else {}
     if "graph" in recorded and recorded["graph"] != int(linked.sum()):
         raise SystemExit(f"{analysis}: the evaluation linked {recorded['graph']} test queries to the graph, this "
                          f"script finds {int(linked.sum())} — the scorer's rule changed; update graph_edge_rows")
-    out: dict[str, Any] = {"home": str(args.home), "dataset": args.dataset, "method": args.method,
+    out: dict[str, Any] = {"home": str(args.home), "method_home": str(method_home), "dataset": args.dataset,
+                           "method": args.method,
                            "test_queries": len(linked), "with_graph_edge": int(linked.sum()), "pairs": {}}
     print(f"{args.dataset}: {linked.sum()} of {len(linked)} test queries have a test-time graph edge")
-    ours = rows(args.method)
+    ours = rows(args.method, method_home)
     for other in args.against:
         theirs = rows(other)
+        if len(theirs["P@1"]) != len(ours["P@1"]):
+            raise SystemExit(f"{other}: {len(theirs['P@1'])} test rows against {len(ours['P@1'])}: not the same test "
+                             "split (a variant home must share its base home's data)")
         for subset, mask in (("all", np.ones_like(linked)), ("graph edge", linked), ("proxy only", ~linked)):
             a = {k: v[mask] for k, v in ours.items()}
             b = {k: v[mask] for k, v in theirs.items()}
