@@ -92,8 +92,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--seed", type=int, default=0, help="training seed (validation split, batches, bandit)")
     command.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                          type=setting, help="override one of the method's training settings (repeatable; VALUE "
-                                             "read as JSON, else text), e.g. --set lr=2e-5, or IRENE's stage I: "
-                                             "--set stage_one=dual_encoder")
+                                             "read as JSON, else text), e.g. --set lr=2e-5, or the stage I that "
+                                             "IRENE or TextGNN builds on: --set stage_one=dual_encoder")
 
 
 def setting(text: str) -> tuple[str, Any]:
