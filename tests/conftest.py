@@ -127,6 +127,24 @@ def tiny_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+#: the light tower's recipe on the tiny profile (the CPU profiles' encoder training, one epoch, the last served)
+TOWER_RECIPE = {"tower": True, "tower_lr": 1e-2, "select_best": False, "epochs": 1}
+
+
+@pytest.fixture(scope="session")
+def tower_home(tiny_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home sharing ``tiny_home``'s data (its lineage linked) where ``dual_encoder`` trained a light tower
+    (:data:`TOWER_RECIPE`): the stage I that TextGNN and OAK train on from (``stage_one``)."""
+    from xc_core.paths import anchors_dir
+    from xc_core.stages.results import share_data
+    from xc_core.stages.train import train_method
+
+    home = tmp_path_factory.mktemp("tower-home")
+    share_data(tiny_home, home)
+    train_method(XCDataset.load(anchors_dir(home, "synthetic")), "dual_encoder", "tiny", home, overrides=TOWER_RECIPE)
+    return home
+
+
 @pytest.fixture
 def tiny_data(tiny_home: Path) -> XCDataset:
     from xc_core.paths import anchors_dir

@@ -360,3 +360,13 @@ def _assert_same_weights(home: Path) -> None:
     encoders = [load_file(str(f / "encoder" / "model.safetensors")) for f in folders]
     assert encoders[0].keys() == encoders[1].keys()
     assert all(torch.equal(encoders[0][k], encoders[1][k]) for k in encoders[0])
+
+
+def test_on_a_stage_one_it_starts_where_stage_one_ended_and_trains_only_the_light_tower_and_layer(
+        tower_home: Path) -> None:
+    """OAK on `dual_encoder`'s tower (the CPU recipe): the GCN layer starts as the identity on the encoder, so epoch
+    0 is stage I; stage I's transformer kept, its light tower trained on, stage I recorded, other rows refused."""
+    from tests.conftest import TOWER_RECIPE
+    from tests.methods.stage_one import assert_trained_on_from_stage_one
+
+    assert_trained_on_from_stage_one(tower_home, "oak", TOWER_RECIPE)

@@ -306,30 +306,11 @@ def test_train_index_evaluate_and_serve_on_the_tiny_synthetic_home(textgnn_home:
 # -- on a stage I: the trained encoder's light tower under the GAT towers -------------------------------------
 
 def test_on_a_stage_one_it_starts_where_stage_one_ended_and_trains_only_the_light_tower_and_heads(
-        tiny_home: Path) -> None:
+        tower_home: Path) -> None:
     """TextGNN on `dual_encoder`'s tower (the CPU recipe): epoch 0 is stage I's encoder (the GAT's output starts at
     zero), so its validation recall is stage I's; the transformer stays stage I's bit for bit, the light tower and
     the heads train; the record names stage I. A run whose validation rows would differ from stage I's is refused."""
-    from safetensors.torch import load_file
+    from tests.conftest import TOWER_RECIPE
+    from tests.methods.stage_one import assert_trained_on_from_stage_one
 
-    from xc_core.encoders.tower import WEIGHTS
-    from xc_core.paths import anchors_dir
-    from xc_core.profiles import get_profile
-    from xc_core.stages.train import train_method
-
-    data = XCDataset.load(anchors_dir(tiny_home, "synthetic"))
-    recipe = {"tower": True, "tower_lr": 1e-2, "select_best": False, "epochs": 1}
-    base = train_method(data, "dual_encoder", "tiny", tiny_home, overrides=recipe)
-    record = train_method(data, "textgnn", "tiny", tiny_home, overrides={**recipe, "stage_one": "dual_encoder"})
-    assert record["stage_one"] == "dual_encoder" and record["light_tower"] is True
-    assert record["depends_on_run_id"] == base["mlflow_run_id"]
-    assert record["history"][0]["val_recall@10"] == pytest.approx(base["val_recall@10"], abs=1e-9)
-    ours, theirs = Path(record["encoder_dir"]), Path(base["encoder_dir"])
-    transformer, stage = load_file(str(ours / "model.safetensors")), load_file(str(theirs / "model.safetensors"))
-    assert transformer.keys() == stage.keys() and all(torch.equal(transformer[k], stage[k]) for k in stage)
-    tower, start = load_file(str(ours / WEIGHTS)), load_file(str(theirs / WEIGHTS))
-    assert any(not torch.equal(tower[k], start[k]) for k in start)  # the light tower trained on
-    assert record["loss_after"] < record["loss_before"]
-    with pytest.raises(ValueError, match="validation split differs from stage I's"):
-        train_method(data, "textgnn", get_profile("tiny").model_copy(update={"seed": 7}), tiny_home,
-                     overrides={**recipe, "stage_one": "dual_encoder"})
+    assert_trained_on_from_stage_one(tower_home, "textgnn", TOWER_RECIPE)

@@ -226,6 +226,14 @@ class TextEncoder:
         stored = torch.from_numpy(vectors).to(self.device)
         self._base.update((t, stored[i]) for i, t in enumerate(texts) if t not in kept)
 
+    def freeze_under_tower(self, hidden: int, bigrams: int, *text_lists: list[str]) -> None:
+        """The CPU training path: the transformer frozen, a light tower beside it (the folder's own when it has one,
+        else a zero tower of ``hidden``/``bigrams``: :meth:`add_tower`), the frozen vector of every text of each list
+        computed once (one call per list: the vector cache's keys)."""
+        self.add_tower(hidden, bigrams)
+        for texts in text_lists:
+            self.freeze_base(list(texts))
+
     def save(self, folder: Path) -> None:
         """The encoder as a Hugging Face folder (weights as safetensors, tokenizer), its tower beside them."""
         from xc_core.encoders.tower import save_tower

@@ -46,6 +46,38 @@ def stage_one(home: Path, dataset: str, profile: str, method: str, who: str) -> 
     return trained
 
 
+def stage_one_of(job: TrainJob, method: str, cfg: Any, who: str) -> TrainedModel:
+    """Stage I's trained model for a method that trains on from its encoder (TextGNN, OAK) with the TrainConfig
+    ``cfg``; refused when ``cfg`` would draw other validation rows than stage I held out (its validation documents
+    would be trained on, and the epoch choice would read rows stage I learnt)."""
+    from xc_core.training.validation import recorded_split_config, split_record
+
+    base = stage_one(job.home, job.dataset.name, job.profile.name, method, who)
+    theirs = split_record(recorded_split_config(base.summary, f"{who}'s stage I ({method} on {job.dataset.name})"))
+    ours = split_record(cfg)
+    if differ := {k: (ours[k], theirs.get(k)) for k in ours if ours[k] != theirs.get(k)}:
+        raise ValueError(f"{who} on stage I {method}: its validation split differs from stage I's ("
+                         + ", ".join(f"{k} {a!r} here, {b!r} there" for k, (a, b) in differ.items())
+                         + f"): train both with the same profile, seed and split settings, or retrain {method}")
+    return base
+
+
+def stage_one_encoder(enc_cfg: Any, base: TrainedModel | None) -> Any:
+    """The EncoderConfig ``enc_cfg`` pointed at stage I's encoder folder (its light tower included) and max length;
+    unchanged without a stage I."""
+    if base is None:
+        return enc_cfg
+    return enc_cfg.model_copy(update={"model_path": base.summary["encoder_dir"],
+                                      "max_length": int(base.summary.get("max_length", enc_cfg.max_length))})
+
+
+def stage_one_record(base: TrainedModel | None) -> dict[str, Any]:
+    """What a model trained on from a stage I records of it (the registry tags the version with the encoder's run)."""
+    if base is None:
+        return {"stage_one": ""}
+    return {"stage_one": base.method, "stage_one_model_uri": base.model_uri, "depends_on_run_id": base.mlflow_run_id}
+
+
 @dataclass(frozen=True)
 class TrainJob:
     """One training as the stage hands it to a method, inside the MLflow run the stage opened for it."""

@@ -147,9 +147,8 @@ class Trainer:
         if self.world > 1:
             raise ValueError("tower=True trains on one process (its step is a few small matrix products): launch "
                              "without torchrun, or set tower=False to fine-tune the transformer with DDP")
-        self.encoder.add_tower(self.cfg.tower_hidden, self.cfg.tower_bigrams)
-        for texts in (self.data.train_texts, self.data.label_texts):  # one list each: the vector cache's keys
-            self.encoder.freeze_base(list(texts))
+        self.encoder.freeze_under_tower(self.cfg.tower_hidden, self.cfg.tower_bigrams, self.data.train_texts,
+                                        self.data.label_texts)
 
     def _build_losses(self) -> None:
         from xc_core.training.bandit import LambdaBandit

@@ -18,7 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from xc_core.datasets.container import XCDataset
-from xc_core.methods.base import Fitted, Predictions, Requires, Roles, Scorer, Served, TrainJob, register
+from xc_core.methods.base import (
+    Fitted,
+    Predictions,
+    Requires,
+    Roles,
+    Scorer,
+    Served,
+    TrainJob,
+    register,
+    stage_one_encoder,
+    stage_one_of,
+    stage_one_record,
+)
 from xc_core.methods.oak.config import OakConfig
 from xc_core.training.record import TrainedModel
 
@@ -32,9 +44,15 @@ class OakMethod:
     needs_anchor_sets: bool = True
     baselines: tuple[str, ...] = ()
     ablation_of: str | None = None
-    requires: Requires = Requires(graph_at_inference=True)  # the query's linked nodes
     roles: Roles = Roles()
     cfg: OakConfig = field(default_factory=OakConfig)
+    reuses: tuple[str, ...] = ()  # methods whose trained model this one takes instead of training (oak-oracle: oak)
+
+    @property
+    def requires(self) -> Requires:
+        """The query's linked nodes at inference; the model it reuses and the configured stage I, trained first."""
+        stage = (self.cfg.stage_one,) if self.cfg.stage_one else ()
+        return Requires(methods=(*self.reuses, *stage), graph_at_inference=True)
 
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
@@ -48,6 +66,8 @@ class OakMethod:
                              "anchor set with document edges: materialize anchor sets first (`xc anchors`)")
         cfg, train_cfg = self.settings(job)
         enc_cfg = encoder_config(job.profile, job.home)
+        stage = stage_one_of(job, cfg.stage_one, train_cfg, "OAK") if cfg.stage_one else None
+        enc_cfg = stage_one_encoder(enc_cfg, stage)  # stage I's folder, its light tower included
         fingerprint = settings_fingerprint(cfg, train_cfg, enc_cfg)
         mlflow.log_params({"method": self.name, "linker": "oracle" if self.oracle else "predicted",
                            **{f"oak.{k}": str(v) for k, v in cfg.model_dump().items()},
@@ -58,7 +78,8 @@ class OakMethod:
             encoder_dir, summary = copy_oak(base, job.out)
         else:
             encoder_dir, summary = self._fit(job, cfg, train_cfg, enc_cfg)
-        summary = {**summary, "linker": "oracle" if self.oracle else "predicted", "settings": fingerprint}
+        summary = {**summary, "linker": "oracle" if self.oracle else "predicted", "settings": fingerprint,
+                   "light_tower": bool(train_cfg.tower), **stage_one_record(stage)}
         for row in summary["history"]:
             mlflow.log_metrics({f"epoch_{k.replace('/', '_').replace('@', '_at_')}": float(v)
                                 for k, v in row.items() if k != "epoch"}, step=int(row["epoch"]))
@@ -71,12 +92,13 @@ class OakMethod:
 
     def settings(self, job: TrainJob) -> tuple[OakConfig, Any]:
         """(OakConfig, TrainConfig): the profile's recipe, then the caller's overrides for either."""
-        from xc_core.profiles import finetune_settings
+        from xc_core.profiles import finetune_settings, train_settings
         from xc_core.training.config import TrainConfig
 
         own = {k: v for k, v in job.overrides.items() if k in OakConfig.model_fields}
         cfg = OakConfig(**{**self.cfg.model_dump(), "seed": job.profile.seed, **own})
-        train_cfg = finetune_settings(job.profile).model_copy(
+        recipe = train_settings if cfg.stage_one else finetune_settings  # on a stage I: the encoder methods' recipe
+        train_cfg = recipe(job.profile).model_copy(
             update={k: v for k, v in job.overrides.items() if k in TrainConfig.model_fields})
         return cfg, train_cfg
 
@@ -130,7 +152,7 @@ OAK_ORACLE = register(OakMethod(
                   "Table 2's upper bound; served through the predicted linker)",
     oracle=True, baselines=(OAK.name, "ramen"),
     # trains identically: reuses the oak model trained before it (reusable_oak) rather than training it again
-    requires=Requires(methods=(OAK.name,), graph_at_inference=True), roles=Roles(results=True)))
+    reuses=(OAK.name,), roles=Roles(results=True)))
 
 
 def settings_fingerprint(cfg: OakConfig, train_cfg: Any, enc_cfg: Any) -> str:

@@ -25,4 +25,8 @@ class OakConfig(BaseModel):
                                   "HNSW index instead of an exact one")
     probe_batches: int = Field(default=4, ge=1, description="fixed training batches the loss is measured on "
                                "before and after training")
+    stage_one: str = Field(default="", description="a trained method of the home whose encoder OAK starts from (its "
+                           "light tower included) and whose validation rows it keeps, trained on the profile's encoder "
+                           "recipe: on the CPU profiles the transformer stays frozen and the light tower trains with "
+                           "the GCN layer; '' : the shipped encoder fine-tuned on the profile's fine-tune schedule")
     seed: int = 0

@@ -104,6 +104,13 @@ class StepParts:
         return terms["task"] + self.cfg.linker_weight * terms.get("linker", terms["task"] * 0)
 
 
+def trained_modules(parts: StepParts) -> list[torch.nn.Module]:
+    """What trains, and what the kept epoch restores: the transformer unless frozen, its light tower, the layer."""
+    encoder = parts.encoder
+    transformer = [encoder.model] if any(p.requires_grad for p in encoder.model.parameters()) else []
+    return [*transformer, *([encoder.tower] if encoder.tower is not None else []), parts.gcn]
+
+
 def without_leaks(adjacency: sp.csr_matrix, dataset: XCDataset, nodes: NodeTable, heldout: set[str]) -> sp.csr_matrix:
     """The document × node edges minus, per document, nodes reading like itself or one of its positive labels
     (TextGNN's rule: no document is its own label's neighbour) and held-out (validation) documents."""
@@ -154,7 +161,7 @@ def validate(parts: StepParts, selection: Selection, dataset: XCDataset, epoch: 
     query = encoder.encode([dataset.train_texts[i] for i in selection.rows])
     reps = convolve(copy.deepcopy(parts.gcn).cpu(), query, table, neighbours)
     labels = encoder.encode([dataset.label_texts[j] for j in selection.space])
-    return selection.record(epoch, selection.metrics(reps, labels), [encoder.model, parts.gcn], **extra)
+    return selection.record(epoch, selection.metrics(reps, labels), trained_modules(parts), **extra)
 
 
 def _epoch(parts: StepParts, rows: np.ndarray, cfg: TrainConfig, epoch: int, optimizer: Any, scheduler: Any,
@@ -164,9 +171,10 @@ def _epoch(parts: StepParts, rows: np.ndarray, cfg: TrainConfig, epoch: int, opt
 
     started = time.perf_counter()
     order = seeds.rng(cfg.seed, Stream.EPOCH_BATCHES, epoch).permutation(rows)
-    parts.encoder.model.train()
-    parts.gcn.train()
-    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for module in trained_modules(parts):
+        module.train()
+    # a sparse gradient (the light tower's bags) is left unclipped: lazy Adam scales each row by its own history
+    params = [p for group in optimizer.members[0].param_groups for p in group["params"]]
     sums: dict[str, float] = {}
     batches = range(0, len(order), cfg.batch_size)
     for i, lo in enumerate(bar(batches, desc=f"OAK epoch {epoch + 1}/{cfg.epochs}", unit="batch",
@@ -191,10 +199,18 @@ def _epoch(parts: StepParts, rows: np.ndarray, cfg: TrainConfig, epoch: int, opt
 
 
 def _optimizer(parts: StepParts, train_cfg: TrainConfig, cfg: OakConfig, steps: int) -> tuple[Any, Any]:
-    optimizer = torch.optim.AdamW([
-        {"params": [p for p in parts.encoder.model.parameters() if p.requires_grad], "lr": train_cfg.lr},
-        {"params": list(parts.gcn.parameters()), "lr": cfg.gcn_lr}], weight_decay=train_cfg.weight_decay)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(steps, train_cfg.warmup_fraction))
+    """(optimizers, schedulers): AdamW over the encoder's dense weights (the transformer's, or only its light
+    tower's when frozen, at the tower's rate) and the layer; lazy Adam over the light tower's bags; one schedule."""
+    from xc_core.training.optim import Group
+
+    encoder, schedule = parts.encoder, _schedule(steps, train_cfg.warmup_fraction)
+    lr = train_cfg.tower_lr if train_cfg.tower else train_cfg.lr
+    optimizers: list[Any] = [torch.optim.AdamW([
+        {"params": encoder.dense_parameters(), "lr": lr},
+        {"params": list(parts.gcn.parameters()), "lr": cfg.gcn_lr}], weight_decay=train_cfg.weight_decay)]
+    if encoder.sparse_parameters():
+        optimizers.append(torch.optim.SparseAdam(encoder.sparse_parameters(), lr=lr))
+    return Group(optimizers), Group([torch.optim.lr_scheduler.LambdaLR(o, schedule) for o in optimizers])
 
 
 def _parts(dataset: XCDataset, enc_cfg: EncoderConfig, train_cfg: TrainConfig, cfg: OakConfig,
@@ -203,6 +219,9 @@ def _parts(dataset: XCDataset, enc_cfg: EncoderConfig, train_cfg: TrainConfig, c
     ``oak-oracle``)."""
     torch.manual_seed(train_cfg.seed)
     encoder = TextEncoder(enc_cfg)
+    if train_cfg.tower:  # the CPU recipe: the transformer frozen (its vector of each text computed once), a light tower
+        encoder.freeze_under_tower(train_cfg.tower_hidden, train_cfg.tower_bigrams, dataset.train_texts,
+                                   dataset.label_texts)
     gcn = GraphConvolution(encoder.dim, cfg.aggregation).to(encoder.device)
     nodes = NodeTable.of(dataset)
     adjacency = without_leaks(train_neighbours(dataset, nodes), dataset, nodes,
@@ -232,17 +251,16 @@ def train_oak(dataset: XCDataset, enc_cfg: EncoderConfig, train_cfg: TrainConfig
         done = _epoch(parts, rows, train_cfg, epoch, optimizer, scheduler, progress, on_metrics, step)
         step = int(done.pop("step"))
         _log(on_metrics, validate(parts, selection, dataset, epoch + 1, **done))
-    selection.restore([parts.encoder.model, parts.gcn])
+    selection.restore(trained_modules(parts))
     after = _probe(parts, rows, train_cfg, cfg.probe_batches)
     encoder, encoder_dir = parts.encoder, out / "encoder"
-    encoder.model.save_pretrained(encoder_dir, safe_serialization=True)
-    encoder.tokenizer.save_pretrained(encoder_dir)
+    encoder.save(encoder_dir)  # the light tower beside the transformer's files when it has one
     gcn = parts.gcn.cpu().eval()
     model = OakModel(gcn, parts.nodes.texts, encoder.encode(parts.nodes.texts, progress=progress, desc="graph nodes"),
                      cfg)
     return OakTraining(encoder_dir, model, selection.history, before["task"], after["task"], step,
                        round(time.perf_counter() - started, 2), len(rows), selection.summary(),
-                       sum(p.numel() for p in encoder.model.parameters()))
+                       encoder.parameter_count())
 
 
 def _log(on_metrics: Callable[[dict[str, float], int], None] | None, row: dict[str, float]) -> None:

@@ -34,7 +34,9 @@ from xc_core.methods.base import (
     Served,
     TrainJob,
     register,
-    stage_one,
+    stage_one_encoder,
+    stage_one_of,
+    stage_one_record,
 )
 from xc_core.methods.textgnn.config import TextGNNConfig
 from xc_core.training.record import TrainedModel
@@ -71,7 +73,7 @@ class TextGNNMethod:
         if not tg.stage_one:
             return finetune_settings(job.profile).model_copy(update=theirs), tg, None
         cfg = train_settings(job.profile).model_copy(update=theirs)
-        return cfg, tg, _stage_one(job, tg.stage_one, cfg)
+        return cfg, tg, stage_one_of(job, tg.stage_one, cfg, "TextGNN")
 
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
@@ -82,18 +84,20 @@ class TextGNNMethod:
         from xc_core.methods.textgnn.neighbours import MemoEmbed, label_neighbours, train_doc_neighbours
         from xc_core.methods.textgnn.pyfunc import log_textgnn
         from xc_core.methods.textgnn.scorer import FOLDER, TextGNNModel
-        from xc_core.methods.textgnn.train import freeze_under_tower, train_textgnn
+        from xc_core.methods.textgnn.train import train_textgnn
         from xc_core.profiles import encoder_config
 
         cfg, tg, base = self.settings(job)
         enc_cfg = encoder_config(job.profile, job.home)
-        if base is not None:  # stage I's encoder folder, its light tower included
-            enc_cfg = enc_cfg.model_copy(update={"model_path": base.summary["encoder_dir"],
-                                                 "max_length": int(base.summary.get("max_length", enc_cfg.max_length))})
+        enc_cfg = stage_one_encoder(enc_cfg, base)  # stage I's folder, its light tower included
         torch.manual_seed(cfg.seed)
         encoder = TextEncoder(enc_cfg)
         if cfg.tower:  # the CPU recipe: the transformer frozen (its vector of each text computed once), a light tower
-            freeze_under_tower(encoder, cfg, job.dataset)
+            encoder.freeze_under_tower(cfg.tower_hidden, cfg.tower_bigrams, job.dataset.train_texts,
+                                       job.dataset.label_texts)
+        if not tg.encoder_trains:
+            for param in encoder.all_parameters():
+                param.requires_grad_(False)
         started, embed = time.perf_counter(), MemoEmbed(encoder.encode)
         docs, pool, _ = train_doc_neighbours(job.dataset, embed, tg.neighbours, tg.candidates,
                                              tg.min_impressions, tg.proxy_candidates)
@@ -126,7 +130,7 @@ class TextGNNMethod:
                    "loss_before": fit.loss_before, "loss_after": fit.loss_after,
                    "final_task_loss": fit.history[-1]["loss"] if fit.history else float("nan"),
                    "neighbour_seconds": neighbour_seconds, "neighbours": coverage, "skip": tg.skip,
-                   "light_tower": bool(cfg.tower), **_stage_one_record(base),
+                   "light_tower": bool(cfg.tower), **stage_one_record(base),
                    **fit.selection, "history": fit.history}
         mlflow.log_metrics({k: float(summary[k]) for k in (
             "train_seconds", "seconds_per_epoch", "parameters", "encoder_parameters", "loss_before", "loss_after",
@@ -172,29 +176,6 @@ class TextGNNMethod:
         from xc_core.methods.textgnn.scorer import textgnn_scorer
 
         return textgnn_scorer(served)
-
-
-def _stage_one(job: TrainJob, method: str, cfg: Any) -> TrainedModel:
-    """Stage I's trained model; refused when this run would draw other validation rows than stage I held out (its
-    validation documents would be trained on, and the epoch choice would read rows stage I learnt)."""
-    from xc_core.training.validation import recorded_split_config, split_record
-
-    base = stage_one(job.home, job.dataset.name, job.profile.name, method, "TextGNN")
-    theirs = split_record(recorded_split_config(base.summary, f"TextGNN's stage I ({method} on {job.dataset.name})"))
-    ours = split_record(cfg)
-    differ = {k: (ours[k], theirs[k]) for k in ours if ours[k] != theirs.get(k)}
-    if differ:
-        raise ValueError(f"TextGNN on stage I {method}: its validation split differs from stage I's ("
-                         + ", ".join(f"{k} {a!r} here, {b!r} there" for k, (a, b) in differ.items())
-                         + f"): train both with the same profile, seed and split settings, or retrain {method}")
-    return base
-
-
-def _stage_one_record(base: TrainedModel | None) -> dict[str, Any]:
-    """What a model trained on a stage I records of it (the registry tags the version with the encoder's run)."""
-    if base is None:
-        return {"stage_one": ""}
-    return {"stage_one": base.method, "stage_one_model_uri": base.model_uri, "depends_on_run_id": base.mlflow_run_id}
 
 
 def ground_truth(dataset: str, home: Path) -> Any | None:

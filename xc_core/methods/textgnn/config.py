@@ -23,6 +23,9 @@ class TextGNNConfig(BaseModel):
     proxy_candidates: int = Field(default=32, ge=1, description="nearest anchor texts searched for an ANN proxy "
                                   "before exclusions")
     lr_heads: float = Field(default=1e-3, gt=0, description="AdamW learning rate of the towers (GAT, skip)")
+    encoder_trains: bool = Field(default=True, description="False: the encoder (its light tower included) stays as "
+                                 "it starts and only the GAT towers train — on a stage I, what the graph adds to a "
+                                 "fixed encoder")
     stage_one: str = Field(default="", description="a trained method of the home whose encoder TextGNN starts from "
                            "(its light tower included) and whose validation rows it keeps, trained on the profile's "
                            "encoder recipe: on the CPU profiles the transformer stays frozen and the light tower "

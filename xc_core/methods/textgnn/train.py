@@ -100,10 +100,11 @@ class Steps:
 
     @property
     def modules(self) -> list[torch.nn.Module]:
-        """What trains, and what the kept epoch restores: the transformer unless frozen, its light tower, the heads."""
+        """What trains, and what the kept epoch restores: the transformer and its light tower where they train, the
+        heads."""
         encoder = self.encoder
-        trained = [encoder.model] if any(p.requires_grad for p in encoder.model.parameters()) else []
-        return [*trained, *([encoder.tower] if encoder.tower is not None else []), self.heads]
+        parts = (encoder.model, encoder.tower)
+        return [*(m for m in parts if m is not None and any(p.requires_grad for p in m.parameters())), self.heads]
 
     def batches(self, epoch: int) -> list[np.ndarray]:
         rng = seeds.rng(self.cfg.seed, Stream.EPOCH_BATCHES, epoch)
@@ -169,15 +170,6 @@ def _log_epoch(log: Any, row: dict[str, float]) -> None:
     log(mlflow_metrics(metrics), int(row["epoch"]))
 
 
-def freeze_under_tower(encoder: TextEncoder, cfg: TrainConfig, dataset: XCDataset) -> None:
-    """The CPU recipe (``cfg.tower``): the transformer frozen, a light tower beside it (stage I's when the encoder
-    has one, else a zero one), every training and label text's frozen vector computed once (neighbours met later
-    are encoded as they come)."""
-    encoder.add_tower(cfg.tower_hidden, cfg.tower_bigrams)
-    for texts in (dataset.train_texts, dataset.label_texts):  # one list each: the vector cache's keys, as the trainer
-        encoder.freeze_base(list(texts))
-
-
 def _optimizer(encoder: TextEncoder, heads: TextGNNHeads, cfg: TrainConfig, tg: TextGNNConfig) -> tuple[Any, Any]:
     """(optimizers, scaler): AdamW over the encoder's dense weights (the transformer's, or only its light tower's
     when frozen, at the tower's rate) and the heads; lazy Adam over the light tower's bags of embeddings."""
@@ -185,6 +177,7 @@ def _optimizer(encoder: TextEncoder, heads: TextGNNHeads, cfg: TrainConfig, tg: 
 
     lr = cfg.tower_lr if cfg.tower else cfg.lr
     groups = [{"params": encoder.dense_parameters(), "lr": lr}, {"params": list(heads.parameters()), "lr": tg.lr_heads}]
+    groups = [group for group in groups if group["params"]]  # a fixed encoder (``encoder_trains=False``) has none
     optimizers: list[Any] = [torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)]
     if encoder.sparse_parameters():
         optimizers.append(torch.optim.SparseAdam(encoder.sparse_parameters(), lr=lr))
