@@ -34,6 +34,14 @@ def graph_edge_rows(home: Path, dataset: str) -> np.ndarray:
     return linked
 
 
+def trained_at(home: Path, dataset: str, method: str, profile: str) -> str:
+    """The commit that trained ``method``'s model in ``home`` (a peer scored by `xc peer` has no training record)."""
+    from xc_core.paths import model_dir
+
+    record = model_dir(home, dataset, method, profile) / "train_summary.json"
+    return str(json.loads(record.read_text()).get("git_commit", "unknown"))[:7] if record.is_file() else "no record"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, required=True)
@@ -66,6 +74,8 @@ def main() -> None:
                            "method": args.method,
                            "test_queries": len(linked), "with_graph_edge": int(linked.sum()), "pairs": {}}
     print(f"{args.dataset}: {linked.sum()} of {len(linked)} test queries have a test-time graph edge")
+    out["trained_at"] = {args.method: trained_at(method_home, args.dataset, args.method, args.profile),
+                         **{m: trained_at(args.home, args.dataset, m, args.profile) for m in args.against}}
     ours = rows(args.method, method_home)
     for other in args.against:
         theirs = rows(other)
