@@ -54,6 +54,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     method_home = args.method_home or args.home
+    # the method's name in the tables: a variant home's model is named by its home (it may share the method's name
+    # with a model of --home it is compared against)
+    name = args.method if method_home == args.home else f"{args.method}@{method_home.name}"
 
     from xc_core.evaluation.analyses import paired_metric_diff
     from xc_core.paths import eval_dir
@@ -74,7 +77,7 @@ def main() -> None:
                            "method": args.method,
                            "test_queries": len(linked), "with_graph_edge": int(linked.sum()), "pairs": {}}
     print(f"{args.dataset}: {linked.sum()} of {len(linked)} test queries have a test-time graph edge")
-    out["trained_at"] = {args.method: trained_at(method_home, args.dataset, args.method, args.profile),
+    out["trained_at"] = {name: trained_at(method_home, args.dataset, args.method, args.profile),
                          **{m: trained_at(args.home, args.dataset, m, args.profile) for m in args.against}}
     ours = rows(args.method, method_home)
     for other in args.against:
@@ -88,10 +91,10 @@ def main() -> None:
             found = paired_metric_diff(a, b, "P@1")
             assert found is not None
             diff, low, high = (100 * x for x in found[:3])
-            out["pairs"][f"{args.method} − {other} ({subset})"] = {
+            out["pairs"][f"{name} − {other} ({subset})"] = {
                 "rows": int(mask.sum()), "P@1": [round(diff, 2), round(low, 2), round(high, 2)],
                 "means": [round(100 * float(a["P@1"].mean()), 2), round(100 * float(b["P@1"].mean()), 2)]}
-            print(f"{args.method} − {other} on {subset} ({mask.sum()}): P@1 {diff:+.2f} [{low:+.2f}, {high:+.2f}]")
+            print(f"{name} − {other} on {subset} ({mask.sum()}): P@1 {diff:+.2f} [{low:+.2f}, {high:+.2f}]")
     if args.json:
         write_result(args.json, json.dumps(out, indent=1) + "\n")
 
