@@ -155,6 +155,14 @@ def test_test_queries_use_their_test_edges_and_otherwise_ann_proxies() -> None:
     assert empty.proxy.all()
 
 
+def test_the_positive_control_hands_each_row_its_own_answers_and_nothing_else() -> None:
+    from xc_core.methods.textgnn.neighbours import answer_neighbours
+
+    y = sp.csr_matrix(np.array([[0, 1, 1, 1, 1], [0, 0, 0, 0, 0], [1, 0, 0, 0, 0]]))
+    found = answer_neighbours(y, ["a", "b", "c", "d", "e"], k=3)
+    assert found.texts == [["b", "c", "d"], [], ["a"]] and not found.proxy.any()
+
+
 def test_the_neighbour_step_encodes_each_distinct_text_once_and_finds_the_same_neighbours() -> None:
     data, asked = _graph_dataset(None), []
 

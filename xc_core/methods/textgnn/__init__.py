@@ -81,7 +81,12 @@ class TextGNNMethod:
 
         from xc_core.encoders.text import TextEncoder
         from xc_core.methods.textgnn.model import TextGNNHeads
-        from xc_core.methods.textgnn.neighbours import MemoEmbed, label_neighbours, train_doc_neighbours
+        from xc_core.methods.textgnn.neighbours import (
+            MemoEmbed,
+            answer_neighbours,
+            label_neighbours,
+            train_doc_neighbours,
+        )
         from xc_core.methods.textgnn.pyfunc import log_textgnn
         from xc_core.methods.textgnn.scorer import FOLDER, TextGNNModel
         from xc_core.methods.textgnn.train import train_textgnn
@@ -103,6 +108,8 @@ class TextGNNMethod:
                                              tg.min_impressions, tg.proxy_candidates)
         labels = label_neighbours(job.dataset, embed, tg.neighbours, tg.candidates, tg.min_impressions,
                                   tg.proxy_candidates)
+        if tg.oracle_neighbours:  # the positive control: each training document's neighbours are its own answers
+            docs = answer_neighbours(job.dataset.y_train, job.dataset.label_texts, tg.neighbours)
         neighbour_seconds = round(time.perf_counter() - started, 3)
         torch.manual_seed(cfg.seed)
         heads = TextGNNHeads(encoder.dim, tg.skip)

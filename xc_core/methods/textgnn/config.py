@@ -26,6 +26,10 @@ class TextGNNConfig(BaseModel):
     encoder_trains: bool = Field(default=True, description="False: the encoder (its light tower included) stays as "
                                  "it starts and only the GAT towers train — on a stage I, what the graph adds to a "
                                  "fixed encoder")
+    oracle_neighbours: bool = Field(default=False, description="a positive control that reads the test labels, "
+                                    "never a method: every document's neighbours are its own positive labels' texts "
+                                    "(training documents: their training labels; test queries: their test labels), "
+                                    "to show whether the GAT can carry what it is handed")
     stage_one: str = Field(default="", description="a trained method of the home whose encoder TextGNN starts from "
                            "(its light tower included) and whose validation rows it keeps, trained on the profile's "
                            "encoder recipe: on the CPU profiles the transformer stays frozen and the light tower "

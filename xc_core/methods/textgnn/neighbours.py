@@ -261,6 +261,14 @@ def heldout_doc_neighbours(dataset: XCDataset, query_vecs: np.ndarray, pool: lis
     return complete(graph, lambda rows: query_vecs[rows], pool, pool_vecs, exclude, k, search)
 
 
+def answer_neighbours(y: sp.spmatrix, label_texts: Sequence[str], k: int) -> Neighbours:
+    """The positive control's neighbours (``oracle_neighbours``): each row's first ``k`` positive labels' texts, in
+    label order — the answer itself, which no real graph hands a query."""
+    y = sp.csr_matrix(y)
+    rows = [[label_texts[j] for j in sorted(y.indices[y.indptr[i]:y.indptr[i + 1]])[:k]] for i in range(y.shape[0])]
+    return Neighbours(rows, np.zeros(len(rows), dtype=bool))
+
+
 def _lookup(texts: list[str], pool: list[str], pool_vecs: np.ndarray) -> np.ndarray:
     """Vectors of ``texts`` from the pool (a test edge's anchor is an anchor text, so it is in the pool); zeros
     for a text the pool lacks (then only the strength ranks it)."""

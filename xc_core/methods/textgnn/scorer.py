@@ -23,7 +23,13 @@ from xc_core.encoders.text import TextEncoder, encoder_for
 from xc_core.methods.base import Predictions, Scorer, Served, pyfunc_index_scorer
 from xc_core.methods.textgnn.config import TextGNNConfig
 from xc_core.methods.textgnn.model import TextGNNHeads, Tower
-from xc_core.methods.textgnn.neighbours import Neighbours, ann_proxies, heldout_doc_neighbours, padded
+from xc_core.methods.textgnn.neighbours import (
+    Neighbours,
+    ann_proxies,
+    answer_neighbours,
+    heldout_doc_neighbours,
+    padded,
+)
 from xc_core.training.record import TrainedModel
 
 FOLDER = "textgnn"  # in the model folder: heads, settings, neighbour tables, the proxy pool
@@ -110,7 +116,9 @@ class TextGNNModel:
         centre = self.encoder.encode(texts)
         timings["encoder"] = time.perf_counter() - started
         started = time.perf_counter()
-        if dataset is not None:
+        if dataset is not None and self.cfg.oracle_neighbours:  # the positive control reads the test answers
+            found = answer_neighbours(dataset.y_test, dataset.label_texts, k)
+        elif dataset is not None:
             found = heldout_doc_neighbours(dataset, centre, self.pool, self.pool_vecs, k, self.cfg.proxy_candidates)
         else:
             found = self._served_neighbours(texts, centre)
