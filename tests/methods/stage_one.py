@@ -40,3 +40,4 @@ def assert_trained_on_from_stage_one(home: Path, method: str, recipe: dict[str, 
     with pytest.raises(ValueError, match="validation split differs from stage I's"):
         train_method(data, method, get_profile("tiny").model_copy(update={"seed": 7}), home,
                      overrides={**recipe, "stage_one": "dual_encoder"})
+    assert (ours / WEIGHTS).is_file()  # refused before the model folder was emptied: the trained model is kept

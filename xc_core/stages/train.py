@@ -55,6 +55,9 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     method = get_method(method_name)
     check_settings(method, overrides or {})  # before the model folder is emptied: a refused setting loses nothing
     out = model_dir(home, dataset.name, method.name, profile.name)
+    job = TrainJob(dataset, profile, home, out, resume, progress, overrides or {}, on_metrics)
+    if (preflight := getattr(method, "preflight", None)) is not None:  # what the method refuses (a stage I), likewise
+        preflight(job)
     if not resume:  # a fresh run starts from an empty folder, whatever an earlier one left
         shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -62,7 +65,6 @@ def train_method(dataset: XCDataset, method_name: str, profile: Profile | str, h
     # taken before training: the sources this run starts from, the whole package's and the method's own
     stamp = {**code_stamp(), **method_stamp(method.name, "train")}
     tags = {"dataset": dataset.name, "method": method.name, "profile": profile.name, **stamp}
-    job = TrainJob(dataset, profile, home, out, resume, progress, overrides or {}, on_metrics)
     with mlflow.start_run(experiment_id=experiment, run_name=f"{dataset.name}/{method.name}/{profile.name}",
                           tags=tags) as run:
         fitted = method.train(job)

@@ -54,6 +54,11 @@ class IreneMethod:
         """Stage I: the configured method, trained first wherever both run."""
         return Requires(methods=(self.cfg.stage_one,))
 
+    def preflight(self, job: TrainJob) -> None:
+        """Refuse a missing stage I before the model folder is emptied."""
+        own = {k: v for k, v in job.overrides.items() if k in IreneConfig.model_fields}
+        stage_one(job.home, job.dataset.name, job.profile.name, own.get("stage_one", self.cfg.stage_one), "IRENE")
+
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
 

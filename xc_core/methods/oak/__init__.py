@@ -54,6 +54,12 @@ class OakMethod:
         stage = (self.cfg.stage_one,) if self.cfg.stage_one else ()
         return Requires(methods=(*self.reuses, *stage), graph_at_inference=True)
 
+    def preflight(self, job: TrainJob) -> None:
+        """Refuse a missing stage I, or one whose validation rows differ, before the model folder is emptied."""
+        cfg, train_cfg = self.settings(job)
+        if cfg.stage_one:
+            stage_one_of(job, cfg.stage_one, train_cfg, "OAK")
+
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
 

@@ -75,6 +75,10 @@ class TextGNNMethod:
         cfg = train_settings(job.profile).model_copy(update=theirs)
         return cfg, tg, stage_one_of(job, tg.stage_one, cfg, "TextGNN")
 
+    def preflight(self, job: TrainJob) -> None:
+        """Refuse a missing stage I, or one whose validation rows differ, before the model folder is emptied."""
+        self.settings(job)
+
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
         import torch
