@@ -54,10 +54,15 @@ class IreneMethod:
         """Stage I: the configured method, trained first wherever both run."""
         return Requires(methods=(self.cfg.stage_one,))
 
+    def config(self, job: TrainJob) -> IreneConfig:
+        """IRENE's settings: the registered ones, the profile's seed, then the caller's overrides of IRENE's fields
+        (the launchpad's TrainConfig fields are not IRENE's)."""
+        own = {k: v for k, v in job.overrides.items() if k in IreneConfig.model_fields}
+        return IreneConfig(**{**self.cfg.model_dump(), "seed": job.profile.seed, **own})
+
     def preflight(self, job: TrainJob) -> None:
         """Refuse a missing stage I before the model folder is emptied."""
-        own = {k: v for k, v in job.overrides.items() if k in IreneConfig.model_fields}
-        stage_one(job.home, job.dataset.name, job.profile.name, own.get("stage_one", self.cfg.stage_one), "IRENE")
+        stage_one(job.home, job.dataset.name, job.profile.name, self.config(job).stage_one, "IRENE")
 
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
@@ -66,8 +71,7 @@ class IreneMethod:
         from xc_core.methods.encoder.pyfunc import log_encoder
         from xc_core.methods.irene.fit import MODEL, embed, fit_irene
 
-        own = {k: v for k, v in job.overrides.items() if k in IreneConfig.model_fields}  # the launchpad's TrainConfig
-        cfg = IreneConfig(**{**self.cfg.model_dump(), "seed": job.profile.seed, **own})  # fields are not IRENE's
+        cfg = self.config(job)
         base = stage_one(job.home, job.dataset.name, job.profile.name, cfg.stage_one, "IRENE")
         encoder_dir, max_length = Path(base.summary["encoder_dir"]), int(base.summary.get("max_length", 32))
         encoder = encoder_for(encoder_dir, max_length)

@@ -56,9 +56,11 @@ class OakMethod:
 
     def preflight(self, job: TrainJob) -> None:
         """Refuse a missing stage I, or one whose validation rows differ, before the model folder is emptied."""
-        cfg, train_cfg = self.settings(job)
-        if cfg.stage_one:
-            stage_one_of(job, cfg.stage_one, train_cfg, "OAK")
+        self.stage_one(job, *self.settings(job))
+
+    def stage_one(self, job: TrainJob, cfg: OakConfig, train_cfg: Any) -> TrainedModel | None:
+        """The configured stage I's trained model (checked: :func:`stage_one_of`), or None without one."""
+        return stage_one_of(job, cfg.stage_one, train_cfg, "OAK") if cfg.stage_one else None
 
     def train(self, job: TrainJob) -> Fitted:
         import mlflow
@@ -72,7 +74,7 @@ class OakMethod:
                              "anchor set with document edges: materialize anchor sets first (`xc anchors`)")
         cfg, train_cfg = self.settings(job)
         enc_cfg = encoder_config(job.profile, job.home)
-        stage = stage_one_of(job, cfg.stage_one, train_cfg, "OAK") if cfg.stage_one else None
+        stage = self.stage_one(job, cfg, train_cfg)
         enc_cfg = stage_one_encoder(enc_cfg, stage)  # stage I's folder, its light tower included
         fingerprint = settings_fingerprint(cfg, train_cfg, enc_cfg)
         mlflow.log_params({"method": self.name, "linker": "oracle" if self.oracle else "predicted",
