@@ -89,6 +89,10 @@ def main() -> None:
             raise SystemExit(f"{other}: {len(theirs['P@1'])} test rows against {len(ours['P@1'])}: not the same test "
                              "split (a variant home must share its base home's data)")
         for subset, mask in (("all", np.ones_like(linked)), ("graph edge", linked), ("proxy only", ~linked)):
+            if not mask.any():  # e.g. wikispeedia: every test article has a link, so no query falls back to proxies
+                out["pairs"][f"{name} − {other} ({subset})"] = {"rows": 0}
+                print(f"{name} − {other} on {subset}: no test query")
+                continue
             a = {k: v[mask] for k, v in ours.items()}
             b = {k: v[mask] for k, v in theirs.items()}
             found = paired_metric_diff(a, b, "P@1")
