@@ -93,10 +93,11 @@ results: $(STAMP) peers
 		$(BIN)/xc peer --dataset $$d --profile $(PROFILE) --homes $(XC_HOME) --quiet || exit 1; done
 	$(BIN)/xc results --profile $(PROFILE) --datasets $(RESULTS_DATASETS) --home $(XC_HOME) --out $(RESULTS_OUT)
 
-# ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first
+# ruff and mypy on the whole tree (their settings: pyproject.toml); make test runs it first. mypy checks on one worker
+# per core (-n auto): a fresh clone has no mypy cache, and the checking of the libraries xc imports is most of lint.
 lint: $(STAMP) $(SCALE_STAMP)
 	$(BIN)/ruff check xc_core xc_assets tests benchmarks experiments
-	$(BIN)/mypy xc_core xc_assets tests benchmarks experiments
+	$(BIN)/mypy -n auto xc_core xc_assets tests benchmarks experiments
 
 # the suite on one worker more than cores (pytest-xdist, at most TEST_WORKERS_MAX: each worker builds its own session
 # homes): a worker also waits on the servers, subprocesses and Dagster step processes its tests start, and the spare
