@@ -9,6 +9,8 @@ bootstrap 95% CI over test queries. Paired differences a − b use the same per-
 bootstrap over queries, so the interval reflects the test sample with the seed noise averaged out), plus
 the per-seed differences so the seed spread stays visible. Every home must hold the same test split
 (checked by its fingerprint). Prints markdown; ``--json`` also writes the figures, ``--html`` a report.
+A method ``M@SUB`` is ``M`` evaluated in the variant home ``<each home>/SUB`` (``xc_core.evaluation.seed_homes``),
+e.g. ``--pairs textgnn@variants/tg:dual_encoder``.
 """
 
 from __future__ import annotations

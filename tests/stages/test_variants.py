@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from xc_core.stages import variants
@@ -58,3 +59,16 @@ def test_a_variant_trains_apart_on_the_seed_homes_data_and_is_paired_with_it(tin
     assert [row["seeds"] for row in partial["rows"]] == [1, 1, 1]
     assert {pair["seeds"] for pair in partial["pairs"]} == {1}
     assert partial["pairs"][0]["P@1"] == result["pairs"][0]["P@1"]
+    # a variant home below the seed home is read as METHOD@SUB, paired like the seed home's own methods
+    from xc_core.evaluation.seed_homes import evaluated, paired_diff, seed_average
+
+    (base / "variants").mkdir()
+    (base / "variants" / "docs100").symlink_to(home)
+    below = "dual_encoder@variants/docs100"
+    assert evaluated(base, "synthetic", below, "tiny")
+    assert not evaluated(base, "synthetic", "ramen@variants/docs100", "tiny")
+    rows, seeds = seed_average([base], "synthetic", below, "tiny")
+    there = seed_average([home], "synthetic", "dual_encoder", "tiny")[0]
+    assert seeds == 1 and np.array_equal(rows["P@1"], there["P@1"])
+    reference = seed_average([base], "synthetic", "dual_encoder", "tiny")[0]
+    assert list(paired_diff(rows, reference, "P@1"))[:3] == pairs["dual_encoder(docs100) − dual_encoder"]["P@1"]

@@ -5,6 +5,10 @@ A method's per-query metrics are averaged over the seeds it was trained with, th
 (mean, bootstrap 95% interval); two methods are compared on the same queries (paired bootstrap), so an interval
 reflects the test sample with the seed noise averaged out. Per-row keys use ``/`` (``P@1``, ``PSP@1/numerator``);
 a ratio metric (PSP) is stored as a numerator and a denominator per row.
+
+A method named ``M@SUB`` is method ``M`` evaluated in the home ``<seed home>/SUB``: a variant home below the seed
+home that shares its data (``stages.results.share_data``), e.g. ``textgnn@variants/tg`` for a TextGNN trained there
+on other settings. Its rows are averaged and paired exactly as the seed home's own methods are.
 """
 
 from __future__ import annotations
@@ -17,12 +21,20 @@ import numpy as np
 METRICS = ("P@1", "P@5", "R@10", "PSP@1", "PSP@5")
 
 
+def located(home: Path, method: str) -> tuple[Path, str]:
+    """The home that evaluated ``method`` and its method name there: ``M@SUB`` → (``home/SUB``, ``M``), any other
+    name → (``home``, the name)."""
+    name, at, below = method.partition("@")
+    return (home / below, name) if at else (home, method)
+
+
 def _per_row(home: Path, dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], str] | None:
     """``method``'s per-query arrays in ``home`` (keys with ``/``) and the test split's fingerprint; None when the
     home holds no per-query evaluation of it."""
     from xc_core.evaluation.record import EvaluationRecord
     from xc_core.paths import eval_dir
 
+    home, method = located(home, method)
     record = EvaluationRecord.load(eval_dir(home, dataset, method, profile))
     saved = record.per_row() if record is not None else None
     if record is None or saved is None:
@@ -35,7 +47,8 @@ def evaluated(home: Path, dataset: str, method: str, profile: str) -> bool:
     from xc_core.evaluation.record import PER_ROW
     from xc_core.paths import eval_dir
 
-    return (eval_dir(home, dataset, method, profile) / PER_ROW).exists()
+    where, name = located(home, method)
+    return (eval_dir(where, dataset, name, profile) / PER_ROW).exists()
 
 
 def seed_average(homes: list[Path], dataset: str, method: str, profile: str) -> tuple[dict[str, np.ndarray], int]:
