@@ -296,20 +296,3 @@ def test_a_base_encoder_trained_with_other_settings_is_not_reused(tiny_data: XCD
     base = train_method(tiny_data, "pretrained", "tiny", tmp_path)
     other = train_method(tiny_data, "pretrained-clf", "tiny", tmp_path, overrides={"val_k": 5})
     assert "encoder_from_run" not in other and other["train_config"] != base["train_config"]
-
-
-def test_a_rows_other_positives_among_a_steps_labels_are_those_the_column_slice_finds() -> None:
-    """The mask of each batch row's positives among the step's labels (never its negatives) equals scipy's column
-    slice, explicit zeros and labels outside the step included."""
-    from xc_core.classifier.train import _positives_among
-
-    rng = np.random.default_rng(0)
-    rows = np.repeat(np.arange(40), rng.integers(0, 6, 40))
-    values = rng.choice([0.0, 1.0, 2.0], len(rows)).astype(np.float32)  # an explicit 0 is no positive
-    y = sp.csr_matrix((values, (rows, rng.integers(0, 500, len(rows)))), shape=(40, 500))
-    y.sum_duplicates()
-    columns = rng.permutation(500)[:120]
-    found = _positives_among(y, columns)
-    assert found.dtype == bool and found.any()
-    assert np.array_equal(found, y[:, columns].toarray() > 0)
-
