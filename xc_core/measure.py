@@ -18,14 +18,26 @@ from typing import Any
 
 
 def machine() -> dict[str, Any]:
-    """The CPU model, core count, RAM (GiB) and Python version a result was measured on."""
+    """The CPU model, its widest vector instructions, core count, RAM (GiB) and Python version a result was measured
+    on."""
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
                platform.processor())
     meminfo = Path("/proc/meminfo").read_text().splitlines()
     ram_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
-    return {"cpu": cpu, "cores": os.cpu_count(), "ram_gb": round(ram_kb / 2**20, 1),
+    return {"cpu": cpu, "simd": simd(cpuinfo), "cores": os.cpu_count(), "ram_gb": round(ram_kb / 2**20, 1),
             "python": platform.python_version()}
+
+
+def simd(cpuinfo: list[str]) -> str:
+    """The widest vector instruction set ``/proc/cpuinfo``'s flags list (``avx512``, ``avx2``, ``sse``, else
+    ``unknown``). Two machines with one model name ("AMD EPYC") can differ here, and the float kernels torch and
+    numpy pick with it round differently: near-tied rankings, and the trainings that start from them, move."""
+    flags = set(next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), []))
+    for name, flag in (("avx512", "avx512f"), ("avx2", "avx2"), ("sse", "sse4_2")):
+        if flag in flags:
+            return name
+    return "unknown"
 
 
 # -- memory ------------------------------------------------------------------------------------------------------

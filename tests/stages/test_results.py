@@ -87,6 +87,7 @@ def test_run_results_writes_the_page_with_its_header_a_ci_row_per_method_and_the
         short = [c[:7] + ("+" if c.endswith("(with uncommitted changes)") else "") for c in row["commits"].values()]
         assert re.search(rf"^\| {row['method']} \| .* \| {re.escape(' / '.join(short))} \|$", metrics, re.MULTILINE)
     assert saved["header"]["profile"] == "tiny" and saved["header"]["machine"]["cores"] >= 1
+    assert saved["header"]["machine"]["cpu_capability"] in saved["header"]["machine"]["text"]
     # the headline (the README's table): P@1 with its interval and PSP@1, the same numbers as the JSON
     top = page[page.index("## Headline"):page.index("## synthetic")]
     assert "| method | synthetic P@1 | synthetic PSP@1 |" in top

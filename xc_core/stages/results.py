@@ -379,10 +379,11 @@ def machine() -> dict[str, Any]:
         lines = []
     cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), cpu)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    found = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "torch_threads": torch.get_num_threads(),
-             "platform": platform.platform()}
-    found["text"] = (f"{cpu}, {found['cores']} cores ({found['torch_threads']} torch threads); GPU: {gpu}; "
-                     f"{found['platform']}")
+    # the kernels torch picks (AVX2, AVX512): one model name can hide either, and they round differently
+    found = {"cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "cores": os.cpu_count(),
+             "gpu": gpu, "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
+    found["text"] = (f"{cpu} ({found['cpu_capability']}), {found['cores']} cores ({found['torch_threads']} torch "
+                     f"threads); GPU: {gpu}; {found['platform']}")
     return found
 
 
