@@ -235,3 +235,27 @@ def test_the_out_of_fold_grid_ranks_each_row_as_its_own_fold_does() -> None:
             scores, ids = grid.ranked(fusion, seen=seen)
             assert np.array_equal(ids, np.concatenate([f[1] for f in found])), (fusion, seen)
             assert np.array_equal(scores, np.concatenate([f[0] for f in found])), (fusion, seen)
+
+
+def test_the_tail_guards_margin_reads_the_paired_standard_error_and_is_off_by_default() -> None:
+    """``tail_guard_margin`` (issue #63, the AVX2 run): a candidate's tail-bin P@5 must exceed the encoder's by that
+    many standard errors of the paired per-row difference; the error is the numpy one, and 0 keeps today's choice."""
+    from xc_core.classifier.channels import ENCODER_ONLY, Fusion
+    from xc_core.classifier.stage import OutOfFoldGrid, choose_fusion
+    from xc_core.evaluation.analyses import TAIL_P5
+    from xc_core.evaluation.fallback import RowTerms
+
+    grid = _grid(tail_bins=True)
+    oof = OutOfFoldGrid([grid])
+    rows = np.arange(grid.truth.shape[0])
+    pushed = Fusion(popularity_weight=0.1)  # pushes every tail positive to rank 6: a loss on each tail row
+    terms = RowTerms(oof.truth, oof.inv_propensity, oof.tail_truth)
+    differences = terms(TAIL_P5, oof.top(pushed))[TAIL_P5] - terms(TAIL_P5, oof.top(ENCODER_ONLY))[TAIL_P5]
+    assert differences.min() < 0
+    assert oof.paired_se(pushed, TAIL_P5, rows) == np.std(differences, ddof=1) / np.sqrt(len(rows))
+    assert oof.paired_se(ENCODER_ONLY, TAIL_P5, rows) == 0.0
+    assert oof.paired_se(pushed, "PSP@5", rows) == 0.0, "a ratio of sums has no per-row difference"
+    assert _config().tail_guard_margin == 0.0
+    served, _, _ = choose_fusion(grid, _config())
+    # the served fusion restores each tail row exactly (no per-row difference, so no error): a margin changes nothing
+    assert choose_fusion(grid, _config(tail_guard_margin=2.0))[0] == served

@@ -305,6 +305,16 @@ class OutOfFoldGrid:
         den = float(terms[f"{metric}/denominator"][rows].sum())
         return float(terms[f"{metric}/numerator"][rows].sum()) / den if den > 0 else 0.0
 
+    def paired_se(self, fusion: Fusion, metric: str, rows: np.ndarray) -> float:
+        """The standard error of ``metric``'s mean per-row difference between ``fusion`` and the encoder alone over
+        ``rows``; 0 for a metric that is a ratio of sums (PSP) or for fewer than 2 rows."""
+        self.value(fusion, metric, rows)
+        self.value(ENCODER_ONLY, metric, rows)
+        ours, theirs = self._terms[(fusion, metric, False)], self._terms[(ENCODER_ONLY, metric, False)]
+        if metric not in ours or len(rows) < 2:
+            return 0.0
+        return float(np.std(ours[metric][rows] - theirs[metric][rows], ddof=1) / np.sqrt(len(rows)))
+
     def _best_gains(self) -> np.ndarray | None:
         """The rows' propensity-scored best gains at the grid's depth, computed once: every fusion's PSP terms
         share them (recomputing them per fusion and guard was a fifth of the selection's time)."""
@@ -452,9 +462,11 @@ def fusion_selector(oof: OutOfFoldGrid, cfg: ClassifierConfig) -> Callable[[np.n
         # by P@1 alone may buy head labels with the tail, which the gate's guards then reject
         # (docs/results/issue-63.md)
         floor = {g: oof.value(ENCODER_ONLY, g, rows) for g in guards}
+        margins = {g: cfg.tail_guard_margin for g in guards if g.startswith(TAIL_PREFIX) and cfg.tail_guard_margin}
 
         def keeps(fusion: Fusion) -> bool:
-            return all(oof.value(fusion, g, rows) >= floor[g] for g in guards)
+            return all(oof.value(fusion, g, rows) >= floor[g] + (margins[g] * oof.paired_se(fusion, g, rows)
+                                                                 if g in margins else 0.0) for g in guards)
 
         def value(fusion: Fusion, seen: bool = False) -> float:
             return oof.value(fusion, metric, rows, seen=seen)
