@@ -80,7 +80,7 @@ class ClassifierConfig(BaseModel):
         "(the paired per-row difference's standard error; 0: its point estimate at least the encoder's). The "
         "selection maximises P@1 under the guard, so it lands on fusions whose in-sample tail margin is near 0, and "
         "on new rows half of them fall below: a margin keeps the choice off that edge (docs/results/issue-63.md, "
-        "the AVX2 run). Off until it is measured on the three data sets"))
+        "the AVX2 run; experiments/tail_margin). Off until the test suite and more seeds have run with it"))
     fallback: FallbackPolicy = Field(default_factory=lambda: FallbackPolicy(guards=FUSION_GUARDS), description=(
         "how the chosen fusion must beat the encoder alone on the out-of-fold rows (cross-fitted over the folds); "
         "its guards also bound every candidate of the grid"))
