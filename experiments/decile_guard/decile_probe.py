@@ -94,7 +94,7 @@ def run_variant(name: str, grid: Any, cfg: Any, guards: tuple[str, ...]) -> dict
     from xc_core.classifier.channels import ENCODER_ONLY
     from xc_core.classifier.stage import fusion_selector
     from xc_core.evaluation.analyses import paired_bootstrap_diff
-    from xc_core.evaluation.fallback import against_fallback
+    from xc_core.evaluation.fallback import against_fallback, cross_fitted_ranking
     from xc_core.evaluation.metrics import hit_matrix
 
     started = time.perf_counter()
@@ -102,12 +102,7 @@ def run_variant(name: str, grid: Any, cfg: Any, guards: tuple[str, ...]) -> dict
     select = fusion_selector(grid, cfg.model_copy(update={"fallback": policy}))
     everything = np.arange(grid.truth.shape[0])
     encoder_top = grid.top(ENCODER_ONLY)
-    procedure, picks = encoder_top.copy(), []
-    for fold in grid.blocks:
-        pick = select(np.setdiff1d(everything, fold, assume_unique=True))
-        picks.append(pick)
-        procedure[fold] = grid.top(pick)[fold]
-    served = select(everything)
+    procedure, picks, served = cross_fitted_ranking(select, grid.top, encoder_top, grid.blocks)
     decision = against_fallback(name, procedure, encoder_top, grid.truth, grid.inv_propensity, cfg.select_metric,
                                 cfg.fallback, picked_on_rows=len(everything), candidate=served.changed(),
                                 tail=grid.tail_truth)

@@ -50,14 +50,12 @@ def variants(cfg: Any) -> dict[str, Any]:
 def procedure_rows(grid: Any, cfg: Any) -> tuple[np.ndarray, dict[str, Any]]:
     """The cross-fitted selection's ranking of every out-of-fold row (each block ranked by the fusion picked on the
     other blocks) and the fusion picked on all rows."""
-    from xc_core.classifier.stage import GRID_DEPTH, fusion_selector
+    from xc_core.classifier.channels import ENCODER_ONLY
+    from xc_core.classifier.stage import fusion_selector
+    from xc_core.evaluation.fallback import cross_fitted_ranking
 
-    select = fusion_selector(grid, cfg)
-    everything = np.arange(grid.truth.shape[0])
-    top = np.full((len(everything), GRID_DEPTH), -1)
-    for block in grid.blocks:
-        top[block] = grid.top(select(np.setdiff1d(everything, block, assume_unique=True)))[block]
-    return top, select(everything).changed()
+    top, _, served = cross_fitted_ranking(fusion_selector(grid, cfg), grid.top, grid.top(ENCODER_ONLY), grid.blocks)
+    return top, served.changed()
 
 
 def per_row(grid: Any, top: np.ndarray) -> dict[str, np.ndarray]:

@@ -29,16 +29,12 @@ from xc_core.provenance import code_stamp, write_result
 def procedure(grid: Any, cfg: Any) -> tuple[np.ndarray, Any, float]:
     """(each row ranked by the fusion picked on the other folds, the fusion picked on all rows, the share of folds
     that picked it)."""
-    from xc_core.classifier.stage import GRID_DEPTH, fusion_selector
+    from xc_core.classifier.channels import ENCODER_ONLY
+    from xc_core.classifier.stage import fusion_selector
+    from xc_core.evaluation.fallback import cross_fitted_ranking
 
-    select = fusion_selector(grid, cfg)
-    everything = np.arange(grid.truth.shape[0])
-    top, picks = np.full((len(everything), GRID_DEPTH), -1), []
-    for block in grid.blocks:
-        pick = select(np.setdiff1d(everything, block, assume_unique=True))
-        picks.append(pick)
-        top[block] = grid.top(pick)[block]
-    served = select(everything)
+    top, picks, served = cross_fitted_ranking(fusion_selector(grid, cfg), grid.top, grid.top(ENCODER_ONLY),
+                                              grid.blocks)
     return top, served, float(np.mean([p == served for p in picks]))
 
 

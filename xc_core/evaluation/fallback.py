@@ -220,14 +220,7 @@ def cross_fitted(choice: str, select: Callable[[np.ndarray], Hashable], top_of: 
     truth = sp.csr_matrix(truth)
     n = truth.shape[0]
     describe = describe or (lambda key: {"candidate": key})
-    everything = np.arange(n)
-    picks = []
-    procedure = np.array(fallback_top, copy=True)
-    for fold in folds:
-        key = select(np.setdiff1d(everything, fold, assume_unique=True)) if len(folds) > 1 else select(everything)
-        picks.append(key)
-        procedure[fold] = _pad_to(top_of(key)[fold], procedure.shape[1])
-    served = select(everything)
+    procedure, picks, served = cross_fitted_ranking(select, top_of, fallback_top, folds)
     decision = against_fallback(choice, procedure, fallback_top, truth, inv_propensity, metric, policy,
                                 picked_on_rows=n - min((len(f) for f in folds), default=0),
                                 candidate=describe(served), tail=tail)
@@ -236,6 +229,22 @@ def cross_fitted(choice: str, select: Callable[[np.ndarray], Hashable], top_of: 
     decision.reason = f"cross-fitted over {len(folds)} folds ({decision.agreement:.0%} pick the served one): " + \
         decision.reason.replace("held-out rows", "out-of-fold rows")
     return decision, (served if decision.kept else None)
+
+
+def cross_fitted_ranking(select: Callable[[np.ndarray], Hashable], top_of: Callable[[Any], np.ndarray],
+                         fallback_top: np.ndarray, folds: Sequence[np.ndarray]) -> tuple[np.ndarray, list[Any], Any]:
+    """The selection procedure's own ranking of every row, as :func:`cross_fitted` tests it: ``(procedure, picks,
+    served)``, each fold's rows ranked by the key ``select`` picks on the other folds (its ``picks``, in fold
+    order; with one fold, on all rows), rows in no fold ranked as ``fallback_top``, and ``served`` picked on all
+    rows. Probes that rerun a selection under other settings read it instead of re-looping the folds."""
+    everything = np.arange(fallback_top.shape[0])
+    picks = []
+    procedure = np.array(fallback_top, copy=True)
+    for fold in folds:
+        key = select(np.setdiff1d(everything, fold, assume_unique=True)) if len(folds) > 1 else select(everything)
+        picks.append(key)
+        procedure[fold] = _pad_to(top_of(key)[fold], procedure.shape[1])
+    return procedure, picks, select(everything)
 
 
 def _pad_to(top: np.ndarray, width: int) -> np.ndarray:
