@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--method", default="dual_encoder-clf")
     parser.add_argument("--margins", default="0,1,2")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="result file (default: results/<dataset>-<method>.json beside this script)")
     args = parser.parse_args()
     _, folds, parts, cfg = trained_stage_grids(args.home, XCDataset.load(dataset_dir(args.home, args.dataset)),
                                                args.method, args.profile)
@@ -75,7 +77,7 @@ def main() -> None:
                "served_tail_se": round(se, 3), "served_P@1": round(100 * grid.value(served, "P@1", rows), 2)}
         results.append(row)
         print(json.dumps(row), flush=True)
-    out = Path(__file__).parent / "results" / f"{args.dataset}-{args.method}.json"
+    out = args.out or Path(__file__).parent / "results" / f"{args.dataset}-{args.method}.json"
     write_result(out, json.dumps({"dataset": args.dataset, "method": args.method, "profile": args.profile,
                                   "home": str(args.home), "out_of_fold_rows": int(len(rows)),
                                   "folds": [f.name for f in folds], "margins": results, **code_stamp()},
