@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -173,6 +174,16 @@ def test_the_classifier_method_reuses_its_base_encoder_and_serves_one_model(tiny
     _, folds, parts, _ = trained_stage_grids(tmp_path, tiny_data, "pretrained-clf", "tiny")
     assert [len(f.score_rows) for f in folds] == [f["scored_rows"] for f in info["folds"]] == [
         p.truth.shape[0] for p in parts]
+    # ... with the model's own training seed: a model trained at another seed is rebuilt on that seed's folds
+    record = model_dir(tmp_path, tiny_data.name, "pretrained-clf", "tiny") / "train_summary.json"
+    as_trained = record.read_text()
+    record.write_text(json.dumps({**json.loads(as_trained), "seed": 7}))
+    try:
+        _, reseeded, _, reseeded_cfg = trained_stage_grids(tmp_path, tiny_data, "pretrained-clf", "tiny")
+    finally:
+        record.write_text(as_trained)
+    assert reseeded_cfg.seed == 7
+    assert [f.score_rows.tolist() for f in reseeded] != [f.score_rows.tolist() for f in folds]
     served_fusion = {"alpha": fused["alpha"], **{key: fused[key] for key in fusion_keys()[1:] if fused[key]}}
     assert test["served"] == (served_fusion if test["kept"] else {"alpha": 1.0})
     activate(tracking_uri(tmp_path))

@@ -175,19 +175,22 @@ def classifier_stage_inputs(dataset: XCDataset, cfg: TrainConfig, summary: dict[
 def trained_stage_grids(home: Path, data: XCDataset, method: str, profile_name: str
                         ) -> tuple[XCDataset, list[Fold], list[FusionGrid], ClassifierConfig]:
     """A trained ``-clf`` model's classifier stage rebuilt up to its choice, as the method fit it: (the data set the
-    stage saw, its folds, each fold's grid, its settings), for probes that rerun the selection out of fold."""
+    stage saw, its folds, each fold's grid, its settings), for probes that rerun the selection out of fold. The
+    training seed is the model's own (``xc train --seed``, in its record): it draws the validation rows and folds."""
     from xc_core.classifier.stage import out_of_fold_grids
     from xc_core.encoders.text import encoder_for
     from xc_core.methods import get_method
     from xc_core.methods.encoder import EncoderMethod
     from xc_core.profiles import get_profile
 
-    profile = get_profile(profile_name)
     found = get_method(method)
     if not isinstance(found, EncoderMethod) or not found.classifier:
         raise ValueError(f"{method}: not a dual-encoder method with a classifier stage (e.g. dual_encoder-clf)")
     model = model_dir(home, data.name, method, profile_name)
     summary = json.loads((model / "train_summary.json").read_text())
+    profile = get_profile(profile_name)
+    if "seed" in summary:  # as `xc train --seed` set it (stages/train.py)
+        profile = profile.model_copy(update={"seed": int(summary["seed"])})
     seen, rows, cfg = classifier_stage_inputs(data, train_config(found, profile, dataset=data), summary, profile)
     encoder = encoder_for(model / "encoder", int(summary.get("max_length", 32)), vectors_dir(home))
     label_vecs, doc_vecs = encoder.encode(seen.label_texts), encoder.encode(seen.train_texts)
