@@ -19,9 +19,6 @@ def _grid(tail_bins: bool) -> Any:
     """Head rows: the positive is a popular head label the encoder ranks second, below a mid-frequency decoy (label
     popularity ρ ≥ 0.1 fixes them). Tail rows: the positive is a rare label the encoder ranks first, just above five
     head labels (any ρ > 0.06 pushes it to rank 6, unless the tail labels get their offset back)."""
-    from xc_core.classifier.memory import LabelPopularity
-    from xc_core.classifier.stage import FusionGrid
-
     labels = np.eye(90, 128, dtype=np.float32)
     head_rows, tail_rows = 300, 150
     positive = np.r_[HEAD[np.arange(head_rows) % 30], TAIL[np.arange(tail_rows) % 30]]
@@ -30,12 +27,22 @@ def _grid(tail_bins: bool) -> Any:
         queries[row] = 0.45 * labels[positive[row]] + 0.5 * labels[MID[row % 30]]
     for row in range(head_rows, head_rows + tail_rows):
         queries[row] = 0.55 * labels[positive[row]] + 0.5 * labels[HEAD[(row + np.arange(5)) % 30]].sum(axis=0)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return _fusion_grid(queries, positive, np.isin(np.arange(90), HEAD), tail_bins)
+
+
+def _fusion_grid(queries: np.ndarray, positive: np.ndarray, popular: np.ndarray, tail_bins: bool = True) -> Any:
+    """The grid over 90 one-hot labels: each row's one positive, the popularity prior on the ``popular`` labels, and
+    (``tail_bins``) the label bins: TAIL in the tail bin, HEAD in the head's."""
+    from xc_core.classifier.memory import LabelPopularity
+    from xc_core.classifier.stage import FusionGrid
+
+    labels = np.eye(90, 128, dtype=np.float32)
+    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     truth = sp.csr_matrix((np.ones(len(positive)), (np.arange(len(positive)), positive)), shape=(len(queries), 90))
-    popularity = np.isin(np.arange(90), HEAD).astype(np.float32)
     bins = np.where(np.isin(np.arange(90), TAIL), TAIL_BIN, np.where(np.isin(np.arange(90), HEAD), 4, 2))
     return FusionGrid(queries, truth, labels, labels, 20, np.empty((0, 2), np.int64), np.ones(90),
-                      channels={"popularity": LabelPopularity(popularity)}, bins=bins if tail_bins else None)
+                      channels={"popularity": LabelPopularity(popular.astype(np.float32))},
+                      bins=bins if tail_bins else None)
 
 
 def _config(**update: Any) -> Any:
@@ -266,9 +273,6 @@ def _mixed_tail_grid(gains: int, losses: int) -> Any:
     mid labels (the popularity prior lifts it: a gain), and an unpopular one it ranks first, above five head labels
     (the prior pushes it to rank 6: a loss). With a few more gains than losses the prior's tail gain is positive
     but well inside one standard error of the per-row difference."""
-    from xc_core.classifier.memory import LabelPopularity
-    from xc_core.classifier.stage import FusionGrid
-
     labels = np.eye(90, 128, dtype=np.float32)
     lifted, pushed = TAIL[:15], TAIL[15:]
     head_rows = 300
@@ -282,12 +286,7 @@ def _mixed_tail_grid(gains: int, losses: int) -> Any:
             queries[row] = 0.5 * labels[positive[row]] + 0.55 * labels[MID[(row + np.arange(5)) % 30]].sum(axis=0)
         else:
             queries[row] = 0.55 * labels[positive[row]] + 0.5 * labels[HEAD[(row + np.arange(5)) % 30]].sum(axis=0)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    truth = sp.csr_matrix((np.ones(rows), (np.arange(rows), positive)), shape=(rows, 90))
-    popularity = np.isin(np.arange(90), np.r_[HEAD, lifted]).astype(np.float32)
-    bins = np.where(np.isin(np.arange(90), TAIL), TAIL_BIN, np.where(np.isin(np.arange(90), HEAD), 4, 2))
-    return FusionGrid(queries, truth, labels, labels, 20, np.empty((0, 2), np.int64), np.ones(90),
-                      channels={"popularity": LabelPopularity(popularity)}, bins=bins)
+    return _fusion_grid(queries, positive, np.isin(np.arange(90), np.r_[HEAD, lifted]))
 
 
 def test_the_tail_guards_margin_refuses_a_tail_gain_inside_its_standard_error() -> None:
