@@ -430,10 +430,13 @@ def test_a_body_that_is_not_json_is_a_415(xc_server: str) -> None:
 
 def test_overload_is_refused_with_retry_after_and_counted(home: Path) -> None:
     """A queue of one and a 50 ms deadline under 12 clients sending full batches: every answer is a 200 or a
-    one-line 503 with Retry-After, some are refused, and /metrics counts each refusal by its reason."""
+    one-line 503 with Retry-After, some are refused, and /metrics counts each refusal by its reason. A body that
+    arrives after the deadline is overload too (503, not 408: under load the server reads bodies late); only a
+    body slower than the body timeout is the client's 408."""
     port = free_port()
     process = _start([sys.executable, "-m", "xc_core.cli", "serve", "--dataset", DATASET, "--home", str(home),
-                      "--port", str(port), "--max-queue", "1", "--deadline-ms", "50", "--max-batch", "8", "--quiet"])
+                      "--port", str(port), "--max-queue", "1", "--deadline-ms", "50", "--max-batch", "8",
+                      "--body-timeout-ms", "1000", "--quiet"])
     url = f"http://127.0.0.1:{port}"
     texts = list(XCDataset.load(home / "datasets" / DATASET).test_texts[:64])
     answers: list[tuple[int, Any, Any]] = []
@@ -451,11 +454,25 @@ def test_overload_is_refused_with_retry_after_and_counted(home: Path) -> None:
             thread.start()
         for thread in threads:
             thread.join(timeout=120)
+        body = json.dumps({"query": texts[0]}).encode()
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+
+        def late(delay: float) -> Any:
+            def send(connection: Any) -> None:
+                time.sleep(delay)
+                connection.send(body)
+            return send
+
+        past_deadline = _raw(url, late(0.3), headers)  # 0.3 s: past the 50 ms deadline, within the body timeout
+        stalled = _raw(url, late(2.0), headers)  # past the 1 s body timeout
         metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
     finally:
         _stop(process)
+    assert past_deadline[0] == 503 and "deadline" in past_deadline[2]["error"], past_deadline[2]
+    assert stalled[0] == 408 and stalled[2]["error"] == "the request body did not arrive within 1 s", stalled[2]
+    answers.append(past_deadline)
     refused = [a for a in answers if a[0] == 503]
-    assert len(answers) == 60 and {a[0] for a in answers} <= {200, 503}, {a[0] for a in answers}
+    assert len(answers) == 61 and {a[0] for a in answers} <= {200, 503}, {a[0] for a in answers}
     assert refused, "12 clients on a queue of one and a 50 ms deadline must see a refusal"
     assert all(a[1].get("Retry-After") == "1" and "\n" not in a[2]["error"] for a in refused), refused[:2]
     counted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()

@@ -9,12 +9,14 @@
 Bad input is a 4xx with one line ``{"error": "..."}``: malformed JSON (nesting too deep included) 400; a
 missing, empty, non-string or unknown field, or k out of range 422; too many or too long queries, or a body over
 the limit 413 — refused by its ``Content-Length`` before it is read, or while it streams in when it has none; a
-content type other than JSON 415; a body that does not arrive within the deadline 408. A request that arrives
-before any version is loaded gets 503.
+content type other than JSON 415; a body that does not arrive within ``body_timeout_s`` 408 (the client is slow). A
+request that arrives before any version is loaded gets 503.
 
 Overload is refused, not queued without end: at most ``max_queue`` requests wait for the model; one more is
 answered 503 at once, and a request not answered within ``deadline_s`` gets 503 (its queued work is dropped,
-not computed). Both 503s carry ``Retry-After`` and are counted in ``xc_serve_refused_total{reason}``.
+not computed), also one whose body arrived after the deadline had passed: under load the server's own event loop
+reads bodies late, and that is overload, not a slow client. Both 503s carry ``Retry-After`` and are counted in
+``xc_serve_refused_total{reason}``.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ class Limits(BaseModel):
     max_queue: int = Field(default=128, ge=1, description="requests waiting for the model at once; one more is "
                            "refused (503) instead of waiting behind them")
     deadline_s: float = Field(default=2.0, gt=0, description="seconds from a request's arrival to its answer "
-                              "(body read included); a later one is refused (503, or 408 for a body still "
-                              "arriving) and its queued work dropped")
+                              "(body read included); a later one is refused (503) and its queued work dropped")
+    body_timeout_s: float = Field(default=10.0, gt=0, description="seconds a request's body may take to arrive; a "
+                                  "slower one is refused with 408 (a slow or stalled client)")
 
     @property
     def retry_after(self) -> str:
@@ -240,18 +243,20 @@ def create_app(live: LiveModel, limits: Limits | None = None, max_batch: int = 6
         if loaded is None:
             return reply("predict", started, 503, {"error": live.status()["reason"]})
         try:
-            body = await asyncio.wait_for(read_body(request, limits), limits.deadline_s)
+            body = await asyncio.wait_for(read_body(request, limits), limits.body_timeout_s)
             query = parse_request(body, limits, loaded.model.max_k)
         except BadRequest as bad:
             return reply("predict", started, bad.status, {"error": str(bad)})
         except TimeoutError:
             return reply("predict", started, 408, {"error": f"the request body did not arrive within "
-                                                            f"{limits.deadline_s:g} s"})
+                                                            f"{limits.body_timeout_s:g} s"})
         except ClientDisconnect:  # nobody reads the answer; counted so that a flood of them shows
             return reply("predict", started, 400, {"error": "the client disconnected before its body arrived"})
         try:
             left = limits.deadline_s - (time.perf_counter() - started)
-            answer = await asyncio.wait_for(asyncio.wrap_future(batcher.submit(query.texts, query.k)), max(left, 0))
+            if left <= 0:  # the deadline passed while the body was read: nothing is queued for it
+                raise TimeoutError
+            answer = await asyncio.wait_for(asyncio.wrap_future(batcher.submit(query.texts, query.k)), left)
         except OverloadedError as exc:
             return refuse(started, "queue_full", str(exc))
         except TimeoutError:  # cancelling the wait cancels the queued job: the worker skips it

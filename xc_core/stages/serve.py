@@ -25,6 +25,8 @@ def _arguments(command: argparse.ArgumentParser) -> None:
                          help="requests that may wait for the model; one more is refused with 503 (default 128)")
     command.add_argument("--deadline-ms", type=float, default=2000.0,
                          help="a request not answered within this is refused with 503 and dropped (default 2000)")
+    command.add_argument("--body-timeout-ms", type=float, default=10000.0,
+                         help="a request body not arrived within this is refused with 408 (default 10000)")
     command.add_argument("--version", default=None, help="serve this registry version and follow no alias (a "
                                                          "canary, a benchmark of one version)")
 
@@ -36,7 +38,7 @@ def _run(args: argparse.Namespace) -> Payload:
 
     home = resolve_home(args.home)
     limits = Limits(max_queries=args.max_queries, max_chars=args.max_chars, max_queue=args.max_queue,
-                    deadline_s=args.deadline_ms / 1000)
+                    deadline_s=args.deadline_ms / 1000, body_timeout_s=args.body_timeout_ms / 1000)
     return serve(resolve_dataset(args.dataset, home, define=False), home, args.host, args.port, args.poll_seconds,
                  limits, args.max_batch, args.version)
 
