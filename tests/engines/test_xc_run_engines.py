@@ -1,7 +1,7 @@
 """`xc run` on the engines ads teams run (issue #42): the graph tables on Spark (``XC_GRAPH_ENGINE=spark``,
 ``local[2]``) and the method partitions on a dask cluster (``--executor dask``, two workers started here) give the
 default run's tables, metrics and promotion decisions. Slow (three whole runs): ``make test-scale`` runs it;
-``make test`` keeps one Spark test (tests/engines/test_spark_graph_tables.py) and one executor test
+``make test`` keeps one Spark test (tests/engines/test_spark.py) and one executor test
 (tests/assets/test_dask_executor.py)."""
 
 from __future__ import annotations
