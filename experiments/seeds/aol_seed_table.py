@@ -29,8 +29,28 @@ def main() -> None:
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     homes = {s: args.home if i == 0 else seed_home(args.home, s) for i, s in enumerate(seeds)}
-    out = table(homes, args.method)
+    out: dict[str, object] = {str(k): v for k, v in table(homes, args.method).items()}
+    if len(homes) > 1:
+        out["seed_averaged"] = seed_averaged(list(homes.values()), args.method)
+        print("seed-averaged", json.dumps(out["seed_averaged"]))
     write_result(args.out, json.dumps(out, indent=1, default=str) + "\n")
+
+
+def seed_averaged(homes: list[Path], method: str) -> dict[str, object]:
+    """``method``'s per-query metrics averaged over the seed homes, its 95% interval, and its paired differences
+    with `pretrained` and PECOS (the first home's: neither has a seed) on the same test queries, in points."""
+    from xc_core.evaluation.seed_homes import metric_ci, metric_value, paired_diff, seed_average
+
+    rows, seeds = seed_average(homes, "aol-1000", method, "demo")
+    out: dict[str, object] = {"method": method, "seeds": seeds}
+    for metric in ("P@1", "P@5", "PSP@1", "PSP@5"):
+        low, high = metric_ci(rows, metric)
+        out[metric] = [round(100 * x, 2) for x in (metric_value(rows, metric), low, high)]
+        for other in ("pretrained", "pecos"):
+            reference, _ = seed_average(homes[:1], "aol-1000", other, "demo")
+            diff, low, high, _ = paired_diff(rows, reference, metric)
+            out[f"{metric} - {other}"] = [round(100 * x, 2) for x in (diff, low, high)]
+    return out
 
 
 def table(homes: dict[int, Path], method: str = "pretrained-clf") -> dict[int, dict[str, object]]:
