@@ -4,6 +4,7 @@ import dagster as dg
 
 from xc_assets.defs.assets import ingest_assets, simulate_assets
 from xc_assets.defs.assets.results_assets import results_page
+from xc_assets.defs.executor import step_executor
 from xc_assets.defs.family import served_families
 from xc_assets.defs.jobs import (
     add_keywords_job,
@@ -41,4 +42,5 @@ defs = dg.Definitions(
     sensors=[landing_folder_sensor, keyword_landing_sensor, record_run_failures, train_after_rebuild,
              promote_after_training],
     resources={"xc_home": XcHome()},
+    executor=step_executor(),  # steps forked from a server holding the code location (defs/executor.py)
 )

@@ -1,5 +1,6 @@
-"""A job of raw_events → synthetic graph tables (+ their blocking GX check) on Dagster's multiprocess
-executor, and a ``__main__`` that runs one partition range of it on a persistent instance.
+"""A job of raw_events → synthetic graph tables (+ their blocking GX check) on the code location's step
+executor (Dagster's multiprocess executor, forking each step from a preloaded server), and a ``__main__`` that
+runs one partition range of it on a persistent instance.
 
 The concurrency test starts two of these processes at once on the same home and instance:
 
@@ -13,6 +14,7 @@ import sys
 import dagster as dg
 
 from xc_assets.definitions import defs
+from xc_assets.defs.executor import step_executor
 
 JOB = "ingest_and_graphs_multiprocess"
 
@@ -22,7 +24,7 @@ def ingest_and_graphs_job() -> dg.JobDefinition:
     job = dg.define_asset_job(
         JOB, selection=dg.AssetSelection.assets("raw_events", ["synthetic", "click_graph"],
                                                ["synthetic", "cosession_queries"], ["synthetic", "coclick_items"]),
-        executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2}))
+        executor_def=step_executor(max_concurrent=2))
     return dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=[job],
                           resources=defs.resources).resolve_job_def(JOB)
 
