@@ -42,12 +42,12 @@ def seed_averaged(homes: list[Path], method: str) -> dict[str, object]:
     from xc_core.evaluation.seed_homes import metric_ci, metric_value, paired_diff, seed_average
 
     rows, seeds = seed_average(homes, "aol-1000", method, "demo")
+    references = {other: seed_average(homes[:1], "aol-1000", other, "demo")[0] for other in ("pretrained", "pecos")}
     out: dict[str, object] = {"method": method, "seeds": seeds}
     for metric in ("P@1", "P@5", "PSP@1", "PSP@5"):
         low, high = metric_ci(rows, metric)
         out[metric] = [round(100 * x, 2) for x in (metric_value(rows, metric), low, high)]
-        for other in ("pretrained", "pecos"):
-            reference, _ = seed_average(homes[:1], "aol-1000", other, "demo")
+        for other, reference in references.items():
             diff, low, high, _ = paired_diff(rows, reference, metric)
             out[f"{metric} - {other}"] = [round(100 * x, 2) for x in (diff, low, high)]
     return out
