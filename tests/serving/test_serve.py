@@ -478,3 +478,17 @@ def test_overload_is_refused_with_retry_after_and_counted(home: Path) -> None:
     counted = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                   if line.startswith("xc_serve_refused_total{"))
     assert counted == len(refused), (counted, len(refused))
+
+
+@pytest.mark.parametrize("option", ["--deadline-ms", "--body-timeout-ms"])
+def test_a_time_limit_that_is_not_positive_is_refused_by_the_parser_naming_the_option(
+        option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from xc_core.cli import build_parser
+
+    for value in ("0", "-5", "soon"):
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args(["serve", "--dataset", DATASET, option, value])
+        assert exit_.value.code == 2
+        assert f"argument {option}: '{value}': a positive number of milliseconds" in capsys.readouterr().err
+    assert getattr(build_parser().parse_args(["serve", "--dataset", DATASET, option, "250"]),
+                   option[2:].replace("-", "_")) == 250.0

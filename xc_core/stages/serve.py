@@ -23,12 +23,23 @@ def _arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--max-chars", type=int, default=512, help="characters one query may have (default 512)")
     command.add_argument("--max-queue", type=int, default=128,
                          help="requests that may wait for the model; one more is refused with 503 (default 128)")
-    command.add_argument("--deadline-ms", type=float, default=2000.0,
+    command.add_argument("--deadline-ms", type=_milliseconds, default=2000.0,
                          help="a request not answered within this is refused with 503 and dropped (default 2000)")
-    command.add_argument("--body-timeout-ms", type=float, default=10000.0,
+    command.add_argument("--body-timeout-ms", type=_milliseconds, default=10000.0,
                          help="a request body not arrived within this is refused with 408 (default 10000)")
     command.add_argument("--version", default=None, help="serve this registry version and follow no alias (a "
                                                          "canary, a benchmark of one version)")
+
+
+def _milliseconds(text: str) -> float:
+    """A time limit given on the command line: a positive number of milliseconds (argparse names the option)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r}: a positive number of milliseconds, e.g. 2000")
+    return value
 
 
 def _run(args: argparse.Namespace) -> Payload:
