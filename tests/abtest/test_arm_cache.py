@@ -28,8 +28,9 @@ def _arm(home: Path, uri: str, method: str, weights: bytes, index: bytes) -> Mod
     (folder / "manifest.json").write_text(f'{{"model_uri": "{method}"}}')  # a run's record: not part of the key
     mlflow.set_tracking_uri(uri)
     with mlflow.start_run() as run:
+        # pip_requirements given: MLflow would otherwise infer them by loading the model in a fresh Python process
         info = mlflow.pyfunc.log_model(name="model", python_model=_Served(),
-                                       artifacts={"weights": str(source / "weights.bin")})
+                                       artifacts={"weights": str(source / "weights.bin")}, pip_requirements=[])
     return ModelArm(model_uri=f"models:/{info.model_id}", method=method, profile="tiny", dataset="synthetic",
                     home=home, tracking_uri=uri, run_id=run.info.run_id)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 import mlflow
+import pytest
 
 from xc_assets.defs.resources import XcHome
 from xc_core.datasets.container import XCDataset
@@ -87,20 +88,19 @@ def test_first_model_is_champion_and_a_degraded_one_is_registered_but_never_prom
     assert isinstance(lifts, dict) and set(lifts) >= {"brand_bmr", "location_bmr", "ctr"}
 
 
-def test_xc_predict_answers_from_the_champion(tiny_home: Path) -> None:
+def test_xc_predict_answers_from_the_champion(tiny_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In this process: the bare CLI in a fresh one answers from a `make run`'s champion in tests/test_run.py."""
     import json
-    import subprocess
-    import sys
 
+    from xc_core.cli import main
     from xc_core.tracking.registry import champion_version
 
     _ensure_evaluated(tiny_home, "ramen")
     if champion_version("synthetic", tracking_uri(tiny_home)) is None:
         assert _champion_done(_promote(tiny_home, "ramen"))
-    done = subprocess.run([sys.executable, "-m", "xc_core.cli", "predict", "red running shoes", "--dataset",
-                           "synthetic", "--k", "3", "--home", str(tiny_home)], capture_output=True, text=True,
-                          check=True)
-    answer = json.loads(done.stdout)
+    capsys.readouterr()
+    assert main(["predict", "red running shoes", "--dataset", "synthetic", "--k", "3", "--home", str(tiny_home)]) == 0
+    answer = json.loads(capsys.readouterr().out)
     assert answer["method"] == "ramen" and answer["model"] == "xc-encoder-synthetic@champion"
     assert len(answer["labels"]) == 3 and answer["labels"][0]["score"] >= answer["labels"][-1]["score"]
 

@@ -363,16 +363,20 @@ def test_a_corrupt_version_at_a_swap_keeps_the_old_one_serving_and_says_why(home
         _set_champion(home, "1")
 
 
-def test_xc_eval_on_a_corrupt_index_prints_one_line_and_exits_2(home: Path, tmp_path: Path) -> None:
+def test_xc_eval_on_a_corrupt_index_prints_one_line_and_exits_2(home: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from xc_core.cli import main
     from xc_core.paths import index_dir
 
     copy = tmp_path / "home"
     shutil.copytree(home, copy, ignore=shutil.ignore_patterns("serving"))
     (index_dir(copy, DATASET, "pretrained", PROFILE) / "index.faiss").write_bytes(b"corrupt")
-    done = subprocess.run([sys.executable, "-m", "xc_core.cli", "eval", "--dataset", DATASET, "--method", "pretrained",
-                           "--profile", PROFILE, "--home", str(copy), "--quiet"], capture_output=True, text=True)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    (line,) = [line for line in done.stderr.splitlines() if line.startswith("xc eval: error:")]
+    capsys.readouterr()
+    assert main(["eval", "--dataset", DATASET, "--method", "pretrained", "--profile", PROFILE, "--home", str(copy),
+                 "--quiet"]) == 2
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr, stderr[-2000:]
+    (line,) = [line for line in stderr.splitlines() if line.startswith("xc eval: error:")]
     assert "checksum does not match its manifest" in line and "xc index" in line
 
 

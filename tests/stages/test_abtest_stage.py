@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import mlflow
@@ -34,17 +32,22 @@ def _ensure_evaluated(home: Path, *methods: str) -> XCDataset:
     return data
 
 
-def _xc(*args: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "xc_core.cli", "abtest", *args], capture_output=True, text=True,
-                          check=True)
-    lines = done.stdout.strip().splitlines()
-    assert len(lines) == 1, done.stdout
+def _xc(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    """``xc abtest ARGS`` in this process (the CLI's entry point and its clean output in a fresh process are
+    tests/test_run.py's and tests/test_cli.py's): its one line of JSON."""
+    from xc_core.cli import main
+
+    capsys.readouterr()
+    assert main(["abtest", *args]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1, lines
     return json.loads(lines[0])
 
 
-def test_xc_abtest_prints_arms_and_lifts_saves_the_tables_and_logs_to_mlflow(tiny_home: Path) -> None:
+def test_xc_abtest_prints_arms_and_lifts_saves_the_tables_and_logs_to_mlflow(
+        tiny_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = _ensure_evaluated(tiny_home, "pretrained", "ramen")
-    out = _xc("--dataset", "synthetic", "--control", "pretrained", "--treatment", "ramen", "--profile", "tiny",
+    out = _xc(capsys, "--dataset", "synthetic", "--control", "pretrained", "--treatment", "ramen", "--profile", "tiny",
               "--queries", "3000", "--seed", "1", "--paired", "--home", str(tiny_home))
     assert out["mode"] == "simulated" and set(out["arms"]) == {"control", "treatment"}
     for arm in out["arms"].values():
