@@ -30,6 +30,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch==2.13.0 is pinned inside pyproject.toml, so it is resolved in this same install (CPU wheel).
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# the hybrid channel's numba kernels, compiled into their cache once here, not by the first process that fits it
+	$(BIN)/python -m xc_core.classifier.xrlinear
 	touch $(STAMP)
 
 install: $(STAMP)

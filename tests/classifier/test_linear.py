@@ -165,3 +165,16 @@ def test_the_tfidf_rows_are_scikit_learns_to_the_bit(tiny_data: XCDataset) -> No
     assert got.shape == expected.shape and got.nnz > len(texts)
     assert np.array_equal(got.indptr, expected.indptr) and np.array_equal(got.indices, expected.indices)
     assert np.array_equal(got.data.view(np.int32), expected.data.view(np.int32))
+
+
+def test_the_install_step_compiles_both_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """``make install`` runs ``python -m xc_core.classifier.xrlinear``: its small fit and search reach the solver and
+    the pair kernel, so both are compiled (or loaded from numba's cache) for the types a real fit passes them."""
+    from xc_core.classifier.xrlinear.__main__ import main
+    from xc_core.classifier.xrlinear.model import _pairs_kernel
+    from xc_core.classifier.xrlinear.solver import _kernels
+
+    assert main() == 0
+    assert "kernels are compiled and cached" in capsys.readouterr().out
+    compiled = [getattr(kernel, "signatures", ()) for kernel in (_kernels()["solve"], _pairs_kernel())]
+    assert all(compiled), compiled  # numba dispatchers: the signatures each was compiled (or loaded) for
