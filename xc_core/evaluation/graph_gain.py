@@ -47,6 +47,13 @@ def gain_rows(data: XCDataset, per_row: dict[str, dict[str, np.ndarray]], seed: 
     pair of :data:`PAIRS` whose two methods' per-query terms are in ``per_row`` (method → its evaluation's).
     ``extra_subsets``: more named boolean masks over the test queries (e.g. the queries an anchor set covers)."""
     deciles, basis = query_deciles(data)
+    return rows_by_decile(deciles, basis, per_row, seed, extra_subsets)
+
+
+def rows_by_decile(deciles: np.ndarray, basis: str, per_row: dict[str, dict[str, np.ndarray]], seed: int = 0,
+                   extra_subsets: dict[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
+    """:func:`gain_rows` on given deciles (each test query's, 0 = head; ``basis``: what the frequency is), for
+    per-query terms kept apart from the data set they were scored on (a seed's saved P@1 hits)."""
     subsets = {"all": np.ones(len(deciles), bool), "tail half (deciles 5–9)": deciles >= 5,
                **{f"decile {d}": deciles == d for d in range(10)}, **(extra_subsets or {})}
     out = []
