@@ -154,9 +154,9 @@ def seed_averaged(seeds: list[SeedRows]) -> list[dict[str, Any]]:
 
 
 def beside(seeds: list[SeedRows], others: list[str]) -> list[dict[str, Any]]:
-    """``ramen`` and ``dual_encoder`` (per-query metrics averaged over the seeds) against each of ``others``
-    evaluated in the first seed (the untrained encoder, the PECOS peer: one seed suffices, neither trains on a seed):
-    each one's test P@1 and the paired differences, all queries and the tail half."""
+    """``ramen`` and ``dual_encoder`` (per-query metrics averaged over the seeds) against each of ``others`` as the
+    first seed that evaluated it scored it (the untrained encoder, the PECOS peer: one seed suffices, neither trains on
+    a seed): each one's test P@1 and the paired differences, all queries and the tail half."""
     from xc_core.evaluation.analyses import paired_metric_diff
     from xc_core.evaluation.graph_gain import METRIC
     from xc_core.evaluation.seed_homes import metric_value
@@ -166,9 +166,9 @@ def beside(seeds: list[SeedRows], others: list[str]) -> list[dict[str, Any]]:
     ours = {m: rows for m in ("ramen", "dual_encoder") if (rows := _averaged(seeds, m)) is not None}
     out = []
     for other in others:
-        rows = seeds[0].per_row.get(other)
+        rows = next((s.per_row[other] for s in seeds if other in s.per_row), None)
         if rows is None:
-            raise SystemExit(f"{seeds[0].source}: no per-query evaluation of {other}: evaluate it there first")
+            raise SystemExit(f"no seed holds a per-query evaluation of {other}: evaluate it in one of them first")
         for method, mine in ours.items():
             for subset, mask in (("all", np.ones(len(tail), bool)), ("tail half (deciles 5–9)", tail)):
                 found_diff = paired_metric_diff({k: v[mask] for k, v in mine.items()},
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
                         "<home folder>.json, the per-query P@1 a later table reads with --hits")
     parser.add_argument("--assess", action="store_true", help="compute the check now from the first home's sets")
     parser.add_argument("--check-from", type=Path, help="reuse the check of an earlier --json file (its 'check')")
-    parser.add_argument("--beside", default="", help="comma-separated methods evaluated in the first seed (e.g. "
+    parser.add_argument("--beside", default="", help="comma-separated methods evaluated in one of the seeds (e.g. "
                         "pretrained,pecos) that the seed-averaged ramen and dual_encoder are paired against")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
