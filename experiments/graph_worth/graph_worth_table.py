@@ -110,12 +110,20 @@ def load_hits(path: Path) -> SeedRows:
     """The :class:`SeedRows` a ``--save-hits`` file holds."""
     from xc_core.evaluation.graph_gain import METRIC
 
-    saved = json.loads(path.read_text())
-    n = saved["rows"]
-    per_row = {m: {METRIC: np.unpackbits(_unpack(v, np.uint8))[:n].astype(np.float64)}
-               for m, v in saved["hits"].items()}
-    return SeedRows(str(path), per_row, _unpack(saved["deciles"], np.int8).astype(np.int64), saved["basis"],
-                    saved["test_split"], saved["served"], saved["trained_at"])
+    try:
+        saved = json.loads(path.read_text())
+        n = saved["rows"]
+        per_row = {m: {METRIC: np.unpackbits(_unpack(v, np.uint8))[:n].astype(np.float64)}
+                   for m, v in saved["hits"].items()}
+        deciles = _unpack(saved["deciles"], np.int8).astype(np.int64)
+        found = SeedRows(str(path), per_row, deciles, saved["basis"], saved["test_split"], saved["served"],
+                         saved["trained_at"])
+    except (OSError, ValueError, KeyError, zlib.error) as error:  # json and base64 errors are ValueErrors
+        raise SystemExit(f"{path}: not a seed file of --save-hits ({type(error).__name__}: {error}); write it again "
+                         "with --save-hits from the seed's home") from error
+    if len(deciles) != n or any(len(rows[METRIC]) != n for rows in per_row.values()):
+        raise SystemExit(f"{path}: holds fewer rows than its 'rows' ({n}); write it again with --save-hits")
+    return found
 
 
 def measured(seed: SeedRows) -> dict[str, Any]:
@@ -135,9 +143,10 @@ def _averaged(seeds: list[SeedRows], method: str) -> dict[str, np.ndarray] | Non
     return {METRIC: np.mean([s.per_row[method][METRIC] for s in seeds], axis=0)}
 
 
-def _same_split(seeds: list[SeedRows]) -> None:
+def same_split(seeds: list[SeedRows]) -> None:
+    """Refuse seeds scored on different test splits (their fingerprints, or their queries' deciles, differ)."""
     splits = {s.test_split for s in seeds}
-    if len(splits) > 1 or any(len(s.deciles) != len(seeds[0].deciles) for s in seeds):
+    if len(splits) > 1 or any(not np.array_equal(s.deciles, seeds[0].deciles) for s in seeds):
         raise SystemExit("the seeds were scored on different test splits: "
                          + ", ".join(f"{s.source} ({s.test_split or 'unknown'})" for s in seeds))
 
@@ -147,7 +156,6 @@ def seed_averaged(seeds: list[SeedRows]) -> list[dict[str, Any]]:
     queries."""
     from xc_core.evaluation.graph_gain import PAIRS, rows_by_decile
 
-    _same_split(seeds)
     per_row = {m: rows for m in {m for pair in PAIRS for m in pair}
                if (rows := _averaged(seeds, m)) is not None}
     return rows_by_decile(seeds[0].deciles, seeds[0].basis, per_row)
@@ -161,7 +169,6 @@ def beside(seeds: list[SeedRows], others: list[str]) -> list[dict[str, Any]]:
     from xc_core.evaluation.graph_gain import METRIC
     from xc_core.evaluation.seed_homes import metric_value
 
-    _same_split(seeds)
     tail = seeds[0].deciles >= 5
     ours = {m: rows for m in ("ramen", "dual_encoder") if (rows := _averaged(seeds, m)) is not None}
     out = []
@@ -231,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
             out = args.save_hits / f"{args.dataset}-{args.profile}-{home.name}.json"
             print(f"saved {write_result(out, hits_json(seed, args.dataset, args.profile))}")
     seeds += [load_hits(path) for path in args.hits]
+    same_split(seeds)
     record = (json.loads(args.check_from.read_text())["check"] if args.check_from
               else check(args.homes[0], args.dataset, args.profile, args.assess))
     rows = [measured(seed) for seed in seeds]
