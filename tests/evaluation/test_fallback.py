@@ -83,6 +83,44 @@ def test_a_gain_on_the_selection_metric_that_loses_p_at_1_is_not_served() -> Non
     assert not decision.kept and "loses P@1" in decision.reason
 
 
+def test_a_guard_margin_refuses_a_loss_inside_the_interval_that_the_significance_rule_lets_through() -> None:
+    """R@10 gains clearly while P@1 falls by 5 of 300 rows net, inside its interval: the default rule (lost only when
+    the interval lies below 0) serves the candidate; ``guard_margin=0`` (ramen against dual_encoder) does not, and
+    ``guard_margin=-3`` (a tolerance of three standard errors) does again. A P@1 tie with the same recall gain is
+    served under every rule."""
+    from xc_core.evaluation.fallback import guard_lost
+
+    n = 300
+    truth = _one_label_each(n)
+    fallback = _ranking(n, np.arange(150))  # rows 0–149 find label 0 first, the rest never in the top 10
+    candidate = fallback.copy()
+    candidate[:20, 0], candidate[:20, 1] = 1, 0  # 20 hits move to rank 2, R@10 unchanged there,
+    candidate[250:265, 0] = 0  # and 15 rows gain one at rank 1: P@1 −5/300, a loss inside its interval
+    candidate[150:250, 9] = 0  # 100 rows now find their label at rank 10: R@10 +115/300
+    tie = fallback.copy()
+    tie[150:250, 9] = 0
+    default = against_fallback("x", candidate, fallback, truth, np.ones(20), "R@10", FallbackPolicy())
+    gain, low, high = default.guards["P@1"]
+    assert default.low > 0 and gain == pytest.approx(-5 / 300) and low < 0 < high and default.kept
+    strict = against_fallback("x", candidate, fallback, truth, np.ones(20), "R@10", FallbackPolicy(guard_margin=0.0))
+    assert not strict.kept and "loses P@1, PSP@1 beyond its margin (+0 standard errors)" in strict.reason
+    tolerant = against_fallback("x", candidate, fallback, truth, np.ones(20), "R@10", FallbackPolicy(guard_margin=-3))
+    assert tolerant.kept
+    assert against_fallback("x", tie, fallback, truth, np.ones(20), "R@10", FallbackPolicy(guard_margin=0.0)).kept
+    # the margin reads the standard error off the interval: half-width 1.96 SE at 95%
+    assert guard_lost(-0.9, -2.86, 1.06, FallbackPolicy(guard_margin=-1.0)) is False  # −0.9 > −1 SE
+    assert guard_lost(-1.1, -3.06, 0.86, FallbackPolicy(guard_margin=-1.0)) is True
+    assert guard_lost(-1.1, -3.06, 0.86, FallbackPolicy()) is False and guard_lost(-1, -2, -0.1, FallbackPolicy())
+
+
+def test_ramen_against_dual_encoder_uses_the_point_estimate_guard_and_the_epoch_test_does_not() -> None:
+    from xc_core.training.config import TrainConfig
+
+    cfg = TrainConfig()
+    assert cfg.text_only_fallback.guard_margin == 0.0 and cfg.fallback.guard_margin is None
+    assert cfg.text_only_fallback.guards == cfg.fallback.guards == ("P@1", "PSP@1")
+
+
 def test_identical_rankings_and_a_disabled_policy() -> None:
     n = 50
     truth, top = _one_label_each(n), _ranking(n, np.arange(30))

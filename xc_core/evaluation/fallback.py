@@ -10,7 +10,8 @@ it beats the fallback out of sample, on every scored row (power before verdicts)
   candidate its own outcome helped choose, so there is no winner's curse, and every row counts, not half);
 - the procedure's rankings must beat the fallback's on the stage's selection metric with the paired bootstrap
   interval above 0, and lose none of the guard metrics (the registry gate's primary metric P@1, and PSP@1)
-  significantly: a guard's interval may straddle 0, its upper end may not lie below it;
+  significantly: a guard's interval may straddle 0, its upper end may not lie below it (a policy with a
+  ``guard_margin`` is stricter: the guard's gain may not fall below that many standard errors either);
 - then the candidate the procedure picks on *all* rows is served (the folds' picks agree with it in
   ``agreement`` of them: the record says how stable the choice is).
 
@@ -52,6 +53,12 @@ class FallbackPolicy(BaseModel):
                           "(only for experiments that study the rule itself)")
     guards: tuple[str, ...] = Field(default=("P@1", "PSP@1"), description="metrics the candidate may not lose "
                                     "significantly on the held-out half (P@1 is the registry gate's primary metric)")
+    guard_margin: float | None = Field(default=None, description=(
+        "when a guard counts as lost. None: only when its interval lies below 0 (a significant loss; the default of "
+        "every stage, where a guard bounds a choice the selection metric already tested). A number m: also when its "
+        "gain is below m paired standard errors (0: any loss in the point estimate). A stricter guard for a choice "
+        "whose fallback is itself a trained model that the primary metric must not fall below (ramen against "
+        "dual_encoder: TrainConfig.text_only_fallback)"))
     confidence: float = Field(default=0.95, gt=0, lt=1, description="paired bootstrap interval of every test")
     n_boot: int = Field(default=1000, ge=100, description="bootstrap resamples")
     folds: int = Field(default=5, ge=2, description="folds of the cross-fitted test over validation rows: each "
@@ -187,7 +194,7 @@ def against_fallback(choice: str, candidate_top: np.ndarray, fallback_top: np.nd
               and (tail is not None or not g.startswith(TAIL_PREFIX))}
     record["detectable"] = {metric: (high - low) / 2, **{g: (g_high - g_low) / 2
                                                          for g, (_, g_low, g_high) in guards.items()}}
-    lost = [g for g, (_, _, g_high) in guards.items() if g_high < 0]
+    lost = [g for g, (g_gain, g_low, g_high) in guards.items() if guard_lost(g_gain, g_low, g_high, policy)]
     level = f"{100 * policy.confidence:g}%"
     if low <= 0:
         reason = (f"{metric} gain {gain:+.4f} [{low:+.4f}, {high:+.4f}] on {truth.shape[0]} held-out rows: the "
@@ -195,14 +202,30 @@ def against_fallback(choice: str, candidate_top: np.ndarray, fallback_top: np.nd
                   "the fallback is served")
         kept = False
     elif lost:
-        reason = (f"{metric} gain {gain:+.4f} [{low:+.4f}, {high:+.4f}] but it loses {', '.join(lost)} "
-                  f"significantly on the held-out rows, so the fallback is served")
+        how = ("significantly" if policy.guard_margin is None else
+               f"beyond its margin ({policy.guard_margin:+g} standard errors)")
+        reason = (f"{metric} gain {gain:+.4f} [{low:+.4f}, {high:+.4f}] but it loses {', '.join(lost)} {how} on the "
+                  "held-out rows, so the fallback is served")
         kept = False
     else:
         reason = (f"{metric} gain {gain:+.4f} [{low:+.4f}, {high:+.4f}] on {truth.shape[0]} held-out rows, no guard "
                   f"lost: the candidate is served")
         kept = True
     return Decision(kept=kept, reason=reason, gain=gain, low=low, high=high, guards=guards, **record)
+
+
+def guard_lost(gain: float, low: float, high: float, policy: FallbackPolicy) -> bool:
+    """Whether a guard metric's paired difference (candidate − fallback: ``gain`` in [``low``, ``high``], the policy's
+    interval) counts as lost: its interval below 0, or (``policy.guard_margin`` m) its gain below m standard errors,
+    the standard error read from the interval's half-width as a normal interval's."""
+    if high < 0:
+        return True
+    if policy.guard_margin is None:
+        return False
+    from statistics import NormalDist
+
+    standard_error = (high - low) / 2 / NormalDist().inv_cdf(0.5 + policy.confidence / 2)
+    return gain < policy.guard_margin * standard_error
 
 
 def cross_fitted(choice: str, select: Callable[[np.ndarray], Hashable], top_of: Callable[[Any], np.ndarray],

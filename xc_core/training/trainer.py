@@ -395,8 +395,10 @@ class Trainer:
     def against_encoder(self, folder: Path, name: str) -> Decision:
         """The never-worse rule between this trainer's served encoder and another method's trained one (``folder``)
         on the same validation rows: ``ramen`` against ``dual_encoder`` — the graph is served only when
-        it beats the text-only encoder on the epoch choice's metric and loses no guard. A plain paired test: both
-        encoders chose their epoch on these rows, a bias the two share (docs/graphs.md, "Will this graph help?")."""
+        it beats the text-only encoder on the epoch choice's metric and no guard falls below it
+        (``cfg.text_only_fallback``: P@1 and PSP@1 at least the text-only encoder's in the point estimate). A plain
+        paired test: both encoders chose their epoch on these rows, a bias the two share (docs/graphs.md, "Will this
+        graph help?")."""
         from xc_core.evaluation.fallback import against_fallback
 
         depth = max(self.cfg.val_k, 5)
@@ -404,7 +406,7 @@ class Trainer:
         theirs = self.ranker.top(TextEncoder(self.encoder.cfg.model_copy(update={"model_path": str(folder)})), depth)
         choice = self.choice
         return against_fallback(f"graph regularizers (against {name})", mine, theirs, choice.truth,
-                                choice.inv_propensity, choice.metric, self.cfg.fallback,
+                                choice.inv_propensity, choice.metric, self.cfg.text_only_fallback,
                                 candidate={"against": name})
 
     def validation_recall(self) -> float:
