@@ -1,22 +1,23 @@
-"""Which guard rule keeps `ramen`'s served encoder from falling below `dual_encoder`'s out of sample? (issue #62)
+"""Which guard rule keeps `ramen`'s served encoder from falling below `dual_encoder`'s? (issue #62)
 
 On the validation rows only (the trainer's rows of the training window, its label space and exact ranking, as
-``Trainer.against_encoder`` ranks them; the test split is not read): both encoders of a home rank the rows once. Then,
-over seeded half splits of the rows, each rule decides `ramen` or `dual_encoder` on half A (``against_fallback``, the
-test `ramen` runs), and the served encoder's P@1 and R@10 minus `dual_encoder`'s are read on half B, rows no rule saw.
-A rule that serves a P@1 loss shows a negative mean on half B; one too strict to pass a real gain shows 0 where a
-looser one shows a gain. Rules:
+``Trainer.against_encoder`` ranks them; the test split is not read): both encoders of a home rank the rows once, and
+their per-row difference over all rows is the population's own (ramen − dual_encoder P@1 and R@10). Then each rule
+decides on bootstrap resamples of the rows (``against_fallback``, the test `ramen` runs, with the rule's metric and
+guard margin). A rule's serving rate times the population's difference is what it serves on average: a rule that
+serves a P@1 loss shows a negative expected P@1; one too strict to pass a real gain serves it less often than a
+looser one. Rules:
 
 - ``significance``: R@10's interval above 0, no guard's interval below 0 (every stage's rule; `ramen`'s before ecb98d9);
 - ``point estimate``: the same, and no guard below 0 in the point estimate (``guard_margin`` 0; `ramen`'s since);
-- ``margin −1`` / ``margin +1``: a guard's gain at least −1 / +1 standard error;
+- ``margin -1`` / ``margin +1``: a guard's gain at least −1 / +1 standard error;
 - ``P@1 metric``: P@1 as the test's metric (interval above 0), guards as ``significance``.
 
 `ramen`'s own trained encoder is read from its model folder (``encoder`` when it was served; else the epoch its
-training selected, ``best_encoder`` or ``start_encoder``: the copy of `dual_encoder`'s replaced ``encoder``).
+training selected, ``best_encoder`` or ``start_encoder``: the ``encoder`` folder then holds `dual_encoder`'s copy).
 
-    .venv/bin/python experiments/text_only_guard/split_half.py --home HOME --dataset aol-1000 [--profile demo] \\
-        [--splits 200] [--out experiments/text_only_guard/results/NAME.json]
+    .venv/bin/python experiments/text_only_guard/resample_rules.py --home HOME --dataset aol-1000 [--profile demo] \\
+        [--resamples 200] [--out experiments/text_only_guard/results/NAME.json]
 """
 
 from __future__ import annotations
@@ -111,27 +112,36 @@ def per_row_hits(found: dict[str, Any]) -> dict[str, dict[str, np.ndarray]]:
             for name, top in found["tops"].items()}
 
 
-def split_half(found: dict[str, Any], splits: int, seed: int) -> dict[str, Any]:
-    """Each rule over ``splits`` seeded halves: the share serving ramen on half A, and half B's served − dual_encoder
-    P@1 / R@10 (mean over splits, and the 2.5–97.5% range of the splits)."""
+def resampled(found: dict[str, Any], resamples: int, seed: int) -> dict[str, Any]:
+    """Each rule on ``resamples`` bootstrap resamples of the validation rows (n rows drawn with replacement: each a
+    validation set the same population could have given): the share of resamples on which it serves ramen, and the
+    expected served − dual_encoder effect, that share × the population's own difference (all rows). A rule is scored
+    against the population, never against rows it decided on. Halves of one sample would not do: the two halves sum
+    to the sample, so a rule that reads half A's P@1 picks halves whose other half is low by construction."""
     n = found["truth"].shape[0]
     hits = per_row_hits(found)
-    diff = {m: hits["ramen"][m] - hits["dual_encoder"][m] for m in ("P@1", "R@10")}
+    population = {m: POINTS * float((hits["ramen"][m] - hits["dual_encoder"][m]).mean()) for m in ("P@1", "R@10")}
     rng = np.random.default_rng(seed)
-    outcomes: dict[str, dict[str, list[float]]] = {r: {"served": [], "P@1": [], "R@10": []} for r in RULES}
-    for i in range(splits):
-        order = rng.permutation(n)
-        pick, check = np.sort(order[: n // 2]), np.sort(order[n // 2:])
+    served: dict[str, list[float]] = {r: [] for r in RULES}
+    for i in range(resamples):
+        rows = rng.integers(0, n, n)
         for rule in RULES:
-            kept = rule_decides(rule, pick, found, seed=i)
-            outcomes[rule]["served"].append(float(kept))
-            for m in ("P@1", "R@10"):
-                outcomes[rule][m].append(POINTS * float(diff[m][check].mean()) if kept else 0.0)
-    return {rule: {"serves_ramen": float(np.mean(o["served"])),
-                   **{f"half_b_{m}": {"mean": float(np.mean(o[m])),
-                                      "range_95": [float(np.percentile(o[m], 2.5)), float(np.percentile(o[m], 97.5))]}
-                      for m in ("P@1", "R@10")}}
-            for rule, o in outcomes.items()}
+            served[rule].append(float(rule_decides(rule, rows, found, seed=i)))
+    out = {}
+    for rule, kept in served.items():
+        share = float(np.mean(kept))
+        low, high = binomial_interval(int(np.sum(kept)), resamples)
+        out[rule] = {"serves_ramen": share, "serves_ramen_95": [low, high],
+                     **{f"expected_{m}": share * population[m] for m in ("P@1", "R@10")}}
+    return out
+
+
+def binomial_interval(successes: int, trials: int) -> tuple[float, float]:
+    """Wilson 95% interval of a share (how precisely ``resamples`` pin a rule's serving rate)."""
+    z, p = 1.959964, successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
 def main() -> None:
@@ -139,8 +149,8 @@ def main() -> None:
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--profile", default="demo")
-    parser.add_argument("--splits", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the half splits and their bootstraps")
+    parser.add_argument("--resamples", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resamples and their bootstraps")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     found = validation_rankings(args.home, args.dataset, args.profile)
@@ -150,12 +160,12 @@ def main() -> None:
         "question": "which guard rule keeps ramen's served encoder from falling below dual_encoder's out of sample",
         "dataset": args.dataset, "profile": args.profile, "training_seed": found["seed"],
         "validation_rows": int(found["truth"].shape[0]), "encoders": found["folders"],
-        "trained_at": found["trained_at"], "splits": args.splits, "split_seed": args.seed,
+        "trained_at": found["trained_at"], "resamples": args.resamples, "resample_seed": args.seed,
         "all_rows": {"ramen_minus_dual_encoder": {m: POINTS * float((hits["ramen"][m] - hits["dual_encoder"][m]).mean())
                                                   for m in ("P@1", "R@10")},
                      "serves_ramen": {rule: rule_decides(rule, every_row, found, args.seed) for rule in RULES}},
         "recorded_test": found["recorded_test"],
-        "rules": split_half(found, args.splits, args.seed),
+        "rules": resampled(found, args.resamples, args.seed),
         "code": code_stamp(),
         "test_split_read": False,
     }
