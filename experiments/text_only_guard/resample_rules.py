@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from xc_core.evaluation.fallback import FallbackPolicy
 from xc_core.provenance import code_stamp, write_result
@@ -86,7 +87,10 @@ def validation_rankings(home: Path, dataset: str, profile_name: str) -> dict[str
     max_length = int(summaries["ramen"].get("max_length", 32))
     tops = {name: ranker.top(encoder_for(folder, max_length, vectors_dir(home)), depth)
             for name, folder in folders.items()}
+    # a validation row whose query clicked before the validation days: the validation days' "repeated" queries
+    repeated = np.asarray(sp.csr_matrix(split.y_fit)[split.val_rows].getnnz(axis=1) > 0)
     return {"truth": ranker.truth, "inv_propensity": propensity(view)[ranker.label_space], "tops": tops,
+            "repeated": repeated,
             "folders": {k: str(v) for k, v in folders.items()}, "seed": int(summaries["ramen"]["seed"]),
             "recorded_test": summaries["ramen"].get("text_only_fallback_test"),
             "trained_at": {k: s.get("code_commit") or s.get("git_commit") for k, s in summaries.items()}}
@@ -136,6 +140,22 @@ def resampled(found: dict[str, Any], resamples: int, seed: int) -> dict[str, Any
     return out
 
 
+def by_row_kind(found: dict[str, Any], seed: int) -> dict[str, Any]:
+    """ramen − dual_encoder (P@1, R@10; paired 95% bootstrap) on the validation rows whose query clicked before the
+    validation days (``repeated``) and on the others (``new``): where on these rows the graph gains or costs."""
+    from xc_core.evaluation.fallback import paired_metric
+
+    tops = found["tops"]
+    out: dict[str, dict[str, Any]] = {}
+    for kind, rows in (("repeated", np.flatnonzero(found["repeated"])), ("new", np.flatnonzero(~found["repeated"]))):
+        out[kind] = {"rows": int(len(rows))}
+        for m in ("P@1", "R@10"):
+            gain, low, high = paired_metric(m, found["truth"][rows], tops["ramen"][rows], tops["dual_encoder"][rows],
+                                            None, FallbackPolicy(seed=seed))
+            out[kind][m] = [POINTS * gain, POINTS * low, POINTS * high]
+    return out
+
+
 def binomial_interval(successes: int, trials: int) -> tuple[float, float]:
     """Wilson 95% interval of a share (how precisely ``resamples`` pin a rule's serving rate)."""
     z, p = 1.959964, successes / trials
@@ -165,6 +185,7 @@ def main() -> None:
                                                   for m in ("P@1", "R@10")},
                      "serves_ramen": {rule: rule_decides(rule, every_row, found, args.seed) for rule in RULES}},
         "recorded_test": found["recorded_test"],
+        "by_row_kind": by_row_kind(found, args.seed),
         "rules": resampled(found, args.resamples, args.seed),
         "code": code_stamp(),
         "test_split_read": False,
