@@ -119,6 +119,10 @@ def test_ramen_against_dual_encoder_uses_the_point_estimate_guard_and_the_epoch_
     cfg = TrainConfig()
     assert cfg.text_only_fallback.guard_margin == 0.0 and cfg.fallback.guard_margin is None
     assert cfg.text_only_fallback.guards == cfg.fallback.guards == ("P@1", "PSP@1")
+    # derived from ``fallback``: turning the rule off (or another confidence) reaches ramen's test too
+    off = TrainConfig(fallback=FallbackPolicy(enabled=False, confidence=0.9), text_only_guard_margin=None)
+    assert not off.text_only_fallback.enabled and off.text_only_fallback.confidence == 0.9
+    assert off.text_only_fallback.guard_margin is None
 
 
 def test_identical_rankings_and_a_disabled_policy() -> None:

@@ -58,7 +58,7 @@ class FallbackPolicy(BaseModel):
         "every stage, where a guard bounds a choice the selection metric already tested). A number m: also when its "
         "gain is below m paired standard errors (0: any loss in the point estimate). A stricter guard for a choice "
         "whose fallback is itself a trained model that the primary metric must not fall below (ramen against "
-        "dual_encoder: TrainConfig.text_only_fallback)"))
+        "dual_encoder: TrainConfig.text_only_guard_margin)"))
     confidence: float = Field(default=0.95, gt=0, lt=1, description="paired bootstrap interval of every test")
     n_boot: int = Field(default=1000, ge=100, description="bootstrap resamples")
     folds: int = Field(default=5, ge=2, description="folds of the cross-fitted test over validation rows: each "
