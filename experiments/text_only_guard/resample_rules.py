@@ -158,10 +158,10 @@ def by_row_kind(found: dict[str, Any], seed: int) -> dict[str, Any]:
 
 def binomial_interval(successes: int, trials: int) -> tuple[float, float]:
     """Wilson 95% interval of a share (how precisely ``resamples`` pin a rule's serving rate)."""
-    z, p = 1.959964, successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+    from scipy.stats import binomtest
+
+    found = binomtest(successes, trials).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(found.low), float(found.high)
 
 
 def main() -> None:
