@@ -80,6 +80,11 @@ class TrainConfig(BaseModel):
                                    "also ranks its positive against them (a row's known positives and texts equal to "
                                    "its own are masked). Each step encodes them, so it suits the tower, where a label "
                                    "costs no transformer pass (0: off; softmax loss only)")
+    logq_correction: bool = Field(default=False, description="correct the task softmax for how its negatives are "
+                                  "drawn (Yi et al. 2019): each batch label's logit less the log of its expected "
+                                  "count in a batch. In-batch negatives are other rows' positives, drawn in "
+                                  "proportion to popularity, so the uncorrected loss demotes popular labels; "
+                                  "sampled_negatives are uniform (softmax loss only)")
     distill: float = Field(default=0.0, ge=0, description="weight of the score distillation from the frozen "
                            "encoder added to the task loss (training/losses/distill.py): the trained encoder keeps "
                            "the frozen one's order of each row's non-positive batch labels (0: off; tower only)")

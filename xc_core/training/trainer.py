@@ -110,6 +110,8 @@ class Trainer:
             raise ValueError("shortlist_negatives adds a negative to the softmax task loss: use loss='softmax'")
         if cfg.sampled_negatives and cfg.loss != "softmax":
             raise ValueError("sampled_negatives adds negatives to the softmax task loss: use loss='softmax'")
+        if cfg.logq_correction and cfg.loss != "softmax":
+            raise ValueError("logq_correction corrects the softmax task loss: use loss='softmax'")
         if cfg.distill and not cfg.tower:
             raise ValueError("distill takes the frozen encoder under a tower as its teacher: set tower=true")
         if cfg.graded_positives and cfg.positive_weights == "uniform":
@@ -239,6 +241,20 @@ class Trainer:
                                              positive_weights=self._positive_weights(),
                                              graded=self.cfg.graded_positives)
 
+    @cached_property
+    def label_log_q(self) -> np.ndarray:
+        """``logq_correction``: per label, the log of its expected count among a batch's positives (each training
+        row draws one positive: uniformly, or by ``positive_weights``); labels never drawn get 0 (never in a batch)."""
+        y = sp.csr_matrix(self.data.y_train, dtype=np.float64, copy=True)
+        weights = self._positive_weights()
+        if weights is not None:
+            y.data = np.asarray(weights, dtype=np.float64)
+        rows = y[self.train_idx]
+        totals = np.asarray(rows.sum(axis=1)).ravel()
+        draw = sp.diags(np.divide(1.0, totals, out=np.zeros_like(totals), where=totals > 0)) @ rows
+        expected = np.asarray(draw.sum(axis=0)).ravel() * self.cfg.batch_size / max(1, len(self.train_idx))
+        return np.log(expected, out=np.zeros_like(expected), where=expected > 0).astype(np.float32)
+
     def _positive_weights(self) -> np.ndarray | None:
         """``positive_weights``: each training pair's click days before the validation days (and before
         ``train_before_day``), or None for the uniform draw."""
@@ -340,6 +356,10 @@ class Trainer:
         more: dict[str, Any] = {}
         if sampled is not None and batch.sampled_positive is not None:  # sampled_negatives: in every row's softmax
             more = {"sampled_emb": sampled, "sampled_positive": torch.from_numpy(batch.sampled_positive)}
+        if self.cfg.logq_correction:  # the sampling-bias correction (losses/softmax.py)
+            labels_total = len(self.data.label_texts)
+            more |= {"column_log_q": torch.from_numpy(self.label_log_q[batch.label_ids]),
+                     "extra_log_q": float(np.log(max(1, len(batch.sampled_texts)) / labels_total))}
         hard_rows = self._hard_rows(batch)
         if len(hard_rows):  # the rows' labels of another brand / place (training/attributes.py)
             index = torch.from_numpy(hard_rows).to(docs.device)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -12,7 +14,8 @@ from xc_core.training.losses.triplet import _check, anchor_scores
 def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float,
                      valid: torch.Tensor | None = None, row_scores: torch.Tensor | None = None,
                      row_valid: torch.Tensor | None = None, extra_scores: torch.Tensor | None = None,
-                     extra_allowed: torch.Tensor | None = None) -> torch.Tensor:
+                     extra_allowed: torch.Tensor | None = None, column_log_q: torch.Tensor | None = None,
+                     extra_log_q: float = 0.0) -> torch.Tensor:
     """Mean over valid rows of −log softmax_j(scale · s_ij)[i], j over the row's allowed negatives and itself.
 
     ``scores[i, j]`` = cos(left_i, right_j) and the positive of row i is ``scores[i, i]``. Column j ≠ i enters
@@ -25,6 +28,12 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
 
     ``extra_scores`` [B, M] (optional): M more candidates in every row's softmax (``sampled_negatives``: labels
     drawn from the whole label set), each where ``extra_allowed`` [B, M] (not one of the row's positives).
+
+    ``column_log_q`` [B] (optional): the sampling-bias correction of Yi et al. 2019 ("Sampling-Bias-Corrected
+    Neural Modeling for Large Corpus Item Recommendations"): column j's logit becomes τ s_ij − log q_j, where q_j is
+    how often label j is expected among a batch's labels. In-batch negatives are other rows' positives, so a popular
+    label is a negative in proportion to its popularity; without the correction the loss learns to demote it.
+    ``extra_log_q`` is the same for every ``extra_scores`` column (log of a uniformly drawn label's expected count).
     """
     _check(scores, negatives, "negatives")
     allowed = negatives.to(device=scores.device, dtype=torch.bool).clone()
@@ -35,7 +44,10 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
         allowed &= rows[None, :] | torch.eye(len(rows), dtype=torch.bool, device=scores.device)
     if not rows.any():
         return scores.sum() * 0.0
-    logits = (scale * scores).masked_fill(~allowed, float("-inf"))
+    logits = scale * scores
+    if column_log_q is not None:
+        logits = logits - column_log_q.to(device=scores.device, dtype=scores.dtype)[None, :]
+    logits = logits.masked_fill(~allowed, float("-inf"))
     if row_scores is not None:
         if row_valid is None or row_scores.shape != scores.shape[:1] or row_valid.shape != scores.shape[:1]:
             raise ValueError(f"row_scores and row_valid must both have shape ({scores.shape[0]},)")
@@ -47,7 +59,8 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
                 extra_allowed.shape != extra_scores.shape:
             raise ValueError(f"extra_scores and extra_allowed must both have shape ({scores.shape[0]}, M)")
         allowed_extra = extra_allowed.to(device=scores.device, dtype=torch.bool)
-        logits = torch.cat([logits, (scale * extra_scores).masked_fill(~allowed_extra, float("-inf"))], dim=1)
+        extra_logits = scale * extra_scores - (extra_log_q if column_log_q is not None else 0.0)
+        logits = torch.cat([logits, extra_logits.masked_fill(~allowed_extra, float("-inf"))], dim=1)
     target = torch.arange(scores.shape[0], device=scores.device)
     return F.cross_entropy(logits[rows], target[rows])
 
@@ -85,19 +98,23 @@ class InBatchSoftmaxLoss(nn.Module):
 
     def forward(self, doc_emb: torch.Tensor, label_emb: torch.Tensor, positive_mask: torch.Tensor,
                 hard_emb: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None,
-                sampled_emb: torch.Tensor | None = None, sampled_positive: torch.Tensor | None = None) -> torch.Tensor:
+                sampled_emb: torch.Tensor | None = None, sampled_positive: torch.Tensor | None = None,
+                column_log_q: torch.Tensor | None = None, extra_log_q: float = 0.0) -> torch.Tensor:
         """``hard_emb`` [B, d] (optional): one extra negative per row (``hard_valid`` [B] marks the rows that have
         one), added to that row's softmax only (``training.attributes``: a label of another brand / place).
         ``sampled_emb`` [M, d] (optional): labels in every row's softmax, except where ``sampled_positive`` [B, M]
-        (``sampled_negatives``)."""
+        (``sampled_negatives``). ``column_log_q`` [B] and ``extra_log_q``: the sampling-bias correction of
+        :func:`in_batch_softmax` (``logq_correction``)."""
         scores = doc_emb @ label_emb.T
         _check(scores, positive_mask, "positive_mask")
         negatives = ~positive_mask.to(device=scores.device, dtype=torch.bool)
-        extra: dict[str, torch.Tensor] = {}
+        extra: dict[str, Any] = {}
+        if column_log_q is not None:
+            extra = {"column_log_q": column_log_q, "extra_log_q": extra_log_q}
         if sampled_emb is not None:
             if sampled_positive is None:
                 raise ValueError("sampled_emb needs sampled_positive, the [B, M] mask of the rows' positives")
-            extra = {"extra_scores": doc_emb @ sampled_emb.T,
+            extra |= {"extra_scores": doc_emb @ sampled_emb.T,
                      "extra_allowed": ~sampled_positive.to(device=scores.device, dtype=torch.bool)}
         if hard_emb is None:
             return in_batch_softmax(scores, negatives, self.scale, **extra)
