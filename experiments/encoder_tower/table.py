@@ -2,7 +2,7 @@
 R@10 beside epoch 0's (the untrained encoder), the fallback test's cross-fitted R@10 gain with its 95% interval, and
 examples/s (a whole epoch's loop, validation included, on the machine and load of that run).
 
-    .venv/bin/python experiments/encoder_tower/table.py [--dataset synthetic]
+    .venv/bin/python experiments/encoder_tower/table.py [--dataset synthetic] [--base VARIANT] [--results DIR]
 """
 
 from __future__ import annotations
@@ -63,8 +63,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dataset", default="synthetic")
     parser.add_argument("--base", help="also pair every variant that recorded per-row hits with this one")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the folder of the grid's records (a round "
+                        "kept apart, e.g. results/round6)")
     args = parser.parse_args()
-    found = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"{args.dataset}-*.json"))]
+    found = [json.loads(p.read_text()) for p in sorted(args.results.glob(f"{args.dataset}-*.json"))]
     records = [r for r in found if "history" in r]  # grid records (not plateau.py's or the oracle's)
     print("| variant | overrides of the demo profile | served epoch | val P@1 (epoch 0 → served) | "
           "val R@10 | R@10 gain, out of fold [95%] | examples/s | code |")
