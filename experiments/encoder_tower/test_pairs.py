@@ -18,13 +18,13 @@ PAIRS = (("variant", "pretrained"), ("variant", "profile"), ("variant", "pecos")
          ("profile", "pecos"))
 
 
-def commits(homes: list[Path], dataset: str, method: str) -> list[str]:
+def commits(homes: list[Path], dataset: str, method: str, profile: str) -> list[str]:
     """The commit each home's evaluation of ``method`` records (the figure's provenance)."""
-    found = []
-    for home in homes:
-        path = home / "eval" / dataset / f"{method}-demo" / "metrics.json"
-        found.append(json.loads(path.read_text()).get("git_commit", "unknown") if path.exists() else "missing")
-    return found
+    from xc_core.evaluation.record import EvaluationRecord
+    from xc_core.paths import eval_dir
+
+    records = [EvaluationRecord.load(eval_dir(home, dataset, method, profile)) for home in homes]
+    return [r.summary.get("git_commit", "unknown") if r is not None else "missing" for r in records]
 
 
 def main() -> None:
@@ -36,14 +36,17 @@ def main() -> None:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--tag", required=True)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--profile", default="demo")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     base = [args.root / f"{args.dataset}-s{s}" for s in args.seeds]
     variant = [args.root / f"{args.dataset}-s{s}-{args.tag}" for s in args.seeds]
     sources = {"variant": (variant, "dual_encoder"), "profile": (base, "dual_encoder"),
                "pretrained": (base, "pretrained"), "pecos": (base, "pecos")}
-    rows = {name: seed_average(homes, args.dataset, method, "demo")[0] for name, (homes, method) in sources.items()}
-    stamps = {name: commits(homes, args.dataset, method) for name, (homes, method) in sources.items()}
+    rows, stamps = {}, {}
+    for name, (homes, method) in sources.items():
+        rows[name] = seed_average(homes, args.dataset, method, args.profile)[0]
+        stamps[name] = commits(homes, args.dataset, method, args.profile)
     result: dict = {"dataset": args.dataset, "tag": args.tag, "seeds": args.seeds, "commits": stamps,
                     "methods": {}, "pairs": {}}
     for name, per_query in rows.items():

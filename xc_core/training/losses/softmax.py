@@ -34,6 +34,7 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
     how often label j is expected among a batch's labels. In-batch negatives are other rows' positives, so a popular
     label is a negative in proportion to its popularity; without the correction the loss learns to demote it.
     ``extra_log_q`` is the same for every ``extra_scores`` column (log of a uniformly drawn label's expected count).
+    A row's own extra negative (``row_scores``) is not corrected: it is mined for that row, not drawn by popularity.
     """
     _check(scores, negatives, "negatives")
     allowed = negatives.to(device=scores.device, dtype=torch.bool).clone()
@@ -59,7 +60,7 @@ def in_batch_softmax(scores: torch.Tensor, negatives: torch.Tensor, scale: float
                 extra_allowed.shape != extra_scores.shape:
             raise ValueError(f"extra_scores and extra_allowed must both have shape ({scores.shape[0]}, M)")
         allowed_extra = extra_allowed.to(device=scores.device, dtype=torch.bool)
-        extra_logits = scale * extra_scores - (extra_log_q if column_log_q is not None else 0.0)
+        extra_logits = scale * extra_scores - extra_log_q
         logits = torch.cat([logits, extra_logits.masked_fill(~allowed_extra, float("-inf"))], dim=1)
     target = torch.arange(scores.shape[0], device=scores.device)
     return F.cross_entropy(logits[rows], target[rows])
@@ -108,9 +109,7 @@ class InBatchSoftmaxLoss(nn.Module):
         scores = doc_emb @ label_emb.T
         _check(scores, positive_mask, "positive_mask")
         negatives = ~positive_mask.to(device=scores.device, dtype=torch.bool)
-        extra: dict[str, Any] = {}
-        if column_log_q is not None:
-            extra = {"column_log_q": column_log_q, "extra_log_q": extra_log_q}
+        extra: dict[str, Any] = {"column_log_q": column_log_q, "extra_log_q": extra_log_q}
         if sampled_emb is not None:
             if sampled_positive is None:
                 raise ValueError("sampled_emb needs sampled_positive, the [B, M] mask of the rows' positives")
