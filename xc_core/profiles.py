@@ -63,6 +63,7 @@ class _TowerRecipe(_Recipe):
     tower: bool
     tower_lr: float
     shortlist_negatives: int
+    sampled_negatives: int
     shortlist_warmup_epochs: int
     shortlist_refresh_every: int
     attribute_refresh_every: int
@@ -75,10 +76,15 @@ class _TowerRecipe(_Recipe):
 #: NGAME's hard negatives from the encoder's own shortlist after a 2-epoch warm-up, refreshed every 5 epochs
 #: (the attribute negatives on the same period), and the frozen encoder's order of each row's other labels kept by
 #: a distillation term of weight 0.3 (training/losses/distill.py; chosen on validation: experiments/ab_depth).
+#: Each step also ranks every row's positive against 1,024 labels drawn uniformly from the whole label set (DEXML's
+#: sampled all-label softmax): in-batch negatives are other rows' positives, drawn in proportion to popularity, and
+#: the uniform ones dilute that bias without removing popularity from the loss (chosen on three data sets'
+#: validation rows: experiments/encoder_tower, round 8).
 #: ``stage_cutoff`` (every document's clicks before the classifier stage's first out-of-fold block instead of
 #: :data:`TRAIN_SHARE` of the documents) stays off: on synthetic's validation rows over three seeds it moved neither
 #: the encoder nor its ``-clf`` out of noise (experiments/stage_cutoff).
 TOWER_RECIPE: _TowerRecipe = {**RECIPE, "tower": True, "tower_lr": 1e-2, "shortlist_negatives": 10,
+                              "sampled_negatives": 1024,
                               "shortlist_warmup_epochs": 2, "shortlist_refresh_every": 5,
                               "attribute_refresh_every": 5, "distill": 0.3, "stage_cutoff": False}
 #: epochs of the demo profile (30 × 0.7 of the documents: 21 epochs' worth of every training document)
