@@ -58,8 +58,9 @@ def main() -> None:
     tower = {"epochs": args.tower_epochs}
     variants = {"dual_encoder": ("dual_encoder", tower), "ramen": ("ramen", tower),
                 "ramen_fixed_anchors": ("ramen", {**tower, "anchor_grad": False}),
+                # the former demo step: no shortlist or sampled negatives, which would cost transformer passes here
                 "dual_encoder_finetune": ("dual_encoder", {"epochs": 1, "tower": False, "batch_size": 64,
-                                                           "shortlist_negatives": 0})}
+                                                           "shortlist_negatives": 0, "sampled_negatives": 0})}
     for name, (method_name, extra) in variants.items():
         method = encoder_method(method_name)
         cfg = method.configure(profile.train.model_copy(update={"max_train_docs": args.docs,
