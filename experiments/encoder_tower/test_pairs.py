@@ -2,7 +2,6 @@
 ``experiments/training_budget/variant_grid.py``) against the seed homes' ``dual_encoder`` at the profile's settings,
 ``pretrained`` and PECOS (``experiments/seeds/seed_grid.py --peer``), each query's metric averaged over the seeds,
 paired 95% bootstrap intervals (xc_core/evaluation/seed_homes.py). Reads evaluations already made; trains nothing.
-Without ``--tag`` it reads the seed homes alone: the profile against ``pretrained`` and PECOS.
 
     .venv/bin/python experiments/encoder_tower/test_pairs.py --root /tmp/grid --dataset wikispeedia \\
         --tag logq-lr3e-3 --out experiments/encoder_tower/results/round6/wikispeedia-test-logq-lr3e-3.json
@@ -35,15 +34,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--tag", help="the variant homes' tag (none: the profile's pairs alone)")
+    parser.add_argument("--tag", required=True)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--profile", default="demo")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     base = [args.root / f"{args.dataset}-s{s}" for s in args.seeds]
-    sources = {"profile": (base, "dual_encoder"), "pretrained": (base, "pretrained"), "pecos": (base, "pecos")}
-    if args.tag:
-        sources["variant"] = ([args.root / f"{args.dataset}-s{s}-{args.tag}" for s in args.seeds], "dual_encoder")
+    variant = [args.root / f"{args.dataset}-s{s}-{args.tag}" for s in args.seeds]
+    sources = {"variant": (variant, "dual_encoder"), "profile": (base, "dual_encoder"),
+               "pretrained": (base, "pretrained"), "pecos": (base, "pecos")}
     rows, stamps = {}, {}
     for name, (homes, method) in sources.items():
         rows[name] = seed_average(homes, args.dataset, method, args.profile)[0]
@@ -53,7 +52,7 @@ def main() -> None:
     for name, per_query in rows.items():
         result["methods"][name] = {m: [round(100 * metric_value(per_query, m), 2),
                                        *(round(100 * x, 2) for x in metric_ci(per_query, m))] for m in METRICS}
-    for a, b in (pair for pair in PAIRS if set(pair) <= set(rows)):
+    for a, b in PAIRS:
         result["pairs"][f"{a} − {b}"] = {m: [round(100 * x, 2) for x in paired_diff(rows[a], rows[b], m)[:3]]
                                          for m in METRICS}
     print(json.dumps(result, indent=1, ensure_ascii=False))
