@@ -6,7 +6,9 @@ itself selects on, the served epoch, the fallback test against epoch 0, seconds 
         --variant 'lr1e-3={"lr": 1e-3}' --variant 'lr3e-3={"lr": 3e-3}'
 
 Each variant's record is written to ``results/<dataset>-<variant>.json`` as soon as it ends; a variant whose file
-exists is skipped (the grid is resumable).
+exists is skipped (the grid is resumable). ``--save-tops`` also writes the epochs' validation rankings beside it
+(``.npz``: every epoch's top labels, the validation truth and propensities), so that epoch-selection rules can be
+compared on the same training run (``experiments/epoch_choice/``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the profile's seed (validation rows, batches); a "
                         "seed other than 0 names the records <variant>-s<seed>")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--save-tops", action="store_true", help="write the epochs' validation rankings (.npz)")
     args = parser.parse_args()
 
     from xc_core.datasets.container import XCDataset
@@ -66,11 +69,29 @@ def main() -> None:
                   "val_hits": served_hits(trainer, result.selected_epoch)}
         out.parent.mkdir(parents=True, exist_ok=True)
         write_result(out, json.dumps(record, indent=1, default=float) + "\n")
+        if args.save_tops:
+            save_tops(out.with_suffix(".npz"), trainer, record)
         best = max(result.history, key=lambda h: h.get("val_recall@10", -1))
         print(f"{name}: epoch 0 P@1 {result.history[0].get('val_P@1'):.4f} R@10 "
               f"{result.history[0].get('val_recall@10'):.4f}; best epoch {best['epoch']} P@1 {best.get('val_P@1'):.4f}"
               f" R@10 {best.get('val_recall@10'):.4f}; served {result.selected_epoch}; {result.examples_per_s:.0f} "
               f"ex/s, fit {result.seconds:.0f} s, setup {setup:.0f} s", flush=True)
+
+
+def save_tops(path: Path, trainer: object, record: dict) -> None:
+    """The epoch choice's inputs: ``tops`` (epochs × validation rows × ranked labels, −1 pads), the validation
+    truth (CSR parts), the labels' inverse propensities, the selection's k, seed and fallback policy (JSON)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    choice = trainer.choice  # type: ignore[attr-defined]
+    epochs = sorted(choice.tops)
+    truth = sp.csr_matrix(choice.truth)
+    np.savez_compressed(path, epochs=np.array(epochs), tops=np.stack([choice.tops[e] for e in epochs]).astype(np.int32),
+                        truth_data=truth.data, truth_indices=truth.indices, truth_indptr=truth.indptr,
+                        truth_shape=np.array(truth.shape), inv_propensity=np.asarray(choice.inv_propensity),
+                        k=choice.k, seed=choice.seed, policy=json.dumps(choice.policy.model_dump()),
+                        commit=record["code"]["git_commit"])
 
 
 def served_hits(trainer: object, epoch: int) -> dict[str, list[int]]:

@@ -69,6 +69,31 @@ def test_an_epoch_better_by_noise_is_not_served_though_it_wins_on_all_validation
     assert not decision.kept and decision.low <= 0 < decision.high and "fallback is served" in decision.reason
 
 
+def test_within_guards_the_procedure_skips_an_epoch_that_buys_recall_with_precision() -> None:
+    """Epoch 1 finds every row's second label but loses every top hit; epoch 2 finds it on 3 rows in 4 and keeps
+    the top hit. By recall alone epoch 1 is the candidate, fails the P@1 guard and the start is served; within the
+    guards epoch 2 is the candidate, and it is served."""
+    import scipy.sparse as sp
+
+    from xc_core.evaluation.fallback import FallbackPolicy
+    from xc_core.training.selection import EpochChoice
+
+    n = 400
+    truth = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2), np.tile([0, 1], n))), shape=(n, 20))
+    start = np.tile([0, 2, 3, 4, 5], (n, 1))  # P@1 1, R@5 0.5
+    greedy = np.tile([2, 0, 1, 3, 4], (n, 1))  # P@1 0, R@5 1
+    careful = start.copy()
+    careful[: 3 * n // 4, 4] = 1  # P@1 1, R@5 0.875
+    served = {}
+    for within in (False, True):
+        choice = EpochChoice(truth, np.ones(20), 5, FallbackPolicy(), within_guards=within)
+        kept = [choice.add(epoch, top) for epoch, top in enumerate((start, greedy, careful))]
+        decision = choice.decide()
+        served[within] = decision.candidate["epoch"] if decision.kept else 0
+        assert kept == [True, not within, within]  # the weights kept are the candidate's
+    assert served == {False: 0, True: 2}
+
+
 def test_without_selection_the_last_epoch_is_kept(tiny_data: XCDataset, tiny_home: Path, tmp_path: Path) -> None:
     trainer = _trainer(tiny_data, tiny_home, tmp_path / "m", lr=0.05, epochs=2, prune=False, select_best=False)
     result = trainer.fit()

@@ -102,6 +102,9 @@ class TrainConfig(BaseModel):
     select_best: bool = Field(default=True, description="serve the epoch with the best validation recall on half "
                               "the validation rows when it beats epoch 0 (the starting encoder) on the other half "
                               "(``fallback``), else epoch 0: a fine-tune is never worse than its start out of sample")
+    select_within_guards: bool = Field(default=False, description="pick the best validation-recall epoch only "
+                                       "among those that lose no guard metric (fallback.guards: P@1, PSP@1) to "
+                                       "epoch 0 in the point estimate on the picking rows (training/selection.py)")
     fallback: FallbackPolicy = Field(default_factory=FallbackPolicy, description="how a trained epoch must beat "
                                      "epoch 0 on held-out validation rows to be served")
     text_only_guard_margin: float | None = Field(default=0.0, description=(

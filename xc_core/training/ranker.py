@@ -95,4 +95,4 @@ class ValidationRanker:
         from xc_core.training.selection import EpochChoice
 
         return EpochChoice(self.truth, propensity(self.data)[self.label_space], self.cfg.val_k, self.cfg.fallback,
-                           self.cfg.seed)
+                           self.cfg.seed, self.cfg.select_within_guards)

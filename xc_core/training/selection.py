@@ -35,13 +35,17 @@ class EpochChoice:
     cross-fitted (:func:`~xc_core.evaluation.fallback.cross_fitted`: each fold's rows ranked by the epoch picked on
     the other folds), so every validation row tests and none is wasted on picking.
 
-    ``truth``: validation rows × ranked labels; ``inv_propensity``: those labels' weights (PSP guard)."""
+    ``truth``: validation rows × ranked labels; ``inv_propensity``: those labels' weights (PSP guard).
+    ``within_guards``: the procedure picks only among epochs that lose no guard metric (``policy.guards``) to epoch
+    0 in the point estimate on its picking rows (epoch 0 always qualifies), so a recall gain bought with the
+    primary metric or the tail is not the candidate when an epoch without that loss exists."""
 
     truth: sp.csr_matrix
     inv_propensity: np.ndarray | None
     k: int
     policy: FallbackPolicy
     seed: int = 0
+    within_guards: bool = False
     tops: dict[int, np.ndarray] = field(default_factory=dict)  # epoch → each validation row's ranked labels
     best: dict[str, float] = field(default_factory=lambda: {"epoch": -1, "metric": float("-inf")})
 
@@ -49,6 +53,7 @@ class EpochChoice:
         self.truth = sp.csr_matrix(self.truth)
         self.folds = row_folds(self.truth.shape[0], self.policy.folds, self.seed)
         self._recall: dict[int, np.ndarray] = {}  # epoch → per-row recall@k
+        self._guard_terms: dict[int, dict[str, np.ndarray]] = {}  # epoch → the guards' per-row terms
 
     @property
     def metric(self) -> str:
@@ -61,16 +66,46 @@ class EpochChoice:
             self._recall[epoch] = recall_per_row(self.truth, self.tops[epoch][:, : self.k], self.k)
         return self._recall[epoch]
 
-    def _select(self, rows: np.ndarray) -> int:
-        """The epoch with the best mean recall on ``rows`` (the earliest of equals: the start wins ties)."""
-        return max(sorted(self.tops), key=lambda e: (float(self._per_row(e)[rows].mean()) if len(rows) else 0.0, -e))
+    def _guards(self, epoch: int) -> dict[str, np.ndarray]:
+        from xc_core.evaluation.fallback import per_row
+
+        if epoch not in self._guard_terms:
+            top = self.tops[epoch]
+            self._guard_terms[epoch] = {key: value for g in self.policy.guards
+                                        if self.inv_propensity is not None or not g.startswith("PS")
+                                        for key, value in per_row(g, self.truth, top, self.inv_propensity).items()}
+        return self._guard_terms[epoch]
+
+    def _qualifies(self, epoch: int, rows: np.ndarray) -> bool:
+        """Whether the epoch loses no guard to epoch 0 on ``rows`` in the point estimate (a PSP guard is a ratio
+        of sums over the rows, as the reports compute it)."""
+        if not self.within_guards or epoch == 0 or 0 not in self.tops or not len(rows):
+            return True
+        mine, start = self._guards(epoch), self._guards(0)
+
+        def value(terms: dict[str, np.ndarray], metric: str) -> float:
+            if metric in terms:
+                return float(terms[metric][rows].mean())
+            denominator = float(terms[f"{metric}/denominator"][rows].sum())
+            return float(terms[f"{metric}/numerator"][rows].sum()) / denominator if denominator else 0.0
+
+        metrics = {key.split("/")[0] for key in start}
+        return all(value(mine, m) >= value(start, m) for m in metrics)
+
+    def select(self, rows: np.ndarray) -> int:
+        """The epoch with the best mean recall on ``rows`` (the earliest of equals: the start wins ties), among
+        those that lose no guard there when ``within_guards``."""
+        return max((e for e in sorted(self.tops) if self._qualifies(e, rows)),
+                   key=lambda e: (float(self._per_row(e)[rows].mean()) if len(rows) else 0.0, -e))
 
     def add(self, epoch: int, top: np.ndarray) -> bool:
-        """Keep the epoch's ranking; True when it is the best on all validation rows so far (keep its weights)."""
+        """Keep the epoch's ranking; True when it is the best on all validation rows so far (keep its weights):
+        the candidate :meth:`decide` tests is the same procedure run on all rows."""
         self.tops[epoch] = np.asarray(top)
         self._recall.pop(epoch, None)
+        self._guard_terms.pop(epoch, None)
         value = float(self._per_row(epoch).mean()) if len(top) else 0.0
-        if value > self.best["metric"]:
+        if value > self.best["metric"] and self._qualifies(epoch, np.arange(self.truth.shape[0])):
             self.best = {"epoch": epoch, "metric": value}
             return True
         return False
@@ -82,7 +117,7 @@ class EpochChoice:
         if best <= 0 or 0 not in self.tops:
             return Decision("trained epoch", kept=False, reason="epoch 0 (the start) is best on the validation rows",
                             metric=self.metric, picked_on_rows=n, tested_on_rows=n, candidate={"epoch": max(best, 0)})
-        decision, _ = cross_fitted("trained epoch", self._select, lambda e: self.tops[e], self.tops[0], self.truth,
+        decision, _ = cross_fitted("trained epoch", self.select, lambda e: self.tops[e], self.tops[0], self.truth,
                                    self.inv_propensity, self.metric, self.policy, self.folds,
                                    describe=lambda e: {"epoch": int(e)})
         return decision
@@ -93,7 +128,7 @@ class EpochChoice:
 
     def restore(self, arrays: dict[str, np.ndarray], best: dict[str, float]) -> None:
         self.tops = {int(key.split("/")[1]): top for key, top in arrays.items() if key.startswith("val_top/")}
-        self._recall = {}
+        self._recall, self._guard_terms = {}, {}
         self.best = dict(best)
 
 
@@ -152,7 +187,8 @@ class Selection:
         rows = found.val_rows
         space = validation_label_space(len(dataset.label_texts), found.y_val, rows, cfg)  # the trainer's space
         truth = sp.csr_matrix(sp.csr_matrix(found.y_val)[rows][:, space])
-        choice = EpochChoice(truth, propensity(dataset)[space], cfg.val_k, cfg.fallback, cfg.seed)
+        choice = EpochChoice(truth, propensity(dataset)[space], cfg.val_k, cfg.fallback, cfg.seed,
+                             cfg.select_within_guards)
         return cls(rows, space, truth, dataset.own_label_pairs(rows, space), cfg.val_k, cfg.select_best, choice)
 
     @property
