@@ -37,23 +37,29 @@ def load(path: Path) -> dict:
             "policy": FallbackPolicy(**json.loads(str(found["policy"]))), "commit": str(found["commit"])}
 
 
-def serve(run: dict, rows: np.ndarray, within: bool) -> tuple[int, str]:
+#: the rules compared: EpochChoice's settings (the first is the trainer's; every other is paired against it)
+RULES: dict[str, dict] = {"recall": {}, "within_guards": {"within_guards": True},
+                          "precision": {"selection_metric": "P@1"}}
+
+
+def serve(run: dict, rows: np.ndarray, rule: str) -> tuple[int, str]:
     """The epoch the rule serves when it sees only ``rows`` of the run's validation rows, and its reason."""
-    choice = EpochChoice(run["truth"][rows], run["inv_propensity"], run["k"], run["policy"], run["seed"], within)
+    choice = EpochChoice(run["truth"][rows], run["inv_propensity"], run["k"], run["policy"], run["seed"],
+                         **RULES[rule])
     for epoch, top in zip(run["epochs"], run["tops"], strict=True):
         choice.add(epoch, top[rows])
     decision = choice.decide()
     return (int(decision.candidate["epoch"]) if decision.kept else 0), decision.reason
 
 
-def out_of_fold(run: dict, within: bool) -> tuple[np.ndarray, list[int]]:
+def out_of_fold(run: dict, rule: str) -> tuple[np.ndarray, list[int]]:
     """Every row ranked by the epoch the rule serves from the other outer folds' rows; the folds' served epochs."""
     n = run["truth"].shape[0]
     order = np.random.default_rng([run["seed"], 62]).permutation(n)
     ranking, served = np.array(run["tops"][0], copy=True), []
     position = {epoch: i for i, epoch in enumerate(run["epochs"])}
     for fold in (np.sort(order[i::OUTER_FOLDS]) for i in range(OUTER_FOLDS)):
-        epoch, _ = serve(run, np.setdiff1d(np.arange(n), fold), within)
+        epoch, _ = serve(run, np.setdiff1d(np.arange(n), fold), rule)
         ranking[fold] = run["tops"][position[epoch]][fold]
         served.append(epoch)
     return ranking, served
@@ -87,32 +93,35 @@ def main() -> None:
         run = load(path)
         dataset = run["name"].split("-dual_encoder")[0].split("-ramen")[0]
         entry = {"run": run["name"], "trained_at": run["commit"], "rows": int(run["truth"].shape[0])}
-        for within, rule in ((False, "recall"), (True, "within_guards")):
-            everything = np.arange(run["truth"].shape[0])
-            epoch, reason = serve(run, everything, within)
-            ranking, folds = out_of_fold(run, within)
+        for rule in RULES:
+            epoch, reason = serve(run, np.arange(run["truth"].shape[0]), rule)
+            ranking, folds = out_of_fold(run, rule)
             entry[rule] = {"served_on_all_rows": epoch, "reason": reason, "served_per_outer_fold": folds}
             by_dataset.setdefault(dataset, {}).setdefault(rule, []).append(terms(run, ranking))
         by_dataset[dataset].setdefault("epoch0", []).append(terms(run, run["tops"][0]))
         record["runs"].append(entry)
-        print(f"{run['name']}: served {entry['recall']['served_on_all_rows']} (recall rule) / "
-              f"{entry['within_guards']['served_on_all_rows']} (within guards); outer folds "
-              f"{entry['recall']['served_per_outer_fold']} / {entry['within_guards']['served_per_outer_fold']}")
-    print("\n| data set | rows | metric | epoch 0 | recall rule | within guards | within − recall [95%] |")
-    print("|---|---|---|---|---|---|---|")
-    for dataset, rules in by_dataset.items():
-        guarded, plain, start = (pooled(rules[r]) for r in ("within_guards", "recall", "epoch0"))
-        summary = {}
+        print(f"{run['name']}: served on all rows / per outer fold: " + "; ".join(
+            f"{rule} {entry[rule]['served_on_all_rows']} / {entry[rule]['served_per_outer_fold']}" for rule in RULES))
+    base, *others = RULES
+    print(f"\n| data set | rows | metric | epoch 0 | {' | '.join(RULES)} | "
+          + " | ".join(f"{rule} − {base} [95%]" for rule in others) + " |")
+    print("|---" * (4 + len(RULES) + len(others)) + "|")
+    for dataset, found_rules in by_dataset.items():
+        rows = {rule: pooled(found_rules[rule]) for rule in [*RULES, "epoch0"]}
+        summary: dict[str, dict] = {}
         for metric in METRICS:
-            found = paired_metric_diff(guarded, plain, metric)
-            assert found is not None  # both rules' terms hold every metric
-            diff, low, high, _ = found
-            summary[metric] = {"epoch0": mean(start, metric), "recall": mean(plain, metric),
-                               "within_guards": mean(guarded, metric), "diff": [diff, low, high]}
-            print(f"| {dataset} | {len(guarded['P@1'])} | {metric} | {100 * mean(start, metric):.2f} | "
-                  f"{100 * mean(plain, metric):.2f} | {100 * mean(guarded, metric):.2f} | "
-                  f"{100 * diff:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}] |")
-        record["datasets"][dataset] = {"rows": int(len(guarded["P@1"])), "metrics": summary}
+            summary[metric] = {rule: mean(rows[rule], metric) for rule in rows}
+            cells = []
+            for rule in others:
+                found = paired_metric_diff(rows[rule], rows[base], metric)
+                assert found is not None  # both rules' terms hold every metric
+                diff, low, high, _ = found
+                summary[metric][f"{rule} - {base}"] = [diff, low, high]
+                cells.append(f"{100 * diff:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]")
+            print(f"| {dataset} | {len(rows[base]['P@1'])} | {metric} | "
+                  + " | ".join(f"{100 * mean(rows[r], metric):.2f}" for r in ["epoch0", *RULES]) + " | "
+                  + " | ".join(cells) + " |")
+        record["datasets"][dataset] = {"rows": int(len(rows[base]["P@1"])), "metrics": summary}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_result(args.out, json.dumps(record, indent=1) + "\n")
 

@@ -38,7 +38,9 @@ class EpochChoice:
     ``truth``: validation rows × ranked labels; ``inv_propensity``: those labels' weights (PSP guard).
     ``within_guards``: the procedure picks only among epochs that lose no guard metric (``policy.guards``) to epoch
     0 in the point estimate on its picking rows (epoch 0 always qualifies), so a recall gain bought with the
-    primary metric or the tail is not the candidate when an epoch without that loss exists."""
+    primary metric or the tail is not the candidate when an epoch without that loss exists.
+    ``selection_metric``: the per-row mean metric the procedure picks on and the test requires a gain in (``P@1``),
+    instead of recall@``k``."""
 
     truth: sp.csr_matrix
     inv_propensity: np.ndarray | None
@@ -46,23 +48,27 @@ class EpochChoice:
     policy: FallbackPolicy
     seed: int = 0
     within_guards: bool = False
+    selection_metric: str | None = None
     tops: dict[int, np.ndarray] = field(default_factory=dict)  # epoch → each validation row's ranked labels
     best: dict[str, float] = field(default_factory=lambda: {"epoch": -1, "metric": float("-inf")})
 
     def __post_init__(self) -> None:
         self.truth = sp.csr_matrix(self.truth)
         self.folds = row_folds(self.truth.shape[0], self.policy.folds, self.seed)
-        self._recall: dict[int, np.ndarray] = {}  # epoch → per-row recall@k
+        self._recall: dict[int, np.ndarray] = {}  # epoch → per-row selection metric (recall@k)
         self._guard_terms: dict[int, dict[str, np.ndarray]] = {}  # epoch → the guards' per-row terms
 
     @property
     def metric(self) -> str:
-        return f"R@{self.k}"
+        return self.selection_metric or f"R@{self.k}"
 
     def _per_row(self, epoch: int) -> np.ndarray:
+        from xc_core.evaluation.fallback import per_row
         from xc_core.evaluation.metrics import recall_per_row
 
-        if epoch not in self._recall:
+        if epoch not in self._recall and self.selection_metric:
+            self._recall[epoch] = per_row(self.selection_metric, self.truth, self.tops[epoch], None)[self.metric]
+        elif epoch not in self._recall:
             self._recall[epoch] = recall_per_row(self.truth, self.tops[epoch][:, : self.k], self.k)
         return self._recall[epoch]
 
