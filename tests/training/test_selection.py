@@ -94,6 +94,32 @@ def test_within_guards_the_procedure_skips_an_epoch_that_buys_recall_with_precis
     assert served == {False: 0, True: 2}
 
 
+def test_a_selection_metric_picks_and_tests_the_epoch_on_that_metric() -> None:
+    """Epoch 1 finds every row's second label and loses every top hit; epoch 2 puts the first label on top for
+    every row. Recall picks epoch 1 (refused: P@1 lost); ``selection_metric="P@1"`` picks epoch 2 and its test
+    is a P@1 gain."""
+    import scipy.sparse as sp
+
+    from xc_core.evaluation.fallback import FallbackPolicy
+    from xc_core.training.selection import EpochChoice
+
+    n = 400
+    truth = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2), np.tile([0, 1], n))), shape=(n, 20))
+    start = np.tile([0, 2, 3, 4, 5], (n, 1))
+    start[n // 2:] = [2, 0, 3, 4, 5]  # P@1 0.5, R@5 0.5
+    recall_best = np.tile([2, 0, 1, 3, 4], (n, 1))  # P@1 0, R@5 1
+    precise = np.tile([0, 2, 3, 4, 5], (n, 1))  # P@1 1, R@5 0.5
+    decisions = {}
+    for metric in (None, "P@1"):
+        choice = EpochChoice(truth, np.ones(20), 5, FallbackPolicy(), selection_metric=metric)
+        for epoch, top in enumerate((start, recall_best, precise)):
+            choice.add(epoch, top)
+        decisions[metric] = choice.decide()
+    assert decisions[None].metric == "R@5" and decisions[None].candidate == {"epoch": 1} and not decisions[None].kept
+    assert decisions["P@1"].metric == "P@1" and decisions["P@1"].candidate == {"epoch": 2}
+    assert decisions["P@1"].kept and decisions["P@1"].low > 0
+
+
 def test_without_selection_the_last_epoch_is_kept(tiny_data: XCDataset, tiny_home: Path, tmp_path: Path) -> None:
     trainer = _trainer(tiny_data, tiny_home, tmp_path / "m", lr=0.05, epochs=2, prune=False, select_best=False)
     result = trainer.fit()
