@@ -87,3 +87,51 @@ def test_tower_training_with_sampled_negatives_learns(tiny_data: XCDataset, tiny
     with pytest.raises(ValueError, match="sampled_negatives"):
         Trainer(tiny_data, encoder_config(profile, tiny_home), cfg.model_copy(update={"loss": "triplet"}),
                 tmp_path / "refused")
+
+
+def test_the_regularizer_ranks_each_anchor_against_the_allowed_sampled_labels_too() -> None:
+    """Row i's softmax holds its anchor, the other rows' anchors and the extra labels it may rank; a label it may
+    not rank (its anchor's own text) changes nothing."""
+    import torch
+
+    from xc_core.training.losses import SoftmaxGraphRegularizer
+
+    nodes, anchors = torch.eye(3), torch.eye(3)
+    extra = torch.tensor([[0.9, 0.1, 0.0], [0.0, 0.0, 1.0]])  # near node 0; equal to anchor 2
+    valid, neighbours = torch.ones(3, dtype=torch.bool), torch.zeros(3, 3, dtype=torch.bool)
+    allowed = torch.tensor([[True, True], [True, True], [True, False]])
+    reg = SoftmaxGraphRegularizer(scale=2.0)
+    found = reg(nodes, anchors, valid, neighbours, extra_emb=extra, extra_allowed=allowed)
+    logits = 2.0 * torch.cat([nodes @ anchors.T, nodes @ extra.T], dim=1)
+    logits[2, 4] = float("-inf")
+    assert float(found) == pytest.approx(float(torch.nn.functional.cross_entropy(logits, torch.arange(3))))
+    assert float(found) > float(reg(nodes, anchors, valid, neighbours))
+    blocked = reg(nodes, anchors, valid, neighbours, extra_emb=extra, extra_allowed=torch.zeros(3, 2, dtype=torch.bool))
+    assert float(blocked) == pytest.approx(float(reg(nodes, anchors, valid, neighbours)))
+    with pytest.raises(ValueError, match="extra_allowed"):
+        reg(nodes, anchors, valid, neighbours, extra_emb=extra)
+
+
+def test_the_trainer_shares_its_sampled_labels_with_the_regularizers_only_when_asked(
+        tiny_data: XCDataset, tiny_home: Path, tmp_path: Path) -> None:
+    from xc_core.profiles import encoder_config, get_profile
+    from xc_core.training.trainer import Trainer
+
+    profile = get_profile("tiny")
+    cfg = profile.train.model_copy(update={"tower": True, "regularize": True, "prune": False, "bandit": False,
+                                           "graph_worth": False, "sampled_negatives": 64, "val_split": "documents"})
+    losses = {}
+    for shared in (False, True):
+        trainer = Trainer(tiny_data, encoder_config(profile, tiny_home),
+                          cfg.model_copy(update={"regularizer_sampled_negatives": shared}), tmp_path / str(shared))
+        batch = trainer.builder.build(trainer.train_idx[:16], np.random.default_rng(0))
+        terms = trainer.losses(batch)
+        losses[shared] = {k: float(v.detach()) for k, v in terms.items()}
+    assert losses[True]["task"] == pytest.approx(losses[False]["task"])  # the task loss is untouched
+    regularizers = [k for k in losses[True] if k != "task"]
+    assert regularizers and all(losses[True][k] >= losses[False][k] for k in regularizers)
+    assert any(losses[True][k] > losses[False][k] for k in regularizers)  # more negatives: a harder softmax
+    with pytest.raises(ValueError, match="regularizer_sampled_negatives"):
+        Trainer(tiny_data, encoder_config(profile, tiny_home),
+                cfg.model_copy(update={"regularizer_sampled_negatives": True, "sampled_negatives": 0}),
+                tmp_path / "refused")

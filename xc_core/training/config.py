@@ -80,6 +80,12 @@ class TrainConfig(BaseModel):
                                    "also ranks its positive against them (a row's known positives and texts equal to "
                                    "its own are masked). Each step encodes them, so it suits the tower, where a label "
                                    "costs no transformer pass (0: off; softmax loss only)")
+    regularizer_sampled_negatives: bool = Field(default=False, description="the graph regularizers' softmax also "
+                                                "ranks each node's anchor against the task's sampled labels "
+                                                "(sampled_negatives; those equal to the anchor's text or the "
+                                                "row's masked ones excepted), so a regularizer's weight against "
+                                                "the task does not depend on how many negatives the task has "
+                                                "(softmax loss with sampled_negatives only)")
     logq_correction: bool = Field(default=False, description="correct the task softmax for how its negatives are "
                                   "drawn (Yi et al. 2019): each batch label's logit less the log of its expected "
                                   "count in a batch. In-batch negatives are other rows' positives, drawn in "

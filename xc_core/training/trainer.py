@@ -28,7 +28,7 @@ from xc_core.encoders.text import EncoderConfig, TextEncoder
 from xc_core.graphs.pruning import prune_anchor_set
 from xc_core.seeds import Stream
 from xc_core.training.anchor_prep import prepare_anchors
-from xc_core.training.batches import Batch, BatchBuilder
+from xc_core.training.batches import Batch, BatchBuilder, same_text
 from xc_core.training.checkpoint import latest, load_checkpoint, load_encoder_weights, save_checkpoint, save_encoder
 from xc_core.training.clusters import balanced_kmeans, cluster_batches, cluster_size_at, random_batches
 from xc_core.training.config import TrainConfig
@@ -110,6 +110,9 @@ class Trainer:
             raise ValueError("shortlist_negatives adds a negative to the softmax task loss: use loss='softmax'")
         if cfg.sampled_negatives and cfg.loss != "softmax":
             raise ValueError("sampled_negatives adds negatives to the softmax task loss: use loss='softmax'")
+        if cfg.regularizer_sampled_negatives and (cfg.loss != "softmax" or not cfg.sampled_negatives):
+            raise ValueError("regularizer_sampled_negatives shares the task's sampled labels with the regularizers: "
+                             "use loss='softmax' and sampled_negatives > 0")
         if cfg.logq_correction and cfg.loss != "softmax":
             raise ValueError("logq_correction corrects the softmax task loss: use loss='softmax'")
         if cfg.distill and not cfg.tower:
@@ -381,6 +384,9 @@ class Trainer:
             extra = {}
             if side.hard_texts is not None:  # the side's negative anchors follow its anchors
                 extra = {"hard_emb": anchors[start + b: start + 2 * b], "hard_valid": torch.from_numpy(side.hard_valid)}
+            if self.cfg.regularizer_sampled_negatives and "sampled_emb" in more:  # the task's sampled labels too
+                masked = more["sampled_positive"].numpy() | same_text(side.texts, batch.sampled_texts)
+                extra |= {"extra_emb": sampled, "extra_allowed": torch.from_numpy(~masked)}
             out[f"{kind}/{name}"] = self.regularizer(nodes, anchors[start: start + b], torch.from_numpy(side.valid),
                                                      torch.from_numpy(side.neighbour_mask), **extra)
             start += b if side.hard_texts is None else 2 * b

@@ -155,17 +155,25 @@ class SoftmaxGraphRegularizer(nn.Module):
 
     def forward(self, node_emb: torch.Tensor, anchor_emb: torch.Tensor, valid: torch.Tensor,
                 anchor_is_neighbour: torch.Tensor, hard_emb: torch.Tensor | None = None,
-                hard_valid: torch.Tensor | None = None) -> torch.Tensor:
+                hard_valid: torch.Tensor | None = None, extra_emb: torch.Tensor | None = None,
+                extra_allowed: torch.Tensor | None = None) -> torch.Tensor:
         """``hard_emb`` [B, d] (optional): one more negative anchor per row, in that row's softmax only, where
-        ``hard_valid`` [B] (``anchor_negatives``: an anchor of the set near the node that is not its own)."""
+        ``hard_valid`` [B] (``anchor_negatives``: an anchor of the set near the node that is not its own).
+        ``extra_emb`` [M, d] (optional): M more negatives in every row's softmax, where ``extra_allowed`` [B, M]
+        (``regularizer_sampled_negatives``: the task's sampled labels)."""
         scores, negatives = anchor_scores(node_emb, anchor_emb, valid, anchor_is_neighbour)
+        if extra_emb is not None and extra_allowed is None:
+            raise ValueError("extra_emb needs extra_allowed [B, M]: which extra negatives each row may rank")
+        extra_scores = node_emb @ extra_emb.T if extra_emb is not None else None
         if hard_emb is None:
-            return in_batch_softmax(scores, negatives, self.scale, valid=valid)
+            return in_batch_softmax(scores, negatives, self.scale, valid=valid, extra_scores=extra_scores,
+                                    extra_allowed=extra_allowed)
         if hard_emb.shape != node_emb.shape or hard_valid is None:
             raise ValueError(f"hard_emb must have the shape of node_emb {tuple(node_emb.shape)}, with hard_valid")
         row_valid = hard_valid.to(device=scores.device, dtype=torch.bool) & valid.to(scores.device)
         return in_batch_softmax(scores, negatives, self.scale, valid=valid,
-                                row_scores=(node_emb * hard_emb).sum(dim=1), row_valid=row_valid)
+                                row_scores=(node_emb * hard_emb).sum(dim=1), row_valid=row_valid,
+                                extra_scores=extra_scores, extra_allowed=extra_allowed)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}"
