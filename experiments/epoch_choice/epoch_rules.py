@@ -7,7 +7,7 @@ whole rule — candidate, cross-fitted fallback test against epoch 0, served epo
 alone, and the fold's rows are ranked by the epoch it serves. The two rules' rankings are then paired on the same
 rows, pooled over a data set's runs (rows concatenated), with 95% paired bootstrap intervals.
 
-    .venv/bin/python experiments/epoch_choice/compare.py RUN.npz [RUN.npz ...] [--out results/compare.json]
+    .venv/bin/python experiments/epoch_choice/epoch_rules.py RUN.npz [RUN.npz ...] [--out results/compare.json]
 """
 
 from __future__ import annotations
