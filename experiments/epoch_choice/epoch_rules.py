@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from xc_core.evaluation.analyses import paired_metric_diff
 from xc_core.evaluation.fallback import FallbackPolicy, per_row
+from xc_core.evaluation.seed_homes import metric_value
 from xc_core.provenance import code_stamp, write_result
 from xc_core.training.selection import EpochChoice
 
@@ -76,12 +77,6 @@ def pooled(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
 
 
-def mean(rows: dict[str, np.ndarray], metric: str) -> float:
-    if metric in rows:
-        return float(rows[metric].mean())
-    return float(rows[f"{metric}/numerator"].sum() / max(rows[f"{metric}/denominator"].sum(), 1e-12))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("runs", nargs="+", type=Path)
@@ -110,7 +105,7 @@ def main() -> None:
         rows = {rule: pooled(found_rules[rule]) for rule in [*RULES, "epoch0"]}
         summary: dict[str, dict] = {}
         for metric in METRICS:
-            summary[metric] = {rule: mean(rows[rule], metric) for rule in rows}
+            summary[metric] = {rule: metric_value(rows[rule], metric) for rule in rows}
             cells = []
             for rule in others:
                 found = paired_metric_diff(rows[rule], rows[base], metric)
@@ -119,7 +114,7 @@ def main() -> None:
                 summary[metric][f"{rule} - {base}"] = [diff, low, high]
                 cells.append(f"{100 * diff:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]")
             print(f"| {dataset} | {len(rows[base]['P@1'])} | {metric} | "
-                  + " | ".join(f"{100 * mean(rows[r], metric):.2f}" for r in ["epoch0", *RULES]) + " | "
+                  + " | ".join(f"{100 * metric_value(rows[r], metric):.2f}" for r in ["epoch0", *RULES]) + " | "
                   + " | ".join(cells) + " |")
         record["datasets"][dataset] = {"rows": int(len(rows[base]["P@1"])), "metrics": summary}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -85,18 +85,13 @@ class EpochChoice:
     def _qualifies(self, epoch: int, rows: np.ndarray) -> bool:
         """Whether the epoch loses no guard to epoch 0 on ``rows`` in the point estimate (a PSP guard is a ratio
         of sums over the rows, as the reports compute it)."""
+        from xc_core.evaluation.seed_homes import metric_value
+
         if not self.within_guards or epoch == 0 or 0 not in self.tops or not len(rows):
             return True
-        mine, start = self._guards(epoch), self._guards(0)
-
-        def value(terms: dict[str, np.ndarray], metric: str) -> float:
-            if metric in terms:
-                return float(terms[metric][rows].mean())
-            denominator = float(terms[f"{metric}/denominator"][rows].sum())
-            return float(terms[f"{metric}/numerator"][rows].sum()) / denominator if denominator else 0.0
-
+        mine, start = ({key: value[rows] for key, value in self._guards(e).items()} for e in (epoch, 0))
         metrics = {key.split("/")[0] for key in start}
-        return all(value(mine, m) >= value(start, m) for m in metrics)
+        return all(metric_value(mine, m) >= metric_value(start, m) for m in metrics)
 
     def select(self, rows: np.ndarray) -> int:
         """The epoch with the best mean recall on ``rows`` (the earliest of equals: the start wins ties), among
